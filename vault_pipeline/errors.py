@@ -1,0 +1,68 @@
+"""The project's one base exception and its data-carrying subclasses.
+
+Every error a user can cause (bad input, a dirty file, a held lock, a model
+that never produced valid output) is a ``VaultError``; the CLI maps it to a
+one-line message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class VaultError(Exception):
+    """Base class for every error this package raises on purpose."""
+
+
+class ConfigError(VaultError):
+    """A setting is missing or malformed (vault.toml, environment, options)."""
+
+
+class ParseError(VaultError):
+    """An input file, or one record in it, cannot be read."""
+
+    def __init__(self, source: str | Path, reason: str, record: str | int | None = None):
+        self.source = str(source)
+        self.record = None if record is None else str(record)
+        self.reason = reason
+        where = self.source if self.record is None else f"{self.source} [record {self.record}]"
+        super().__init__(f"{where}: {reason}")
+
+
+class FrontmatterError(ParseError):
+    """A note's YAML frontmatter is missing, unterminated or not a mapping."""
+
+
+class DirtyFileError(VaultError):
+    """A file changed on disk since we last wrote or read it; we refuse to overwrite it."""
+
+    def __init__(self, path: str | Path, reason: str = "changed since it was last written"):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}; left untouched")
+
+
+class LockError(VaultError):
+    """Another vault_pipeline process holds the vault lock."""
+
+    def __init__(self, path: str | Path, holder: str = "another process"):
+        self.path = str(path)
+        self.holder = holder
+        super().__init__(f"vault is locked by {holder} ({self.path}); try again when it finishes")
+
+
+class ModelError(VaultError):
+    """A model call failed for good: retries exhausted or output never validated."""
+
+    def __init__(self, prompt: str, model: str, reason: str, attempts: int = 0,
+                 last_output: str | None = None):
+        self.prompt = prompt
+        self.model = model
+        self.reason = reason
+        self.attempts = attempts
+        self.last_output = last_output
+        super().__init__(f"model {model} failed on prompt {prompt!r} after {attempts} attempt(s): {reason}")
+
+
+class IndexStateError(VaultError):
+    """The derived index is missing, incompatible or corrupt (rebuild with `vault index --rebuild`)."""
