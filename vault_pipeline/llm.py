@@ -277,7 +277,7 @@ class LiteLLMBackend:
         try:
             result, raw = self._client.chat.completions.create_with_completion(
                 model=self.model, messages=prompt.render(variables), response_model=response_model,
-                max_retries=self.max_reasks + 1, context=dict(context or {}),
+                max_retries=self.max_reasks, context=dict(context or {}),
                 temperature=prompt.temperature, timeout=self.timeout, **extra)
         except InstructorRetryException as exc:
             last = redact(str(getattr(exc, "last_completion", "") or ""))[:2000]
