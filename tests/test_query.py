@@ -1,0 +1,588 @@
+"""The retrieval funnel: decomposition, fusion, floor, fit-gate, provenance rank, dedup, budget, package."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from tests.fakes import HashEmbedder
+from vault_pipeline.errors import ModelError
+from vault_pipeline.gate import GateVerdicts
+from vault_pipeline.llm import OfflineBackend
+from vault_pipeline.offline.retrieval import decompose, gate, stem
+from vault_pipeline.package import Selected, assemble, cut_text, estimate_tokens, first_level
+from vault_pipeline.query import Candidate, FunnelConfig, QueryPlan, dedup, rank, recency, run_query
+
+QUERY = "How do negative space and emptiness work in Japanese garden design?"
+
+
+# --------------------------------------------------------------------------- fakes
+
+
+@dataclass(frozen=True)
+class FakeRow:
+    """The index's Row shape (index.Row), kept local so these tests do not wait on index.py."""
+
+    chunk_id: str
+    note_id: str
+    path: str
+    type: str = "atomic"
+    tier: str = "engram"
+    status: str = "kept"
+    category: str = "fact"
+    speaker: str = "user"
+    created: str = "2024-05-01T00:00:00+00:00"
+    source_kind: str = "chatgpt"
+    source_conversation: str = "conv-1"
+    source_messages: str = '["m-1"]'
+    heading: str = ""
+    level: int = 0
+    ordinal: int = 0
+    synopsis: str = ""
+    text: str = ""
+    tokens: int = 0
+    sha256: str = ""
+    similarity: float = 0.0
+    lane: str = "vector"
+
+
+def row(note_id: str, folder: str, text: str, **kw) -> FakeRow:
+    """One chunk of one note; the path is ``<folder>/<note_id>.md``."""
+    return FakeRow(chunk_id=kw.pop("chunk_id", f"{note_id}#0"), note_id=note_id,
+                   path=f"{folder}/{note_id}.md", text=text, **kw)
+
+
+class FakeRetriever:
+    """In-memory vector + text lanes over a list of rows (the funnel's Retriever protocol)."""
+
+    def __init__(self, rows: list[FakeRow], embedder: HashEmbedder):
+        self.rows = rows
+        self.vectors = embedder.embed([r.text for r in rows])
+        self.calls: list[tuple[str, str]] = []
+
+    def _hits(self, scores, vector, k: int, lane: str) -> list[FakeRow]:
+        sims = self.vectors @ vector if vector is not None else np.zeros(len(self.rows))
+        order = sorted((i for i in range(len(self.rows)) if scores[i] > 0),
+                       key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id))[:k]
+        return [replace(self.rows[i], similarity=float(sims[i]), lane=lane) for i in order]
+
+    def vector_search(self, vector, k, *, include_archived=False):
+        self.calls.append(("vector", ""))
+        return self._hits(self.vectors @ vector + 2.0, vector, k, "vector")
+
+    def text_search(self, query, k, *, include_archived=False, vector=None):
+        self.calls.append(("text", query))
+        terms = {w for w in re.findall(r"\w+", query.lower()) if len(w) > 3}
+        scores = [len(terms & set(re.findall(r"\w+", r.text.lower()))) for r in self.rows]
+        return self._hits(scores, vector, k, "text")
+
+
+class ScriptedLLM:
+    """A StructuredLLM whose answer is computed by ``fn(prompt_name, variables)``; records calls."""
+
+    remote = False
+
+    def __init__(self, fn, model: str = "scripted"):
+        self.fn = fn
+        self.model = model
+        self.calls: list[tuple[str, dict]] = []
+
+    def call(self, prompt, variables, response_model, *, context=None):
+        self.calls.append((prompt.name, dict(variables)))
+        return response_model.model_validate(self.fn(prompt.name, variables), context=dict(context or {}))
+
+
+class RaisingLLM:
+    """A gate model that always fails for good."""
+
+    model = "broken"
+    remote = False
+
+    def call(self, prompt, variables, response_model, *, context=None):
+        raise ModelError(prompt.name, self.model, "connection refused", 4)
+
+
+class SleepingLLM:
+    """A gate model that answers only after the funnel's deadline (released by the test)."""
+
+    model = "slow"
+    remote = False
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def call(self, prompt, variables, response_model, *, context=None):
+        self.release.wait(5)
+        return response_model.model_validate(
+            {"verdicts": [{"key": c["key"], "reasoning": "late", "verdict": "drop", "reason": "late"}
+                          for c in variables["candidates"]]}, context=dict(context or {}))
+
+
+def keep_all(name, variables):
+    """Scripted gate answer: keep every candidate."""
+    return {"verdicts": [{"key": c["key"], "reasoning": "fits", "verdict": "keep", "reason": "fits"}
+                         for c in variables["candidates"]]}
+
+
+def drop_if(word):
+    """Scripted gate answer: drop candidates whose text mentions ``word``."""
+    def answer(name, variables):
+        return {"verdicts": [{"key": c["key"], "reasoning": "checked",
+                              "verdict": "drop" if word in c["text"] else "keep",
+                              "reason": f"mentions {word}" if word in c["text"] else "fits"}
+                             for c in variables["candidates"]]}
+    return answer
+
+
+# --------------------------------------------------------------------------- the corpus
+
+COSMOLOGY = row("hubble-law", "engrams", "How negative space and emptiness work in cosmology: Hubble's "
+                "law says expansion stretches the empty space between galaxies.")
+GARDEN_ROWS = [
+    row("garden-gravel", "engrams", "Raked gravel left empty in a Japanese garden frames "
+        "the stones."),
+    row("garden-ma", "engrams", "Ma (間), the Japanese concept of interval, is the pause between garden stones."),
+    row("garden-corner", "inbox", "We decided to leave the north corner of the garden empty as negative space.",
+        tier="chat", created="2024-06-01T00:00:00+00:00", category="decision"),
+    row("karesansui", "resources", "Karesansui: Japanese dry gardens suggest water with raked gravel and "
+        "negative space.", tier="resource", type="resource", heading="Karesansui"),
+    row("tax-deadline", "engrams", "The quarterly tax filing deadline is in April."),
+]
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder(dim=512)
+
+
+def garden(embedder, extra=()) -> FakeRetriever:
+    return FakeRetriever([COSMOLOGY, *GARDEN_ROWS, *extra], embedder)
+
+
+def run(retriever, embedder, *, gate_llm=None, plan_llm=None, **config):
+    return run_query(QUERY, retriever=retriever, embedder=embedder, llm_plan=plan_llm or OfflineBackend(),
+                     llm_gate=gate_llm or OfflineBackend(), config=FunnelConfig(**config))
+
+
+def trace_of(package, note_id):
+    return next(t for t in package.trace if t["id"] == note_id)
+
+
+def block_ids(package):
+    return [b.item.note_id for b in package.blocks]
+
+
+# --------------------------------------------------------------------------- the contamination case
+
+
+def test_gate_removes_the_cosmology_contaminant(embedder):
+    package = run(garden(embedder), embedder)
+    entry = trace_of(package, "hubble-law")
+    assert entry["floor"] == "pass" and entry["similarity"] > 0.3  # similarity cannot exclude it
+    assert entry["gate"] == "drop" and entry["rank"] is None
+    assert "shares only" in entry["reason"] and "'space'" in entry["reason"]
+    assert "japanese garden" in entry["reason"]
+    assert "hubble-law" not in block_ids(package)
+    assert {"garden-gravel", "garden-ma", "garden-corner"} <= set(block_ids(package))
+    assert package.stats["gate_dropped"] >= 1 and package.stats["degraded"] is False
+
+
+def test_without_the_gate_the_contaminant_ranks_high(embedder):
+    package = run(garden(embedder), embedder, gate=False)
+    entry = trace_of(package, "hubble-law")
+    assert entry["gate"] == "skipped" and entry["reason"] == "gate disabled"
+    assert entry["rank"] is not None and entry["rank"] <= 2
+    assert "hubble-law" in block_ids(package)
+
+
+def test_gate_first_rank_never_lets_a_dropped_engram_outrank_a_kept_chunk(embedder):
+    gated = run(garden(embedder), embedder, gate_llm=ScriptedLLM(drop_if("Hubble")))
+    ungated = run(garden(embedder), embedder, gate=False)
+    assert trace_of(ungated, "hubble-law")["rank"] == 1  # provenance x similarity puts it on top
+    ranked = sorted((t for t in gated.trace if t["rank"] is not None), key=lambda t: t["rank"])
+    assert ranked[0]["id"] != "hubble-law" and all(t["gate"] == "keep" for t in ranked)
+    assert all(t["rank"] is None for t in gated.trace if t["gate"] == "drop")
+    assert [t["rank"] for t in ranked] == list(range(1, len(ranked) + 1))
+
+
+# --------------------------------------------------------------------------- fail-open
+
+
+def test_gate_model_error_fails_open(embedder):
+    package = run(garden(embedder), embedder, gate_llm=RaisingLLM())
+    judged = [t for t in package.trace if t["floor"] == "pass"]
+    assert judged and all(t["gate"] == "fail-open" for t in judged)
+    assert all("connection refused" in t["reason"] for t in judged)
+    assert package.stats["gate_fail_open"] == len(judged) == package.stats["after_floor"]
+    assert package.stats["degraded"] is True
+    assert "hubble-law" in block_ids(package)  # nothing blanked: every candidate kept
+    assert "Degraded package" in package.to_markdown()
+
+
+def test_gate_timeout_fails_open(embedder):
+    slow = SleepingLLM()
+    started = time.monotonic()
+    try:
+        package = run(garden(embedder), embedder, gate_llm=slow, gate_timeout=0.3, gate_batch=2)
+    finally:
+        slow.release.set()
+    assert time.monotonic() - started < 3
+    judged = [t for t in package.trace if t["floor"] == "pass"]
+    assert judged and all(t["gate"] == "fail-open" and "no answer within" in t["reason"] for t in judged)
+    assert package.stats["degraded"] is True and package.stats["gate_fail_open"] == len(judged)
+
+
+def test_gate_batches_run_concurrently_and_cover_every_key(embedder):
+    llm = ScriptedLLM(keep_all)
+    package = run(garden(embedder), embedder, gate_llm=llm, gate_batch=2)
+    sizes = [len(v["candidates"]) for name, v in llm.calls]
+    assert sum(sizes) == package.stats["after_floor"] and max(sizes) <= 2
+    assert package.stats["gate_kept"] == package.stats["after_floor"]
+
+
+# --------------------------------------------------------------------------- the real instructor path
+
+
+def test_gate_reasks_through_instructor_when_a_key_is_missing(embedder):
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    import litellm
+
+    from vault_pipeline.llm import LiteLLMBackend
+
+    calls = []
+
+    def completion(**kwargs):
+        calls.append(kwargs)
+        keys = re.findall(r"^\[(c\d+)\]", kwargs["messages"][1]["content"], re.M)
+        verdicts = [{"key": k, "reasoning": "checked", "verdict": "keep", "reason": "fits"} for k in keys]
+        if len(calls) == 1:
+            verdicts = verdicts[:-1]  # the first answer forgets one candidate
+        else:
+            verdicts[0] = {**verdicts[0], "verdict": "drop", "reason": "second answer used"}
+        return litellm.completion(mock_response=json.dumps({"verdicts": verdicts}), **kwargs)
+
+    backend = LiteLLMBackend("openai/gpt-4o-mini", completion=completion, max_reasks=2)
+    package = run(garden(embedder), embedder, gate_llm=backend)
+    assert len(calls) == 2
+    assert "missing" in json.dumps(calls[1]["messages"])  # the re-ask names the validation error
+    judged = [t for t in package.trace if t["floor"] == "pass"]
+    assert judged[0]["gate"] == "drop" and judged[0]["reason"] == "second answer used"
+    assert all(t["gate"] == "keep" for t in judged[1:])
+    assert package.stats["gate_fail_open"] == 0 and package.stats["models"]["gate"] == "openai/gpt-4o-mini"
+
+
+def test_gate_verdicts_need_exactly_one_verdict_per_key():
+    one = {"key": "c01", "reasoning": "r", "verdict": "keep", "reason": "x"}
+    GateVerdicts.model_validate({"verdicts": [one]}, context={"keys": ["c01"]})
+    for verdicts in ([], [one, one], [one, {**one, "key": "c09"}]):
+        with pytest.raises(ValidationError):
+            GateVerdicts.model_validate({"verdicts": verdicts}, context={"keys": ["c01"]})
+    assert GateVerdicts.model_validate({"verdicts": [{**one, "key": "[c01]"}]},
+                                       context={"keys": ["c01"]}).verdicts[0].key == "c01"
+
+
+# --------------------------------------------------------------------------- decomposition and fusion
+
+
+def test_decomposition_runs_the_original_and_four_variants_concurrently_fused(embedder):
+    retriever = garden(embedder)
+    package = run(retriever, embedder)
+    kinds = [v["kind"] for v in package.stats["variants"]]
+    assert kinds == ["original", "concept", "methodology", "continuity", "authority"]
+    assert len(retriever.calls) == 10  # 5 queries x 2 lanes
+    assert package.intent == "negative space, emptiness, Japanese garden design"
+    assert package.stats["intent_source"] == "plan"
+    ids = [t["chunk_id"] for t in package.trace]
+    assert len(ids) == len(set(ids))  # deduplicated by chunk id
+    entry = trace_of(package, "garden-gravel")
+    assert entry["lanes"] == ["vector", "text"] and entry["variants"][0] == "original"
+    assert entry["rrf"] > 0
+
+
+def test_retrieve_wider_keeps_the_top_fused_and_traces_the_rest(embedder):
+    package = run(garden(embedder), embedder, wide=3)
+    data = json.loads(package.to_json())
+    inside = [t for t in data["trace"] if t["wide"]]
+    outside = [t for t in data["trace"] if not t["wide"]]
+    assert len(inside) == 3 == data["stats"]["candidates"] and outside
+    assert all(t["floor"] is None and t["rank"] is None and t["gate"] == "skipped" for t in outside)
+    assert min(t["rrf"] for t in inside) >= max(t["rrf"] for t in outside)
+    assert data["stats"]["retrieved"] == len(data["trace"])
+
+
+def test_user_intent_overrides_and_reaches_the_gate(embedder):
+    gate_llm = ScriptedLLM(keep_all)
+    run_query(QUERY, retriever=garden(embedder), embedder=embedder, llm_plan=OfflineBackend(),
+              llm_gate=gate_llm, intent="Japanese gardens")
+    assert gate_llm.calls[0][1]["intent"] == "Japanese gardens"
+
+
+def test_variants_off_runs_only_the_original(embedder):
+    retriever = garden(embedder)
+    package = run(retriever, embedder, variants=False)
+    assert [v["kind"] for v in package.stats["variants"]] == ["original"]
+    assert len(retriever.calls) == 2
+
+
+def test_decompose_failure_degrades_but_still_retrieves(embedder):
+    package = run(garden(embedder), embedder, plan_llm=RaisingLLM())
+    assert package.stats["plan_error"] and package.stats["degraded"] is True
+    assert package.intent == QUERY and package.blocks
+
+
+def test_query_plan_validation():
+    with pytest.raises(ValidationError):
+        QueryPlan.model_validate({"intent": "x", "variants": [{"kind": "concept", "text": "a"}] * 5})
+    with pytest.raises(ValidationError):
+        QueryPlan.model_validate({"intent": "x", "variants": [{"kind": "concept", "text": "  "}]})
+    with pytest.raises(ValidationError):
+        QueryPlan.model_validate({"intent": "x", "variants": [{"kind": "vibes", "text": "a"}]})
+
+
+def test_offline_decompose_strips_politeness_and_keeps_content_phrases():
+    plan = QueryPlan.model_validate(decompose({"query": "can we talk about peer review for our paper?",
+                                               "intent": ""}))
+    assert plan.intent == "peer review, paper"
+    assert [v.kind for v in plan.variants] == ["concept", "methodology", "continuity", "authority"]
+    assert plan.variants[2].text == "earlier decisions and sessions about peer review paper"
+    assert decompose({"query": "what about it?", "intent": "Garden design"})["intent"] == "Garden design"
+
+
+def test_offline_gate_keeps_few_word_on_topic_notes_and_names_what_is_missing():
+    answer = gate({"intent": "negative space, Japanese garden design", "query": QUERY, "candidates": [
+        {"key": "c01", "title": "ma", "heading": "", "text": "Ma (間), the Japanese concept of interval."},
+        {"key": "c02", "title": "Ryoan-ji", "heading": "", "text": "Fifteen rocks sit in raked gravel."},
+        {"key": "c03", "title": "hubble", "heading": "", "text": "Empty space and emptiness between galaxies."},
+        {"key": "c04", "title": "tax", "heading": "", "text": "The tax deadline is in April."}]})
+    verdicts = {v["key"]: v for v in answer["verdicts"]}
+    assert [verdicts[k]["verdict"] for k in ("c01", "c02", "c03", "c04")] == ["keep", "keep", "drop", "drop"]
+    assert verdicts["c03"]["reason"] == "shares only 'empty', 'space'; no overlap with 'japanese garden'"
+    assert verdicts["c04"]["reason"].startswith("shares no terms")
+    assert all(v["reasoning"] for v in answer["verdicts"])
+    assert stem("emptiness") == "empty" and stem("gardens") == "garden"
+
+
+# --------------------------------------------------------------------------- floor, rank, recency, dedup
+
+
+def test_floor_drops_low_similarity_candidates(embedder):
+    package = run(garden(embedder), embedder, floor=0.2, gate=False)
+    tax = trace_of(package, "tax-deadline")
+    assert tax["similarity"] < 0.2 and tax["floor"] == "drop" and tax["gate"] == "skipped"
+    assert "below floor" in tax["reason"] and tax["rank"] is None
+    assert "tax-deadline" not in block_ids(package)
+    assert package.stats["after_floor"] == sum(t["floor"] == "pass" for t in package.trace)
+
+
+def test_floor_is_per_embedder():
+    assert FunnelConfig.for_embedder("minilm-l6-v2-int8").floor == 0.20
+    assert FunnelConfig.for_embedder("minilm-l6-v2-int8", floor=0.05).floor == 0.05
+
+
+def cand(note_id, tier="engram", similarity=0.5, created="2024-01-01", text=None, type="atomic"):
+    r = row(note_id, "x", text or f"text of {note_id}", tier=tier, created=created, type=type)
+    return Candidate(r, 0.01, ("vector",), ("original",), similarity)
+
+
+def test_recency_decays_only_the_chat_tier():
+    config = FunnelConfig(half_life_days=30, recency_weight=0.15)
+    ref = datetime(2024, 7, 1, tzinfo=timezone.utc)
+    assert recency("engram", "2020-01-01", ref, config) == 1.0
+    assert recency("resource", "2020-01-01", ref, config) == 1.0
+    assert recency("web", "2020-01-01", ref, config) == 1.0
+    assert recency("chat", "2024-07-01", ref, config) == 1.0
+    assert recency("chat", "2024-06-01", ref, config) == pytest.approx(0.85 + 0.15 * 0.5 ** (30 / 30))
+    assert 0.85 <= recency("chat", "2000-01-01", ref, config) < 0.8501  # bounded: never overrides relevance
+    ranked = rank([cand("old-chat", "chat", created="2024-01-01"), cand("new-chat", "chat", created="2024-07-01"),
+                   cand("old-engram", created="2000-01-01")], ref, config)
+    assert [s.candidate.row.note_id for s in ranked] == ["old-engram", "new-chat", "old-chat"]
+    assert ranked[0].score == pytest.approx(0.5)
+
+
+def test_reference_date_defaults_to_newest_candidate_not_the_clock(embedder):
+    package = run(garden(embedder), embedder)
+    assert package.stats["reference_date"] == "2024-06-01T00:00:00+00:00"
+
+
+def test_rank_ties_break_by_id():
+    ranked = rank([cand("b"), cand("c"), cand("a")], None, FunnelConfig())
+    assert [s.candidate.row.note_id for s in ranked] == ["a", "b", "c"]
+
+
+def test_dedup_keeps_the_highest_provenance_copy(embedder):
+    same = "The north corner of the garden stays empty on purpose."
+    copies = [row("corner-web", "web", same, tier="web", type="web"),
+              row("corner-chat", "inbox", same, tier="chat"),
+              row("corner-resource", "resources", same.upper(), tier="resource", type="resource")]
+    package = run(garden(embedder, copies), embedder, gate=False, floor=0.0)
+    assert "corner-resource" in block_ids(package)
+    assert not {"corner-web", "corner-chat"} & set(block_ids(package))
+    for loser in ("corner-web", "corner-chat"):
+        entry = trace_of(package, loser)
+        assert entry["collapsed_into"] == "corner-resource" and entry["rank"] is None
+        assert "collapsed into corner-resource" in entry["reason"]
+    assert package.stats["deduped"] == 2
+    kept, collapsed = dedup(rank([cand("x1", "chat", text=same), cand("x2", "engram", text=same)], None,
+                                 FunnelConfig()))
+    assert [s.candidate.row.note_id for s in kept] == ["x2"] and collapsed == {"x1#0": "x2#0"}
+
+
+# --------------------------------------------------------------------------- budget assembly
+
+CORE = Selected("core#0", "core", "engrams/core.md", "engram", "atomic", 0.9, 1,
+                "Core sentence that must survive intact.")
+STRUCT = Selected("session#1", "session", "sessions/session.md", "chat", "session", 0.5, 2,
+                  "## Summary\n\nFirst paragraph of the session. It has two sentences.\n\n"
+                  + "Second paragraph goes on at length about details. " * 6)
+PERIPHERAL = Selected("web#0", "web", "web/web.md", "web", "web", 0.05, 3,
+                      "A clipped page. It says several things. " * 5)
+
+
+def test_levels_and_deterministic_block_order():
+    out = assemble([PERIPHERAL, STRUCT, CORE], budget=10_000, window=100_000, max_fraction=0.78)
+    assert [(b.item.note_id, b.level) for b in out.blocks] == [
+        ("core", "core"), ("session", "structural"), ("web", "peripheral")]
+    assert not any(b.truncated for b in out.blocks) and not out.dropped and not out.cap_fired
+
+
+def test_budget_cuts_peripheral_then_structural_before_core():
+    first = estimate_tokens(first_level(STRUCT.text))
+    budget = estimate_tokens(CORE.text) + first + 2
+    out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
+    blocks = {b.item.note_id: b for b in out.blocks}
+    assert blocks["core"].text == CORE.text and not blocks["core"].truncated
+    assert blocks["session"].truncated and blocks["session"].text == first_level(STRUCT.text)
+    assert blocks["session"].text.endswith("two sentences.")
+    assert "web" not in blocks and [d["id"] for d in out.dropped] == ["web"]
+    assert out.tokens <= budget and out.outcomes["web#0"].cut == "dropped"
+
+
+def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
+    budget = estimate_tokens(CORE.text) + estimate_tokens(STRUCT.text) + 25
+    out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
+    web = next(b for b in out.blocks if b.item.note_id == "web")
+    assert web.truncated and web.text.endswith(".") and PERIPHERAL.text.startswith(web.text)
+    assert out.tokens <= budget and not out.dropped
+
+
+def test_core_is_cut_last_and_only_when_nothing_else_is_left():
+    out = assemble([CORE, STRUCT, PERIPHERAL], budget=6, window=100_000, max_fraction=0.78)
+    assert [b.item.note_id for b in out.blocks] == ["core"] and out.blocks[0].truncated
+    assert {d["id"] for d in out.dropped} == {"session", "web"} and out.tokens <= 6
+
+
+def test_cut_text_respects_utf8_boundaries():
+    text = "日本庭園の余白は静けさを生む" * 4  # no spaces, no sentence marks: a character cut
+    head = cut_text(text, 5)
+    assert text.startswith(head) and 0 < len(head.encode("utf-8")) <= 20
+    assert cut_text("e\u0301" * 30, 3) == "e\u0301" * 4  # 12 bytes; never splits an accent from its letter
+    assert cut_text("One. Two three four five six seven.", 3) == "One."
+    assert cut_text("short", 100) == "short"
+
+
+def test_cap_backstop_fires_when_forced(embedder):
+    package = run(garden(embedder), embedder, gate=False, budget=2000, window=40)
+    assert package.stats["cap_fired"] is True and package.stats["cap"] == 31
+    assert package.tokens <= 31 and package.stats["dropped_for_budget"]
+    assert any(t["cap"] for t in package.trace)
+    normal = run(garden(embedder), embedder, gate=False)
+    assert normal.stats["cap_fired"] is False and not any(t["cap"] for t in normal.trace)
+
+
+# --------------------------------------------------------------------------- the package
+
+
+def test_package_is_byte_identical_across_runs(embedder):
+    outputs = {run(garden(HashEmbedder(dim=512)), HashEmbedder(dim=512), gate_batch=3).to_json()
+               for _ in range(10)}
+    assert len(outputs) == 1
+
+
+def test_json_shape(embedder):
+    data = json.loads(run(garden(embedder), embedder).to_json())
+    assert {"query", "intent", "blocks", "tokens", "stats", "trace"} <= set(data)
+    block = data["blocks"][0]
+    assert {"id", "path", "tier", "level", "score", "text", "source", "heading", "truncated"} <= set(block)
+    assert set(block["source"]) == {"conversation", "messages"} and block["source"]["messages"] == ["m-1"]
+    assert block["level"] in ("core", "structural", "peripheral") and block["path"].endswith(".md")
+    stats = {"candidates", "after_floor", "gate_kept", "gate_dropped", "gate_fail_open", "degraded", "deduped",
+             "cap_fired", "tokens", "budget", "dropped_for_budget", "variants", "models"}
+    assert stats <= set(data["stats"])
+    assert set(data["stats"]["models"]) == {"plan", "gate", "embedder"}
+    entry_keys = {"id", "chunk_id", "path", "lanes", "variants", "rrf", "similarity", "floor", "gate",
+                  "reason", "score", "rank"}
+    assert all(entry_keys <= set(t) for t in data["trace"])
+    assert len(data["trace"]) == data["stats"]["retrieved"]
+    assert data["tokens"] == sum(estimate_tokens(b["text"]) for b in data["blocks"])
+    text = json.dumps(data)
+    assert not re.search(r"\d\.\d{7,}", text)  # floats rounded to 6 places
+
+
+def test_markdown_cites_every_block_with_a_wikilink(embedder):
+    package = run(garden(embedder), embedder)
+    markdown = package.to_markdown()
+    for block in package.blocks:
+        assert f"[[{block.item.stem}]]" in markdown
+    assert markdown.count("\n## ") == len(package.blocks)
+
+
+# --------------------------------------------------------------------------- integration with the real index
+
+
+def _note(note_id: str, body: str, *, type: str = "atomic", status: str = "kept",
+          created: str = "2024-05-01T10:00:00", extra: str = "") -> str:
+    return (f"---\nid: {note_id}\ntype: {type}\ncategory: fact\nstatus: {status}\nspeaker: user\n"
+            f"source:\n  kind: chatgpt\n  conversation: conv-9\n  messages: [m-3, m-4]\n"
+            f"created: {created}\n{extra}---\n{body}\n")
+
+
+INTEGRATION_NOTES = {
+    "engrams/hubble law.md": _note("n-hubble", COSMOLOGY.text),
+    "engrams/gravel frames stones.md": _note("n-gravel", GARDEN_ROWS[0].text),
+    "engrams/ma interval.md": _note("n-ma", GARDEN_ROWS[1].text),
+    "inbox/north corner.md": _note("n-corner", GARDEN_ROWS[2].text, status="provisional",
+                                   created="2024-06-01T10:00:00"),
+    "archive/old garden.md": _note("n-old", "Negative space and emptiness in a Japanese garden design, retired.",
+                                   status="archived", extra='superseded_by: "[[gravel frames stones]]"\n'),
+    "sessions/2024-05-01 garden talk.md": _note(
+        "s-garden", "# Garden talk\n\nWe talked about Japanese garden design and negative space.\n\n"
+        "## Summary\n\nEmptiness in a Japanese garden is designed: raked gravel stands for water.\n\n"
+        "The second paragraph lists the stones one by one and goes on for a while.\n",
+        type="session"),
+}
+
+
+def test_integration_with_a_real_index(tmp_path, embedder):
+    pytest.importorskip("vault_pipeline.vault", reason="vault_pipeline/vault.py (needed by index.py) not written yet")
+    index_mod = pytest.importorskip("vault_pipeline.index", reason="vault_pipeline/index.py not written yet")
+    from vault_pipeline.vault import Vault
+
+    vault = Vault.init(tmp_path)
+    for relpath, text in INTEGRATION_NOTES.items():
+        (tmp_path / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relpath).write_text(text, encoding="utf-8")
+    with vault.lock("index"):
+        index_mod.sync(vault, embedder)
+    retriever = index_mod.Index.open(vault, embedder)
+    packages = [run(retriever, embedder, floor=0.05) for _ in range(2)]
+    package = packages[0]
+    assert packages[0].to_json() == packages[1].to_json()
+    ids = block_ids(package)
+    assert "n-hubble" not in ids and trace_of(package, "n-hubble")["gate"] == "drop"
+    assert {"n-gravel", "n-ma", "n-corner"} <= set(ids)
+    assert all(t["id"] != "n-old" for t in package.trace)  # archived notes never enter by default
+    for block in package.blocks:
+        assert (tmp_path / block.item.path).is_file() and not block.item.path.startswith("/")
+    levels = {b.item.chunk_id: b.level for b in package.blocks if b.item.note_id == "s-garden"}
+    # A kept session is an engram: its top-ranked chunk is core, its other chunks structural.
+    assert sorted(levels.values()) == ["core", "structural"]
+    assert package.blocks[0].to_dict()["source"]["messages"] == ["m-3", "m-4"]
