@@ -1,0 +1,52 @@
+"""The parse stage's output types: conversations of user/assistant messages, and issues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+Role = Literal["user", "assistant"]
+Kind = Literal["chatgpt", "claude", "transcript", "locomo"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One visible turn: the export's own id, the role, the speaker's name, the text."""
+
+    id: str
+    role: Role
+    speaker: str
+    text: str
+    created: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One conversation's main branch, with where it came from."""
+
+    kind: Kind
+    id: str
+    title: str
+    created: datetime | None
+    updated: datetime | None
+    messages: tuple[Message, ...]
+    source: str
+    thread: str | None = None
+    alternates: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ParseIssue:
+    """A record that could not be read: reported in one line and skipped."""
+
+    source: str
+    record: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source} [record {self.record}]: {self.reason}"
+
+
+class RecordError(ValueError):
+    """Raised inside a format reader for one bad record; turned into a ParseIssue."""
