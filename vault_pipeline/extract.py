@@ -267,11 +267,12 @@ _STOP = frozenset("the a an and or of for to in on with about my our your how wh
 
 
 def _title_words(title: str) -> frozenset[str]:
-    return frozenset(w for w in normalise(title).split() if len(w) > 2 and w not in _STOP)
+    words = (w[:-1] if w.endswith("s") and len(w) > 4 else w for w in normalise(title).split())
+    return frozenset(w for w in words if len(w) > 2 and w not in _STOP)
 
 
 def group_threads(conversations: Sequence[Conversation]) -> list[tuple[str, list[Conversation]]]:
-    """Sessions of one line of work: a shared thread id, else titles sharing >= 2 content words (Jaccard >= 0.5)."""
+    """Sessions of one line of work: a shared thread id, else titles sharing >= 2 content words (Jaccard >= 1/3)."""
     groups: dict[str, list[Conversation]] = {}
     loose: list[Conversation] = []
     for conv in conversations:
@@ -302,7 +303,7 @@ def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:
     for i in range(len(convs)):
         for j in range(i + 1, len(convs)):
             shared = words[i] & words[j]
-            if len(shared) >= 2 and len(shared) / len(words[i] | words[j]) >= 0.5:
+            if len(shared) >= 2 and len(shared) / len(words[i] | words[j]) >= 1 / 3:
                 parent[find(j)] = find(i)
     clusters: dict[int, list[Conversation]] = {}
     for i, conv in enumerate(convs):

@@ -193,8 +193,11 @@ def manifest_count(path: Path) -> int:
 
 def connect(index_dir: Path, *, strong: bool = False):
     """A LanceDB connection; ``strong`` makes every read see the latest committed version."""
+    import os
     from datetime import timedelta
 
+    # Lance logs a deprecation warning to stderr on every search; only errors belong there.
+    os.environ.setdefault("LANCEDB_LOG", "error")
     import lancedb
 
     interval = timedelta(0) if strong else None

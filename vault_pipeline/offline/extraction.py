@@ -7,7 +7,6 @@ compression to 15 words, decisions only from the user's turns. Real quality need
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,12 +34,6 @@ _CUES: list[tuple[str, re.Pattern[str]]] = [
 _ASKS_USER = re.compile(r"^(do|does|would|could|can|what|which|how|are|is) (you|your)\b", re.I)
 _ACTION_VERB_START = re.compile(r"^(run|install|create|add|configure|set|use|open|make|check|write|update|"
                                 r"remove|define|import|call|start|stop|enable|disable)\b", re.I)
-_CONTENT = re.compile(r"[A-Za-z][A-Za-z\-']{3,}")
-_STOP = frozenset("""that this with from have what when where which will would could should there their about
-your into been were they them then than also just like more some such only other these those here very
-make need want know think use using used does done each much many most well using help please""".split())
-
-
 def classify(sentence: str, role: str) -> str | None:
     """The category of one sentence from its cues; None for a question that is only rhetorical."""
     if sentence.rstrip().endswith("?"):
@@ -101,7 +94,7 @@ def _units_of(message: Mapping[str, Any]) -> tuple[list[dict], int]:
 
 
 def _topics(title: str, messages: list[Mapping[str, Any]]) -> list[dict]:
-    """One or two topic units: the title, and the most frequent content words."""
+    """The topic unit: what the conversation is about, from its title."""
     if not messages:
         return []
     first = str(messages[0]["id"])
@@ -111,12 +104,6 @@ def _topics(title: str, messages: list[Mapping[str, Any]]) -> list[dict]:
     if name and name.lower() != "untitled conversation":
         units.append({"text": finish(f"The conversation is about {name}"), "category": "topic",
                       "source_ids": [first], "speaker": speaker, "context": None})
-    words = Counter(w.lower() for m in messages for w in _CONTENT.findall(str(m.get("text", "")))
-                    if w.lower() not in _STOP)
-    top = [w for w, n in sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))[:3] if n >= 3]
-    if len(top) >= 2:
-        units.append({"text": finish("Recurring terms are " + ", ".join(top[:-1]) + " and " + top[-1]),
-                      "category": "topic", "source_ids": [first], "speaker": speaker, "context": None})
     return units
 
 
