@@ -223,7 +223,7 @@ def query_cmd(text: Annotated[Optional[str], typer.Argument(help="The prompt to 
                          llm_plan=_llm(settings, settings.extract_model, log),
                          llm_gate=_llm(settings, settings.gate_model, log), config=config)
     for package in packages:
-        _print_package(package, json_out=json_out, explain=explain)
+        _print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
 
 
 def _batch_queries(path: Path) -> list[tuple[str, str | None]]:
@@ -241,11 +241,11 @@ def _batch_queries(path: Path) -> list[tuple[str, str | None]]:
     return queries
 
 
-def _print_package(package, *, json_out: bool, explain: bool) -> None:
+def _print_package(package, *, json_out: bool, explain: bool, one_line: bool = False) -> None:
     if explain:
         err.print(_trace_table(package))
     if json_out:
-        sys.stdout.write(package.to_json() + "\n")
+        sys.stdout.write(package.to_json(indent=None if one_line else 2))
         sys.stdout.flush()
     else:
         out.print(package.to_markdown(), markup=False)

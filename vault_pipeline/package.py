@@ -319,9 +319,12 @@ class ContextPackage:
                           "blocks": [b.to_dict() for b in self.blocks], "tokens": self.tokens,
                           "stats": dict(self.stats), "trace": [dict(t) for t in self.trace]})
 
-    def to_json(self) -> str:
-        """Stable JSON: sorted keys, no timestamps, floats to 6 places; byte-identical across runs."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """Stable JSON: sorted keys, no timestamps, floats to 6 places; byte-identical across runs.
+
+        ``indent=None`` gives one line (JSON Lines, as ``vault query --batch`` prints).
+        """
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
 
     def to_markdown(self) -> str:
         """Markdown for pasting into a prompt: one section per block, each cited with a wikilink."""
