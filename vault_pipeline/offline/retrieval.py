@@ -139,6 +139,8 @@ class _Domain:
         self.bigrams = {(a, b) for run in runs for a, b in zip(run, run[1:]) if a not in BRIDGE or b not in BRIDGE}
         phrases = [" ".join(s for s in run if s not in BRIDGE) for run in runs]
         self.phrases = _unique(p for p in phrases if p)
+        # The intent's own terms: a candidate must touch the intent, not only the prompt's words.
+        self.intent_stems = _unique(stem(w) for run in content_runs(intent) for w in run if stem(w) not in BRIDGE)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -176,6 +178,12 @@ def _judge(candidate: Mapping[str, Any], domain: _Domain, related: Mapping[str, 
     if not domain.stems:  # nothing but generic words to judge by: do not pretend to judge
         return {"key": candidate["key"], "reasoning": reasoning, "verdict": "keep",
                 "reason": "the intent has no domain terms beyond generic vocabulary; kept unjudged"}
+    touches_intent = not domain.intent_stems or any(
+        d in stems or d in via for d in domain.intent_stems)
+    if score >= KEEP_SCORE and not touches_intent:
+        return {"key": candidate["key"], "reasoning": reasoning, "verdict": "drop",
+                "reason": f"shares only prompt words {_quote(shared)}; nothing of the intent "
+                          f"{_quote(domain.intent_stems)}"}
     if score >= KEEP_SCORE:
         found = shared + [f"{w} (~{d})" for d, ws in via.items() for w in ws]
         return {"key": candidate["key"], "reasoning": reasoning, "verdict": "keep",
