@@ -2,54 +2,71 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
-from vault_pipeline.parse.common import clean_text, from_iso, need
+from vault_pipeline.parse.common import clean_text, from_iso, need, type_name
 from vault_pipeline.parse.types import Conversation, Message, RecordError
 
 ROOT = "00000000-0000-4000-8000-000000000000"
 _ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)
 
 
-def parse_conversation(record: Any, source: str) -> Conversation:
-    """One Claude conversation record -> Conversation (RecordError when malformed)."""
+def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conversation]:
+    """One Claude conversation record -> [Conversation]; RecordError when unusable, ``notes`` for bad messages."""
     raw = need(record, "chat_messages", list, "conversation")
     conv_id = need(record, "uuid", str)
-    items = [m for m in raw if isinstance(m, dict)]
-    if len(items) != len(raw):
-        raise RecordError("a chat_messages entry is not an object")
+    items = []
+    for i, item in enumerate(raw):
+        if isinstance(item, dict):
+            items.append(item)
+        else:
+            notes.append(f"chat_messages[{i}] is {type_name(item)}, not an object; skipped")
     branch = _main_branch(items)
     messages = tuple(m for m in (_message(item) for item in branch) if m is not None)
     if not messages:
         raise RecordError("no user or assistant messages")
-    name = record.get("name") if isinstance(record.get("name"), str) else ""
-    project = record.get("project_uuid")
-    return Conversation(kind="claude", id=conv_id, title=name.strip() or "Untitled conversation",
-                        created=from_iso(record.get("created_at")), updated=from_iso(record.get("updated_at")),
-                        messages=messages, source=source, thread=project if isinstance(project, str) else None,
-                        alternates=len(items) - len(branch))
+    on_branch = {id(item) for item in branch}
+    alternates = sum(1 for item in items if id(item) not in on_branch and _message(item) is not None)
+    name = record.get("name")
+    return [Conversation(kind="claude", id=conv_id, title=name.strip() if isinstance(name, str) and name.strip()
+                         else "Untitled conversation", created=from_iso(record.get("created_at")),
+                         updated=from_iso(record.get("updated_at")), messages=messages, source=source,
+                         thread=_project(record), alternates=alternates)]
+
+
+def _project(record: dict) -> str | None:
+    """The project uuid, if the export gives one (``project_uuid`` or ``project.uuid``)."""
+    value = record.get("project_uuid")
+    project = record.get("project")
+    if not isinstance(value, str) and isinstance(project, dict):
+        value = project.get("uuid")
+    return value if isinstance(value, str) and value else None
 
 
 def _main_branch(items: list[dict]) -> list[dict]:
-    """The path to the newest leaf when messages carry parents; else the list as given."""
-    if not any("parent_message_uuid" in m for m in items):
-        return items
-    by_id = {m.get("uuid"): m for m in items if isinstance(m.get("uuid"), str)}
-    parents = {m.get("parent_message_uuid") for m in items}
-    leaves = [m for m in items if m.get("uuid") not in parents]
-    leaf = max(leaves or items, key=lambda m: (str(m.get("created_at") or ""), items.index(m)))
-    path, seen = [], set()
-    node = leaf
-    while node is not None and node.get("uuid") not in seen:
-        seen.add(node.get("uuid"))
-        path.append(node)
-        parent = node.get("parent_message_uuid")
-        node = by_id.get(parent) if parent and parent != ROOT else None
+    """The path back from the newest leaf when messages carry parents; else the list as given."""
+    if not any(isinstance(item.get("parent_message_uuid"), str) for item in items):
+        return items  # older exports: a linear list (a null parent everywhere means the same)
+    by_id = {item["uuid"]: item for item in items if isinstance(item.get("uuid"), str)}
+    parents = {item.get("parent_message_uuid") for item in items}
+    leaves = [i for i, item in enumerate(items) if item.get("uuid") not in parents]
+    newest = max(leaves or range(len(items)), key=lambda i: (from_iso(items[i].get("created_at")) or _NEVER, i))
+    path: list[dict] = []
+    seen: set[int] = set()
+    item: dict | None = items[newest]
+    while item is not None and id(item) not in seen:
+        seen.add(id(item))
+        path.append(item)
+        parent = item.get("parent_message_uuid")
+        item = by_id.get(parent) if isinstance(parent, str) and parent != ROOT else None
     return path[::-1]
 
 
 def _message(item: dict) -> Message | None:
-    role = _ROLES.get(item.get("sender"))
+    """A user/assistant turn with visible text; None otherwise."""
+    role = _ROLES.get(item.get("sender")) if isinstance(item.get("sender"), str) else None
     if role is None or not isinstance(item.get("uuid"), str):
         return None
     text = _text(item)

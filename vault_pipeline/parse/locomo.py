@@ -3,55 +3,85 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from vault_pipeline.parse.common import clean_text, need
+from vault_pipeline.parse.common import clean_text, need, type_name
 from vault_pipeline.parse.types import Conversation, Message, RecordError
 
-_SESSION = re.compile(r"^session_(\d+)$")
+_SESSION = re.compile(r"session_(\d+)")
+_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y", "%I:%M %p on %b %d, %Y")
 
 
-def parse_sample(record: Any, source: str) -> Iterator[Conversation]:
-    """One LoCoMo sample -> one Conversation per session, in session order."""
+def parse_sample(record: Any, source: str, notes: list[str]) -> list[Conversation]:
+    """One LoCoMo sample -> one Conversation per session in numeric order; ``notes`` for skipped turns."""
     conv = need(record, "conversation", dict, "sample")
-    sample_id = str(record.get("sample_id") or "sample")
-    a, b = str(conv.get("speaker_a", "A")), str(conv.get("speaker_b", "B"))
-    numbers = sorted(int(m.group(1)) for key in conv if (m := _SESSION.match(key)))
+    sample_id = need(record, "sample_id", (str, int))
+    sample_id = str(sample_id)
+    a, b = str(conv.get("speaker_a") or "speaker A"), str(conv.get("speaker_b") or "speaker B")
+    numbers = sorted(int(m.group(1)) for key in conv if (m := _SESSION.fullmatch(key)))
     if not numbers:
         raise RecordError("no session_N lists in 'conversation'")
+    out = []
     for n in numbers:
-        turns = conv[f"session_{n}"]
-        if not isinstance(turns, list):
-            raise RecordError(f"session_{n} is not a list")
-        created = parse_date(conv.get(f"session_{n}_date_time"))
-        messages = tuple(m for m in (_message(t, created) for t in turns) if m is not None)
-        if messages:
-            yield Conversation(kind="locomo", id=f"{sample_id}:session_{n}", title=f"{a} and {b}, session {n}",
-                               created=created, updated=created, messages=messages, source=source, thread=sample_id)
+        session = _session(conv, n, notes)
+        if session is None:
+            continue
+        created, messages = session
+        if not messages:
+            notes.append(f"session_{n}: no user or assistant messages")
+            continue
+        out.append(Conversation(kind="locomo", id=f"{sample_id}:session_{n}", title=f"{a} and {b}, session {n}",
+                                created=created, updated=created, messages=messages, source=source,
+                                thread=sample_id))
+    return out
 
 
-def _message(turn: Any, created: datetime | None) -> Message | None:
-    if not isinstance(turn, dict) or not isinstance(turn.get("dia_id"), str):
+def _session(conv: dict, n: int, notes: list[str]) -> tuple[datetime | None, tuple[Message, ...]] | None:
+    """(date, messages) of session ``n``; None (with a note) when the session is not a list."""
+    turns = conv[f"session_{n}"]
+    if not isinstance(turns, list):
+        notes.append(f"session_{n} is {type_name(turns)}, not a list; skipped")
         return None
-    text = clean_text(str(turn.get("text") or ""))
+    raw_date = conv.get(f"session_{n}_date_time")
+    created = parse_date(raw_date)
+    if created is None and raw_date is not None:
+        notes.append(f"session_{n}_date_time {raw_date!r} not understood; messages left undated")
+    messages = []
+    for i, turn in enumerate(turns):
+        try:
+            messages.append(_message(turn, created))
+        except RecordError as exc:
+            notes.append(f"session_{n} turn {i}: {exc}; skipped")
+    return created, tuple(messages)
+
+
+def _message(turn: Any, created: datetime | None) -> Message:
+    """One turn; RecordError when it has no dia_id or no text."""
+    if not isinstance(turn, dict):
+        raise RecordError(f"turn is {type_name(turn)}, not an object")
+    dia_id = turn.get("dia_id")
+    if not isinstance(dia_id, str) or not dia_id.strip():
+        raise RecordError("missing 'dia_id'")
+    text = clean_text(turn["text"]) if isinstance(turn.get("text"), str) else ""
     caption = turn.get("blip_caption")
     if isinstance(caption, str) and caption.strip():
         text = f"{text} [shares a photo: {caption.strip()}]".strip()
     if not text:
-        return None
-    speaker = str(turn.get("speaker") or "speaker")
-    return Message(id=turn["dia_id"], role="user", speaker=speaker, text=text, created=created)
+        raise RecordError(f"turn {dia_id} has no text")
+    speaker = turn.get("speaker")
+    speaker = speaker.strip() if isinstance(speaker, str) and speaker.strip() else "speaker"
+    return Message(id=dia_id.strip(), role="user", speaker=speaker, text=text, created=created)
 
 
 def parse_date(value: Any) -> datetime | None:
-    """'1:56 pm on 8 May, 2023' -> aware UTC datetime."""
+    """'1:56 pm on 8 May, 2023' -> aware UTC datetime; None when absent or in another format."""
     if not isinstance(value, str):
         return None
-    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y"):
+    cleaned = " ".join(value.split())
+    for fmt in _DATE_FORMATS:
         try:
-            return datetime.strptime(value.strip(), fmt).replace(tzinfo=timezone.utc)
+            return datetime.strptime(cleaned, fmt).replace(tzinfo=timezone.utc)
         except ValueError:
             continue
     return None

@@ -3,57 +3,76 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from vault_pipeline.parse.types import Conversation, Message, RecordError
 
-_USER = r"user|you|human|me|i|question|q"
-_ASSISTANT = r"assistant|ai|chatgpt|gpt-?\d*o?|claude|bot|model|answer|a"
-# "User:", "**You:**", "**ChatGPT**:", "### Human", "## Assistant", "> **User**:" (label alone or text after it)
+_USER = r"user|you|human|me"
+_ASSISTANT = r"assistant|ai|chatgpt|chat\s?gpt|gpt-?[\w.]*|claude|bot|gemini|bard|copilot"
+# "User:", "**You:**", "**ChatGPT**:", "You said:", "### Human", "## Assistant", "> **User**: text"
 _LABEL = re.compile(
-    rf"^\s*(?:>\s*)?(?:#{{1,6}}\s*)?(?:\*\*|__)?\s*(?P<who>{_USER}|{_ASSISTANT})\s*(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?"
-    rf"(?:\s+(?P<rest>.*))?$", re.I)
+    rf"""^[ \t]*(?P<quote>>[ \t]*)?(?P<hash>\#{{1,6}}[ \t]+)?(?P<open>\*\*|__)?[ \t]*
+    (?P<who>{_USER}|{_ASSISTANT})(?:[ \t]+said)?\b[ \t]*(?P<close>\*\*|__)?[ \t]*(?P<colon>:)?[ \t]*
+    (?P<close2>\*\*|__)?[ \t]*(?P<rest>.*)$""", re.I | re.X)
+_FENCE = re.compile(r"^[ \t]*(?:>[ \t]*)?(```|~~~)")
+_RULE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*$")
+_QUOTE = re.compile(r"^[ \t]*>[ \t]?")
 
 
-def _role(who: str) -> str:
-    return "user" if re.fullmatch(_USER, who, re.I) else "assistant"
-
-
-def parse_transcript(path: Path, source: str) -> Conversation:
-    """One transcript file -> Conversation (RecordError when no speaker labels are found)."""
-    text = path.read_text(encoding="utf-8", errors="replace").replace("\x00", "")
-    title, turns = None, []
-    in_fence = False
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            in_fence = not in_fence
-        label = None if in_fence else _label(line)
-        if label:
-            turns.append([label[0], [label[1]] if label[1] else []])
-        elif title is None and not turns and line.startswith("# "):
-            title = line[2:].strip()
-        elif turns:
-            turns[-1][1].append(line)
-    messages = tuple(Message(id=f"t{i}", role=role, speaker=role, text="\n".join(lines).strip(), created=None)
-                     for i, (role, lines) in enumerate(((r, l) for r, l in turns if "\n".join(l).strip()), 1))
+def parse_transcript(text: str, stem: str, source: str) -> Conversation:
+    """One transcript's text -> Conversation (RecordError when no speaker labels are found)."""
+    title, turns = _turns(text.replace("\x00", "").lstrip("\ufeff"))
+    messages = []
+    for role, lines, quoted in turns:
+        body = _body(lines, quoted)
+        if body:
+            messages.append(Message(id=f"t{len(messages) + 1}", role=role, speaker=role, text=body, created=None))
     if not messages:
         raise RecordError("no speaker labels found (expected 'User:' / 'Assistant:', '**You:**', '### Human', ...)")
-    return Conversation(kind="transcript", id=f"transcript:{path.stem}", title=title or path.stem,
-                        created=None, updated=None, messages=messages, source=source)
+    return Conversation(kind="transcript", id=f"transcript:{stem}", title=title or stem,
+                        created=None, updated=None, messages=tuple(messages), source=source)
 
 
-def _label(line: str) -> tuple[str, str] | None:
-    """(role, text after the label) when the line opens a turn."""
+def _turns(text: str) -> tuple[str | None, list[tuple[str, list[str], bool]]]:
+    """(title, [(role, lines, quoted)]): turns run from one speaker label to the next."""
+    title: str | None = None
+    turns: list[tuple[str, list[str], bool]] = []
+    in_fence = False
+    for line in text.splitlines():
+        found = None if in_fence else label(line)
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if found:
+            role, rest, quoted = found
+            turns.append((role, [rest] if rest else [], quoted))
+        elif turns:
+            turns[-1][1].append(line)
+        elif title is None and line.startswith("# ") and line[2:].strip():
+            title = line[2:].strip()
+    return title, turns
+
+
+def _body(lines: list[str], quoted: bool) -> str:
+    """A turn's text: quote markers removed when the label was quoted, separator rules at its end dropped."""
+    if quoted:
+        lines = [_QUOTE.sub("", line, count=1) for line in lines]
+    while lines and (not lines[-1].strip() or _RULE.match(lines[-1])):
+        lines = lines[:-1]
+    return "\n".join(lines).strip()
+
+
+def label(line: str) -> tuple[str, str, bool] | None:
+    """(role, text after the label, quoted) when the line opens a turn, else None."""
     match = _LABEL.match(line)
     if not match:
         return None
-    rest = (match.group("rest") or "").strip()
-    has_colon = ":" in line[: match.start("rest")] if match.group("rest") else ":" in line
-    is_heading = line.lstrip().lstrip(">").lstrip().startswith("#")
-    is_bold = "**" in line or "__" in line
-    # A bare word like "I" or "A" starts a turn only when it looks like a label (colon, heading or bold).
-    if not (has_colon or is_heading or is_bold):
-        return None
-    if is_heading and rest:
-        return None  # "## User guide" is a heading, not a label
-    return _role(match.group("who")), rest
+    opened, closed = match.group("open"), match.group("close") or match.group("close2")
+    rest = match.group("rest").strip()
+    if opened and not closed or closed and not opened:
+        return None  # "**User guide**" or stray emphasis, not a label
+    if match.group("hash"):
+        if rest:
+            return None  # "## User guide" is a heading, not a label
+    elif not match.group("colon") and not (opened and not rest):
+        return None  # plain words need "Label:"; bold needs a colon or a line of its own
+    role = "user" if re.fullmatch(_USER, match.group("who"), re.I) else "assistant"
+    return role, rest, bool(match.group("quote"))

@@ -38,13 +38,14 @@ class Conversation:
 
 @dataclass(frozen=True, slots=True)
 class ParseIssue:
-    """A record that could not be read: reported in one line and skipped."""
+    """A record (or a file inside a folder/zip) that could not be read: reported in one line and skipped."""
 
     source: str
     record: str
     reason: str
 
     def __str__(self) -> str:
+        """One line: ``source [record R]: reason``."""
         return f"{self.source} [record {self.record}]: {self.reason}"
 
 
