@@ -156,6 +156,7 @@ def test_chatgpt_wrapper_object_zip_folder_and_split_files(tmp_path):
     assert [c.id for c in convs] == ["z1"] and not issues
     assert convs[0].source == f"{archive}!conversations.json"
     assert detect_kind(tmp_path / "wrapped.json") == "chatgpt" and detect_kind(archive) == "chatgpt"
+    assert detect_kind(folder) == "chatgpt"
 
 
 def test_broken_records_are_reported_and_neighbours_survive(tmp_path):
@@ -179,6 +180,18 @@ def test_broken_records_are_reported_and_neighbours_survive(tmp_path):
     assert "expected a list" in by_record["6 (id badparts)"] and "u2" in by_record["6 (id badparts)"]
     assert "'a1b' is a list" in by_record["7 (id badnode)"]
     assert str(issues[0]) == f"{path} [record 1 (id bad1)]: 'mapping' is a string, expected an object"
+
+
+def test_broken_first_records_do_not_hide_the_format(tmp_path):
+    chatgpt = [{"title": "no mapping"}, "a string", chatgpt_branchy("g")]
+    convs, issues = split(read_export(write(tmp_path / "conversations.json", chatgpt)))
+    assert [c.id for c in convs] == ["g"] and [i.record for i in issues] == ["0", "1"]
+    assert detect_kind(tmp_path / "conversations.json") == "chatgpt"
+    claude = [{"uuid": "x", "name": "no messages"}, claude_conv()]
+    convs, issues = split(read_export(write(tmp_path / "claude.json", {"conversations": claude})))
+    assert [c.id for c in convs] == ["k1"] and issues[0].reason == "missing 'chat_messages'"
+    with pytest.raises(ParseError, match="unknown shape"):  # many records, none telling: give up early
+        detect_kind(write(tmp_path / "many.json", [{"title": i} for i in range(5000)]))
 
 
 def test_truncated_file_keeps_earlier_records(tmp_path):
@@ -411,6 +424,8 @@ def test_claude_zip_ignores_companion_files(tmp_path):
     "# Title here\n\nHuman: Hello there\nsecond line\n\nAI: Hi!\n",
     "# Title here\n\nhuman: Hello there\nsecond line\n\nCLAUDE: Hi!\n",
     "\ufeff# Title here\n\nYou said:\nHello there\nsecond line\nChatGPT said:\nHi!\n",
+    "# Title here\n\n## User: Hello there\nsecond line\n\n## Assistant: Hi!\n",
+    "# Title here\n\n__User__: Hello there\nsecond line\n__Assistant__: Hi!\n",
 ])
 def test_transcript_label_styles(tmp_path, text):
     path = tmp_path / "chat.md"
@@ -512,6 +527,9 @@ def test_real_chatgpt_export_parses_and_follows_current_node():
         pytest.skip(f"real export not found at {path}")
     convs, issues = split(read_export(path))
     raw = {c["id"]: c for c in json.loads(path.read_text(encoding="utf-8"))}
+    roles = Counter(m.role for conv in convs for m in conv.messages)
+    print(f"\n{path.name}: {len(convs)} conversations, {sum(roles.values())} messages {dict(roles)}, "
+          f"{sum(c.alternates for c in convs)} alternates, {len(issues)} issues")
     assert len(convs) + len({i.record for i in issues if "no user or assistant" in i.reason}) == len(raw) == 192
     for conv in convs:
         mapping, node_id, path_ids = raw[conv.id]["mapping"], raw[conv.id]["current_node"], []
@@ -535,6 +553,8 @@ def test_real_locomo_keeps_every_dia_id():
         pytest.skip(f"LoCoMo not found at {path}")
     convs, issues = split(read_export(path))
     raw = json.loads(path.read_text(encoding="utf-8"))
+    print(f"\n{path.name}: {len(convs)} conversations, {sum(len(c.messages) for c in convs)} messages, "
+          f"{len(issues)} issues")
     expected = Counter(t["dia_id"] for s in raw for k, v in s["conversation"].items()
                        if k.startswith("session_") and isinstance(v, list) for t in v)
     got = Counter(f"{c.thread}/{m.id}" for c in convs for m in c.messages)

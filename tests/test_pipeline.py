@@ -99,7 +99,7 @@ def test_broken_records_are_skipped_and_the_rest_ingested(tmp_path):
     path.write_text(json.dumps(broken), encoding="utf-8")
     report = pipeline.ingest(vault, [path], OfflineBackend())
     assert report.conversations == 2
-    assert report.skipped == [f"{path} [record 1 (id broken)]: 'mapping' is a list, expected dict"]
+    assert report.skipped == [f"{path} [record 1 (id broken)]: 'mapping' is a list, expected an object"]
 
 
 def test_locomo_keeps_dia_ids_as_message_ids(tmp_path):

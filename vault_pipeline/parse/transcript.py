@@ -11,7 +11,7 @@ _ASSISTANT = r"assistant|ai|chatgpt|chat\s?gpt|gpt-?[\w.]*|claude|bot|gemini|bar
 # "User:", "**You:**", "**ChatGPT**:", "You said:", "### Human", "## Assistant", "> **User**: text"
 _LABEL = re.compile(
     rf"""^[ \t]*(?P<quote>>[ \t]*)?(?P<hash>\#{{1,6}}[ \t]+)?(?P<open>\*\*|__)?[ \t]*
-    (?P<who>{_USER}|{_ASSISTANT})(?:[ \t]+said)?\b[ \t]*(?P<close>\*\*|__)?[ \t]*(?P<colon>:)?[ \t]*
+    (?P<who>{_USER}|{_ASSISTANT})(?:[ \t]+said)?(?![A-Za-z0-9])[ \t]*(?P<close>\*\*|__)?[ \t]*(?P<colon>:)?[ \t]*
     (?P<close2>\*\*|__)?[ \t]*(?P<rest>.*)$""", re.I | re.X)
 _FENCE = re.compile(r"^[ \t]*(?:>[ \t]*)?(```|~~~)")
 _RULE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*$")
@@ -70,8 +70,8 @@ def label(line: str) -> tuple[str, str, bool] | None:
     if opened and not closed or closed and not opened:
         return None  # "**User guide**" or stray emphasis, not a label
     if match.group("hash"):
-        if rest:
-            return None  # "## User guide" is a heading, not a label
+        if rest and not match.group("colon"):
+            return None  # "## User guide" is a heading, not a label; "## User: hi" is one
     elif not match.group("colon") and not (opened and not rest):
         return None  # plain words need "Label:"; bold needs a colon or a line of its own
     role = "user" if re.fullmatch(_USER, match.group("who"), re.I) else "assistant"
