@@ -15,15 +15,18 @@ from vault_pipeline.errors import ModelError
 from vault_pipeline.extract import (
     AtomicUnit,
     SessionSummary,
+    ThreadMap,
     UnitBatch,
     count_words,
+    estimate_tokens,
     extract_conversation,
     group_threads,
     map_thread,
     windows,
 )
-from vault_pipeline.llm import LiteLLMBackend, OfflineBackend
-from vault_pipeline.offline.extraction import extract_units, truncation_rate
+from vault_pipeline.llm import LiteLLMBackend, OfflineBackend, load_prompt
+from vault_pipeline.offline.extraction import extract_units, summarize, thread_map, truncation_rate
+from vault_pipeline.offline.text import compress, sentences
 from vault_pipeline.parse import Conversation, Message, read_export
 
 CTX = {"message_ids": ["u1", "a1"], "roles": {"u1": "user", "a1": "assistant"}}
@@ -33,8 +36,8 @@ def msg(mid, role, text):
     return Message(mid, role, role, text, datetime(2024, 5, 1, tzinfo=timezone.utc))
 
 
-def conv(messages, cid="c1", title="Paper planning", thread=None):
-    return Conversation("chatgpt", cid, title, datetime(2024, 5, 1, tzinfo=timezone.utc), None,
+def conv(messages, cid="c1", title="Paper planning", thread=None, day=1):
+    return Conversation("chatgpt", cid, title, datetime(2024, 5, day, tzinfo=timezone.utc), None,
                         tuple(messages), "test.json", thread)
 
 
@@ -52,30 +55,70 @@ def unit(**changes):
     return AtomicUnit.model_validate({**data, **changes}, context=CTX)
 
 
+def units_of(role, text, title="t"):
+    """Offline units of one message, validated like a model's answer."""
+    data = extract_units({"title": title, "messages": [{"id": "m1", "role": role, "speaker": role, "text": text}]})
+    batch = UnitBatch.model_validate(data, context={"message_ids": ["m1"], "roles": {"m1": role}})
+    return [u for u in batch.units if u.category != "topic"]
+
+
+# --------------------------------------------------------------------------- validators
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"text": " ".join(["word"] * 20) + "."}, "20 words, at most 15 allowed"),
-    ({"category": "misc"}, "category"),
+    ({"category": "misc"}, "category 'misc' is not allowed"),
     ({"category": "decision", "source_ids": ["a1"], "speaker": "assistant"}, "decision must come from the user"),
     ({"source_ids": ["zz"]}, "not message ids"),
     ({"text": "We chose Postgres. It is faster."}, "one sentence per unit"),
+    ({"text": "I use Go. It is fast."}, "one sentence per unit"),
     ({"speaker": "assistant"}, "does not match its source"),
     ({"text": "Is it May 3?"}, "only an open-question"),
+    ({"text": "**LanceDB** is embedded."}, "no Markdown"),
+    ({"text": "- LanceDB is embedded."}, "no Markdown"),
+    ({"text": "```LanceDB``` is embedded."}, "no Markdown"),
+    ({"text": "LanceDB is embedded"}, "ending in '.'"),
+    ({"context": " ".join(["word"] * 13)}, "context has 13 words, at most 12"),
+    ({"source_ids": []}, "at least 1"),
 ])
 def test_validators_reject_broken_units(changes, message):
     with pytest.raises(ValidationError, match=message):
         unit(**changes)
 
 
-def test_abbreviations_are_not_sentence_breaks():
+def test_valid_units_pass():
     assert unit(text="Prof. Motto prefers e.g. SQLite for tests.").text.startswith("Prof.")
+    assert unit(text="Dr. Li compared v3.5 vs. v4, i.e. two releases.")
+    assert unit(text="The exponent 10 ** i and `__init__` are plain text.")
+    assert unit(text="Could a reranker help?", category="open-question")
+    assert unit(text="LanceDB works!", context="for the prototype only").context == "for the prototype only"
+    assert unit(text="Shared.", source_ids=["u1", "a1"]).source_ids == ["u1", "a1"]
+
+
+def test_word_count_ignores_pure_punctuation():
+    assert count_words("Use LanceDB — not Chroma — for v3.5 .") == 6
 
 
 def test_batch_collapses_repetitions_and_merges_sources():
     batch = UnitBatch.model_validate({"units": [
         {"text": "LanceDB is embedded.", "category": "fact", "source_ids": ["u1"], "speaker": "user"},
-        {"text": "lanceDB is  embedded!", "category": "fact", "source_ids": ["u1"], "speaker": "user"},
+        {"text": "Chroma is a server.", "category": "fact", "source_ids": ["a1"], "speaker": "assistant"},
+        {"text": "lanceDB is  embedded!", "category": "idea", "source_ids": ["a1"], "speaker": "assistant"},
     ]}, context=CTX)
-    assert len(batch.units) == 1
+    assert [(u.text, u.category, u.source_ids) for u in batch.units] == [
+        ("LanceDB is embedded.", "fact", ["u1", "a1"]), ("Chroma is a server.", "fact", ["a1"])]
+
+
+def test_thread_map_rejects_unknown_sessions_and_long_steps():
+    data = {"title": "t", "steps": [{"session_id": "s9", "step": "Moved on."}]}
+    with pytest.raises(ValidationError, match="unknown session ids"):
+        ThreadMap.model_validate(data, context={"session_ids": ["s1"]})
+    data = {"title": "t", "steps": [{"session_id": "s1", "step": "word " * 26}]}
+    with pytest.raises(ValidationError, match="1-25 words, got 26"):
+        ThreadMap.model_validate(data, context={"session_ids": ["s1"]})
+
+
+# --------------------------------------------------------------------------- re-ask through instructor
 
 
 def queued(answers):
@@ -91,20 +134,36 @@ def queued(answers):
     return completion, calls
 
 
-def test_too_long_unit_is_reasked_through_instructor():
-    long = {"units": [{"text": " ".join(["word"] * 20) + ".", "category": "fact", "source_ids": ["u1"],
-                       "speaker": "user"}]}
-    bad_category = {"units": [{"text": "LanceDB is embedded.", "category": "misc", "source_ids": ["u1"],
-                               "speaker": "user"}]}
-    good = {"units": [{"text": "LanceDB is embedded.", "category": "fact", "source_ids": ["u1"], "speaker": "user"}]}
+GOOD = {"units": [{"text": "LanceDB is embedded.", "category": "fact", "source_ids": ["u1"], "speaker": "user"}]}
+
+
+@pytest.mark.parametrize("bad, error", [
+    ({"units": [{**GOOD["units"][0], "text": " ".join(["word"] * 20) + "."}]}, "20 words, at most 15 allowed"),
+    ({"units": [{**GOOD["units"][0], "category": "misc"}]}, "category 'misc' is not allowed"),
+    ({"units": [{**GOOD["units"][0], "category": "decision", "source_ids": ["a1"], "speaker": "assistant"}]},
+     "a decision must come from the user"),
+])
+def test_invalid_answer_is_reasked_with_the_error(bad, error):
+    completion, calls = queued([json.dumps(bad), json.dumps(GOOD)])
+    llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
+    batch = llm.call(load_prompt("extract"), {"title": "t", "messages": []}, UnitBatch, context=CTX)
+    assert [u.text for u in batch.units] == ["LanceDB is embedded."]
+    assert len(calls) == 2
+    assert error in json.dumps(calls[1]["messages"])
+
+
+def test_conversation_reasks_until_valid_then_summarises():
+    long = {"units": [{**GOOD["units"][0], "text": " ".join(["word"] * 20) + "."}]}
+    bad_category = {"units": [{**GOOD["units"][0], "category": "misc"}]}
     summary = {"summary": " ".join(["word"] * 30) + "."}
     one = conv([msg("u1", "user", "LanceDB is embedded.")])
-    completion, calls = queued([json.dumps(long), json.dumps(bad_category), json.dumps(good), json.dumps(summary)])
+    completion, calls = queued([json.dumps(long), json.dumps(bad_category), json.dumps(GOOD), json.dumps(summary)])
     result = extract_conversation(one, LiteLLMBackend("openai/gpt-4o-mini", completion=completion))
     assert [u.text for u in result.units] == ["LanceDB is embedded."]
     assert len(calls) == 4
     assert "20 words, at most 15 allowed" in json.dumps(calls[1]["messages"])
-    assert "category" in json.dumps(calls[2]["messages"])
+    assert "category 'misc' is not allowed" in json.dumps(calls[2]["messages"])
+    assert "[u1] (user) LanceDB is embedded." in calls[0]["messages"][1]["content"]
 
 
 def test_an_answer_that_never_validates_raises_model_error():
@@ -116,6 +175,40 @@ def test_an_answer_that_never_validates_raises_model_error():
     assert info.value.attempts == 3
 
 
+# --------------------------------------------------------------------------- windows
+
+
+def test_windows_respect_message_boundaries_and_split_huge_messages():
+    messages = [msg(f"m{i}", "user", "A sentence of moderate length here. " * 40) for i in range(6)]
+    wins = windows(messages, max_tokens=800)
+    assert sum(len(w) for w in wins) == 6 and len(wins) > 1
+    assert [m.id for w in wins for m in w] == [m.id for m in messages]
+    huge = msg("big", "assistant", "One more sentence for the pile. " * 600)
+    parts = windows([huge], max_tokens=500)
+    assert len(parts) > 1 and all(p.id == "big" for w in parts for p in w)
+    assert "".join(p.text for w in parts for p in w) == huge.text  # nothing lost, punctuation kept
+
+
+def test_windows_never_exceed_the_budget_even_for_one_long_word():
+    blob = msg("b", "user", "x" * 30_000 + " tail.\n\nNext paragraph. " + "é" * 5000)
+    wins = windows([msg("a", "user", "hello"), blob], max_tokens=1000)
+    assert all(sum(estimate_tokens(m.text) for m in w) <= 1000 for w in wins)
+    assert "".join(m.text for w in wins for m in w if m.id == "b") == blob.text
+
+
+def test_long_conversation_keeps_source_ids_across_windows():
+    messages = [msg(f"m{i}", "user" if i % 2 == 0 else "assistant", f"Fact number {i} concerns topic {i}. " * 30)
+                for i in range(20)]
+    result = extract_conversation(conv(messages), OfflineBackend())
+    assert len(windows(messages)) > 1
+    assert {i for u in result.units for i in u.source_ids} <= {m.id for m in messages}
+    assert len({i for u in result.units for i in u.source_ids}) == 20
+    assert len([u for u in result.units if u.text == "Fact number 4 concerns topic 4."]) == 1
+
+
+# --------------------------------------------------------------------------- offline extractor
+
+
 def test_offline_extraction_follows_the_rules():
     result = extract_conversation(PAPER, OfflineBackend())
     by_text = {u.text: u for u in result.units}
@@ -124,12 +217,70 @@ def test_offline_extraction_follows_the_rules():
     assert decisions and all(u.speaker == "user" for u in decisions)
     lance = by_text["I'll use LanceDB for the prototype."]
     assert lance.category == "decision" and lance.source_ids == ["u1", "u2"]  # repetition collapsed
-    assert any(u.category == "provisional" and "aybe" in u.text for u in result.units)
-    assert any(u.category == "open-question" and u.text.endswith("?") for u in result.units)
-    assert any(u.category == "topic" for u in result.units)
+    assert by_text["Maybe we could add a reranker later."].category == "provisional"
+    assert by_text["Should we submit to the workshop track?"].category == "open-question"
+    assert by_text["The submission deadline is May 3."].category == "constraint"
+    assert by_text["You should run the benchmark before the deadline."].category == "action-item"
+    assert by_text["I recommend a small fit-gate model."].category == "idea"
+    assert by_text["The conversation is about Paper planning."].category == "topic"
     assert not any(u.text.startswith("Sure") for u in result.units)
-    assert not any(u.category == "decision" and u.speaker == "assistant" for u in result.units)
     assert extract_conversation(PAPER, OfflineBackend()) == result  # deterministic
+
+
+@pytest.mark.parametrize("role, text, expected", [
+    ("user", "Let's go with Postgres for the index.", "decision"),
+    ("user", "We chose SQLite for tests.", "decision"),
+    ("assistant", "Let's go with Postgres for the index.", "idea"),
+    ("assistant", "I decided to use Postgres for the index.", "idea"),
+    ("user", "Remember to back up the vault first.", "action-item"),
+    ("assistant", "You need to rebuild the index after the upgrade.", "action-item"),
+    ("user", "The note must never exceed fifteen words.", "constraint"),
+    ("user", "Perhaps the gate could run on a smaller model.", "provisional"),
+    ("user", "I'll maybe switch to Qdrant later.", "provisional"),
+    ("user", "I wonder whether topics need their own folder.", "provisional"),
+    ("user", "One option is a nightly sweep.", "idea"),
+    ("user", "Which embedder is fastest?", "open-question"),
+    ("assistant", "What is your target latency?", "open-question"),
+    ("user", "LanceDB stores vectors on disk.", "fact"),
+])
+def test_category_cues(role, text, expected):
+    assert [u.category for u in units_of(role, text)] == [expected]
+
+
+def test_hedged_ideas_stay_provisional_and_keep_their_hedge():
+    [idea] = units_of("user", "Maybe we could basically cluster the notes by topic?")
+    assert (idea.category, idea.text) == ("provisional", "Maybe we could cluster the notes by topic.")
+    long = units_of("user", "We might later move the whole index to object storage on S3, and then serve "
+                            "several laptops from that single shared copy of the vault.")
+    assert len(long) == 2 and all(u.category == "provisional" for u in long)
+    assert all(("might" in u.text) or u.text.startswith("Possibly,") for u in long)
+
+
+def test_pleasantries_offers_and_rhetorical_questions_are_skipped():
+    text = ("Sure! Certainly, here is the plan: I hope this helps. Thanks! Let me know if you need more. "
+            "Would you like me to write the tests? Why does this matter? It matters for recall.")
+    assert [u.text for u in units_of("assistant", text)] == ["It matters for recall."]
+
+
+def test_segmentation_keeps_abbreviations_decimals_and_lists():
+    text = ("Use e.g. SQLite, i.e. a file. Dr. Li said so vs. Postgres. Version 3.5 works.\n\n"
+            "- first item here\n- second item here\n\n```python\nprint('x. Y')\n```\n| a | b |\n|---|---|\n"
+            "# Heading line\n**Bold** and *italic* words.")
+    assert sentences(text) == ["Use e.g. SQLite, i.e. a file.", "Dr. Li said so vs. Postgres.", "Version 3.5 works.",
+                               "first item here", "second item here", "Heading line", "Bold and italic words."]
+
+
+def test_compression_strips_fillers_and_splits_clauses_without_dropping_them():
+    assert compress("So, I think that we basically need to store it in order to index it.")[0] == [
+        "We need to store it to index it."]
+    text = ("The index keeps vectors and text in one embedded database, and it rebuilds incrementally "
+            "when a single note changes, but it needs a compaction step after large imports.")
+    pieces, cuts = compress(text)
+    assert len(pieces) >= 2 and cuts == 0 and all(count_words(p) <= 15 for p in pieces)
+    assert "compaction" in " ".join(pieces) and "incrementally" in " ".join(pieces)
+    pieces, _ = compress("If the export is larger than two gigabytes on a laptop with little memory, "
+                         "the parser streams the JSON array element by element.")
+    assert pieces[0].startswith("The parser streams") and pieces[1].startswith("This applies if the export")
 
 
 def test_long_sentences_split_into_units_without_dropping_clauses():
@@ -141,22 +292,14 @@ def test_long_sentences_split_into_units_without_dropping_clauses():
     assert "compaction" in " ".join(body)
 
 
-def test_windows_respect_message_boundaries_and_split_huge_messages():
-    messages = [msg(f"m{i}", "user", "A sentence of moderate length here. " * 40) for i in range(6)]
-    wins = windows(messages, max_tokens=800)
-    assert sum(len(w) for w in wins) == 6 and len(wins) > 1
-    huge = msg("big", "assistant", "One more sentence for the pile. " * 600)
-    parts = windows([huge], max_tokens=500)
-    assert len(parts) > 1 and all(p.id == "big" for w in parts for p in w)
-    assert "".join(p.text for w in parts for p in w).count("pile") == 600
+def test_topics_name_the_title_and_recurring_terms():
+    text = "The gravel garden uses raked gravel. Gravel stands for water. Raked gravel needs care."
+    data = extract_units({"title": "Karesansui notes", "messages": [{"id": "m1", "role": "user", "text": text}]})
+    topics = [u["text"] for u in data["units"] if u["category"] == "topic"]
+    assert topics == ["The conversation is about Karesansui notes.", "A recurring term here is gravel."]
 
 
-def test_long_conversation_keeps_source_ids_across_windows():
-    messages = [msg(f"m{i}", "user" if i % 2 == 0 else "assistant", f"Fact number {i} concerns topic {i}. " * 30)
-                for i in range(20)]
-    result = extract_conversation(conv(messages), OfflineBackend())
-    assert {i for u in result.units for i in u.source_ids} <= {m.id for m in messages}
-    assert len({i for u in result.units for i in u.source_ids}) == 20
+# --------------------------------------------------------------------------- summaries and threads
 
 
 def test_summary_bounds():
@@ -164,21 +307,60 @@ def test_summary_bounds():
         SessionSummary.model_validate({"summary": "word " * 401}, context={"source_words": 5000})
     with pytest.raises(ValidationError, match="at least 200"):
         SessionSummary.model_validate({"summary": "word " * 50}, context={"source_words": 5000})
-    assert SessionSummary.model_validate({"summary": "short talk"}, context={"source_words": 8})
+    with pytest.raises(ValidationError, match="at least 8"):
+        SessionSummary.model_validate({"summary": "short talk"}, context={"source_words": 8})
+    assert SessionSummary.model_validate({"summary": "short talk"}, context={"source_words": 2})
     summary = extract_conversation(PAPER, OfflineBackend()).summary
-    assert 1 <= count_words(summary) <= 400 and "Paper planning" in summary
+    assert summary.startswith("Session “Paper planning”: 3 turns") and count_words(summary) <= 400
+
+
+def test_offline_summary_of_a_long_session_stays_within_200_to_400_words():
+    messages = [{"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
+                 "text": f"Turn {i} explains point {i} about the vault in plain words. " * 12} for i in range(60)]
+    text = summarize({"title": "Vault design", "messages": messages})["summary"]
+    assert 200 <= count_words(text) <= 400
+    late = [i for i in range(60) if f"Turn {i} explains" in text]
+    assert late[0] == 0 and late[-1] >= 50 and late == sorted(late)  # spread over the session, in turn order
 
 
 def test_threads_group_by_thread_id_and_by_title():
     a = conv([msg("x", "user", "hi there friend")], cid="a", title="Django settings for the webshop")
-    b = conv([msg("y", "user", "hi there friend")], cid="b", title="Django webshop settings, part two")
+    b = conv([msg("y", "user", "hi there friend")], cid="b", title="Django webshop settings, part two", day=2)
     c = conv([msg("z", "user", "hi there friend")], cid="c", title="Sourdough schedule")
+    d = conv([msg("w", "user", "hi there friend")], cid="d", title="Fix Django error")  # 'fix', 'error' are generic
     l1 = conv([msg("D1:1", "user", "hello")], cid="s:1", title="A and B, session 1", thread="s")
-    l2 = conv([msg("D2:1", "user", "hello")], cid="s:2", title="A and B, session 2", thread="s")
-    groups = dict(group_threads([a, b, c, l1, l2]))
+    l2 = conv([msg("D2:1", "user", "hello")], cid="s:2", title="A and B, session 2", thread="s", day=2)
+    groups = dict(group_threads([b, a, c, d, l2, l1]))
     assert sorted(sorted(c.id for c in g) for g in groups.values()) == [["a", "b"], ["s:1", "s:2"]]
+    assert [c.id for c in groups["thread:s"]] == ["s:1", "s:2"]
+    later = conv([msg("v", "user", "hi")], cid="e", title="Webshop settings in Django, part three", day=9)
+    assert dict(group_threads([a, b, later])).keys() == {k for k in groups if k.startswith("title:")}
     thread = map_thread("thread:s", [(l1, "They met. They talked."), (l2, "They met again.")], OfflineBackend())
     assert [s.session_id for s in thread.steps] == ["s:1", "s:2"]
+
+
+@pytest.mark.parametrize("first, second, together", [
+    ("Planning the retrieval paper", "Peer review for the retrieval paper", True),  # shared phrase
+    ("Phone charger challenge", "Sustainable phone charger challenge", True),  # Jaccard 0.75
+    ("Python Path Linked List", "Flatten Lists in Python", False),  # 2 shared words, Jaccard 0.4, no phrase
+    ("Fix RabbitMQ connection error", "Fix Flask error", False),  # only generic words shared
+])
+def test_title_rule(first, second, together):
+    a, b = conv([], cid="a", title=first), conv([], cid="b", title=second, day=2)
+    assert bool(group_threads([a, b])) is together
+
+
+def test_offline_thread_map_steps_are_short_and_questions_collected():
+    sessions = [{"id": f"s{i}", "date": "2024-05-0%d" % i, "title": f"Session {i}",
+                 "summary": f"Session “x”: 2 turns.\n\nUser: How do we scale step {i}? " + "More words here. " * 30}
+                for i in range(1, 4)]
+    data = thread_map({"title": "Scaling", "sessions": sessions})
+    result = ThreadMap.model_validate(data, context={"session_ids": ["s1", "s2", "s3"]})
+    assert [s.session_id for s in result.steps] == ["s1", "s2", "s3"]
+    assert result.open_questions == [f"How do we scale step {i}?" for i in range(1, 4)]
+
+
+# --------------------------------------------------------------------------- the real export (optional)
 
 
 def test_offline_extraction_of_the_real_export():
@@ -186,12 +368,18 @@ def test_offline_extraction_of_the_real_export():
     if not path.exists():
         pytest.skip(f"real export not found at {path}")
     convs = [c for c in read_export(path) if isinstance(c, Conversation)]
-    llm, started, counts, cuts, total = OfflineBackend(), time.perf_counter(), Counter(), 0, 0
-    for c in convs:
-        counts.update(u.category for u in extract_conversation(c, llm).units)
+    llm, counts, cuts, total = OfflineBackend(), Counter(), 0, 0
+    started = time.perf_counter()
+    extractions = [extract_conversation(c, llm) for c in convs]
+    seconds = time.perf_counter() - started
+    for c, e in zip(convs, extractions):
+        counts.update(u.category for u in e.units)
         n, t = truncation_rate({"messages": [{"id": m.id, "role": m.role, "text": m.text} for m in c.messages]})
         cuts, total = cuts + n, total + t
-    seconds = time.perf_counter() - started
-    print(f"\nunits {sum(counts.values())} in {seconds:.1f}s; {dict(sorted(counts.items()))}; "
+    units = sum(counts.values())
+    print(f"\n{len(convs)} conversations, {sum(len(c.messages) for c in convs)} turns: {units} units in "
+          f"{seconds:.1f}s ({units / seconds * 60:,.0f} units/minute); {dict(sorted(counts.items()))}; "
           f"hard cuts {cuts}/{total} = {cuts / max(total, 1):.1%}")
-    assert counts["decision"] > 0 and sum(counts.values()) > 1000
+    assert counts["decision"] > 0 and units > 1000 and seconds < 60
+    assert all(u.speaker == "user" for e in extractions for u in e.units if u.category == "decision")
+    assert all(count_words(e.summary) <= 400 for e in extractions)

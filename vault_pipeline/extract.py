@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
@@ -21,21 +21,35 @@ from vault_pipeline.llm import StructuredLLM, load_prompt
 from vault_pipeline.parse import Conversation, Message
 
 Category = Literal["decision", "open-question", "constraint", "fact", "idea", "action-item", "topic", "provisional"]
+CATEGORIES: tuple[str, ...] = get_args(Category)
 MAX_WORDS = 15
 MAX_CONTEXT_WORDS = 12
 MAX_STEP_WORDS = 25
+SUMMARY_MIN_WORDS, SUMMARY_MAX_WORDS = 200, 400
 WINDOW_TOKENS = 2500
 SUMMARY_MESSAGE_CHARS = 1500  # what the summary prompt sees of each message
 
 _WORD = re.compile(r"\w", re.UNICODE)
+_WORD_TOKEN = re.compile(r"\S*\w\S*", re.UNICODE)  # one match per white-space token holding a letter or digit
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
-_ABBREVIATIONS = r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\betc)(?<!\bNo)(?<!\bSt)"
-_SENTENCE_BREAK = re.compile(_ABBREVIATIONS + r"[.!?][\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
+_NOT_PROSE = re.compile(r"^\s*\|.*$|^\s*(?:[-*+•]|\d+[.)]|#{1,6})(?=\s)|`[^`\n]*`|【[^】]*】|https?://\S+", re.M)
+_SENTENCE_BREAK = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[A-Z0-9\"'“‘(\[])")
+_ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
+_MARKDOWN = re.compile(r"```|(\*\*|~~)(?=\S)[^*~]+?(?<=\S)\1|\]\(|^#{1,6}\s|^(?:[-*+•]|\d+[.)])\s|^\|")
+# Tokens before a period that do not end a sentence ("e.g. SQLite", "Prof. Motto", "Fig. 3").
+ABBREVIATIONS = frozenset(
+    "e.g i.e vs etc cf al dr mr mrs ms prof st jr sr no nr fig eq ca approx inc ltd co dept est vol ch sec pp "
+    "incl excl resp a.m p.m u.s u.k bijv o.a d.w.z z.b mt".split())
 
 
 def count_words(text: str) -> int:
     """Words as a person counts them: white-space tokens that hold a letter or digit."""
-    return sum(1 for token in text.split() if _WORD.search(token))
+    return len(_WORD_TOKEN.findall(text))
+
+
+def prose_words(text: str) -> int:
+    """Words of prose in a message: fenced code, tables, inline code, URLs and list markers not counted."""
+    return count_words(_NOT_PROSE.sub(" ", _FENCED.sub(" ", text)))
 
 
 def normalise(text: str) -> str:
@@ -43,12 +57,22 @@ def normalise(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
+def is_abbreviation(token: str) -> bool:
+    """True for a token (without its final period) that does not end a sentence: 'e.g', 'Dr', 'J', 'U.S'."""
+    token = token.lstrip("\"'“‘([").lower()
+    if len(token) == 1 and token.isalpha():
+        return True
+    return token in ABBREVIATIONS or re.fullmatch(r"(?:\w\.)+\w", token) is not None
+
+
 def _has_sentence_break(text: str) -> bool:
-    """A sentence end inside the text; 'Prof. Motto', 'e.g. SQLite' and initials are not ends."""
+    """A sentence end inside the text; abbreviations and initials are not ends."""
     for match in _SENTENCE_BREAK.finditer(text):
-        before = text[: match.start()].rsplit(" ", 1)[-1].strip("\"'([")
-        if not (before[:1].isupper() and len(before) <= 4) and len(before) > 1:
-            return True
+        before = text[: match.start() + 1]
+        token = before[:-1].rsplit(None, 1)[-1] if before[:-1].strip() else ""
+        if before.endswith(".") and is_abbreviation(token):
+            continue
+        return True
     return False
 
 
@@ -65,6 +89,13 @@ class AtomicUnit(BaseModel):
     speaker: Literal["user", "assistant"]
     context: str | None = None
 
+    @field_validator("category", mode="before")
+    @classmethod
+    def _known_category(cls, value: Any) -> Any:
+        if value not in CATEGORIES:
+            raise ValueError(f"category {value!r} is not allowed; use exactly one of: {', '.join(CATEGORIES)}")
+        return value
+
     @field_validator("text")
     @classmethod
     def _one_short_sentence(cls, value: str) -> str:
@@ -72,13 +103,13 @@ class AtomicUnit(BaseModel):
         words = count_words(text)
         if not words:
             raise ValueError("empty unit text")
-        if "```" in text or text.startswith(("#", "- ", "* ", "|")):
-            raise ValueError(f"unit must be plain prose, not Markdown: {text!r}")
+        if _MARKDOWN.search(text):
+            raise ValueError(f"unit must be plain prose, no Markdown, code fences or list markers: {text!r}")
         if words > MAX_WORDS:
             raise ValueError(f"{words} words, at most {MAX_WORDS} allowed; split it into separate units: {text!r}")
         if _has_sentence_break(text):
-            raise ValueError(f"one sentence per unit, never combined; split it: {text!r}")
-        if not text.endswith((".", "!", "?")):
+            raise ValueError(f"one sentence per unit, never combined; split it into separate units: {text!r}")
+        if not _ENDS_SENTENCE.search(text):
             raise ValueError(f"a unit is a declarative sentence ending in '.': {text!r}")
         return text
 
@@ -89,19 +120,19 @@ class AtomicUnit(BaseModel):
             return None
         value = " ".join(value.split())
         if count_words(value) > MAX_CONTEXT_WORDS:
-            raise ValueError(f"context has {count_words(value)} words, at most {MAX_CONTEXT_WORDS} allowed")
+            raise ValueError(f"context has {count_words(value)} words, at most {MAX_CONTEXT_WORDS} allowed: {value!r}")
         return value
 
     @model_validator(mode="after")
     def _provenance(self, info: ValidationInfo) -> AtomicUnit:
-        if self.text.endswith("?") and self.category != "open-question":
-            raise ValueError(f"only an open-question unit may be a question; restate as a sentence: {self.text!r}")
+        if self.text.rstrip("\"'”’)]").endswith("?") and self.category != "open-question":
+            raise ValueError(f"only an open-question unit may be a question; restate it as a sentence: {self.text!r}")
         ctx = _ctx(info)
         known, roles = ctx.get("message_ids"), ctx.get("roles") or {}
         if known is not None:
             unknown = [i for i in self.source_ids if i not in set(known)]
             if unknown:
-                raise ValueError(f"source_ids {unknown} are not message ids of this window")
+                raise ValueError(f"source_ids {unknown} are not message ids of this window; use only {sorted(known)}")
         source_roles = {roles[i] for i in self.source_ids if i in roles}
         if source_roles and self.speaker not in source_roles:
             raise ValueError(f"speaker {self.speaker!r} does not match its source messages ({sorted(source_roles)})")
@@ -123,7 +154,7 @@ class UnitBatch(BaseModel):
 
 
 def collapse(units: Sequence[AtomicUnit]) -> list[AtomicUnit]:
-    """Same normalised text -> one unit (first category kept, source ids merged in order)."""
+    """Same normalised text -> one unit: the first one's category, speaker and context, source ids merged in order."""
     kept: dict[str, AtomicUnit] = {}
     for unit in units:
         key = normalise(unit.text)
@@ -137,7 +168,7 @@ def collapse(units: Sequence[AtomicUnit]) -> list[AtomicUnit]:
 
 
 class SessionSummary(BaseModel):
-    """A 200-400 word session summary (shorter only when the session itself is short)."""
+    """A 200-400 word session summary; fewer words only when the session itself has fewer than 200."""
 
     summary: str
 
@@ -146,12 +177,12 @@ class SessionSummary(BaseModel):
     def _length(cls, value: str, info: ValidationInfo) -> str:
         value = value.strip()
         words = count_words(value)
-        # A short session gets a shorter summary: at least a quarter of its prose, at most 200 words.
-        floor = min(200, int(_ctx(info).get("source_words", 800)) // 4)
-        if words > 400:
-            raise ValueError(f"summary has {words} words, at most 400 allowed")
-        if words < max(floor, 1):
-            raise ValueError(f"summary has {words} words, at least {max(floor, 1)} needed for this session")
+        # The floor is the session's own prose (what the prompt showed), capped at 200 words.
+        floor = max(1, min(SUMMARY_MIN_WORDS, int(_ctx(info).get("source_words", SUMMARY_MIN_WORDS))))
+        if words > SUMMARY_MAX_WORDS:
+            raise ValueError(f"summary has {words} words, at most {SUMMARY_MAX_WORDS} allowed; shorten it")
+        if words < floor:
+            raise ValueError(f"summary has {words} words, at least {floor} needed for this session; say more")
         return value
 
 
@@ -223,19 +254,31 @@ def windows(messages: Sequence[Message], max_tokens: int = WINDOW_TOKENS) -> lis
 
 
 def _parts(message: Message, max_tokens: int) -> list[Message]:
-    """A message over the window, cut at paragraph then sentence boundaries; each part keeps the id."""
+    """A message over the window, cut at paragraph, then sentence, then word ends; each part keeps the id."""
     if estimate_tokens(message.text) <= max_tokens:
         return [message]
-    pieces = [p for p in re.split(r"\n\s*\n", message.text) if p.strip()]
-    pieces = [s for p in pieces for s in (_SENTENCE_BREAK.split(p) if estimate_tokens(p) > max_tokens else [p])]
     parts, buffer = [], ""
-    for piece in pieces:
-        if buffer and estimate_tokens(buffer + "\n\n" + piece) > max_tokens:
+    for piece in _pieces(message.text, max_tokens):
+        if buffer and estimate_tokens(buffer + piece) > max_tokens:
             parts.append(buffer)
             buffer = ""
-        buffer = f"{buffer}\n\n{piece}" if buffer else piece
+        buffer += piece
     parts.append(buffer)
     return [Message(message.id, message.role, message.speaker, p, message.created) for p in parts if p.strip()]
+
+
+_CUT_POINTS = (re.compile(r"\n[ \t]*\n\s*"), re.compile(r"[.!?][\"'”’)\]]*\s+"), re.compile(r"\s+"))
+
+
+def _pieces(text: str, max_tokens: int, level: int = 0) -> list[str]:
+    """Text cut into pieces of at most ``max_tokens`` that concatenate back to exactly ``text``."""
+    if estimate_tokens(text) <= max_tokens:
+        return [text]
+    if level == len(_CUT_POINTS):  # one "word" over the window (a blob): cut by characters, <= 4 bytes each
+        return [text[i:i + max_tokens] for i in range(0, len(text), max_tokens)]
+    ends = [m.end() for m in _CUT_POINTS[level].finditer(text) if m.end() < len(text)]
+    spans = [text[a:b] for a, b in zip([0, *ends], [*ends, len(text)]) if b > a]
+    return [piece for span in spans for piece in _pieces(span, max_tokens, level + 1)]
 
 
 def _variables(title: str, messages: Sequence[Message], max_chars: int | None = None) -> dict[str, Any]:
@@ -253,26 +296,51 @@ def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
     for window in windows(conv.messages):
         context = {"message_ids": sorted({m.id for m in window}), "roles": roles}
         units += llm.call(prompt, _variables(conv.title, window), UnitBatch, context=context).units
+    # Deterministic order: by the first source message, then by the order the windows gave.
     ranked = sorted(enumerate(collapse(units)), key=lambda p: (min(order.get(i, 0) for i in p[1].source_ids), p[0]))
-    source_words = sum(count_words(_FENCED.sub(" ", m.text)) for m in conv.messages)
-    summary = llm.call(load_prompt("summarize"), _variables(conv.title, conv.messages, SUMMARY_MESSAGE_CHARS),
-                       SessionSummary, context={"source_words": source_words})
+    shown = _variables(conv.title, conv.messages, SUMMARY_MESSAGE_CHARS)
+    source_words = sum(prose_words(m["text"]) for m in shown["messages"])
+    summary = llm.call(load_prompt("summarize"), shown, SessionSummary, context={"source_words": source_words})
     return Extraction(conv, tuple(unit for _, unit in ranked), summary.summary)
 
 
 # --------------------------------------------------------------------------- thread maps
 
-_STOP = frozenset("the a an and or of for to in on with about my our your how what why when is are be do does "
-                  "can could should would new chat conversation session help question using use vs".split())
+# Words that say nothing about which line of work a title belongs to.
+_STOP = frozenset(
+    "the a an and or of for to in on at by from with without about into over under my our your their its this "
+    "that these those how what why when where which who is are was be do does can could should would will new "
+    "chat conversation session help question questions using use used via vs part one two three fix fixing fixed "
+    "error errors issue issues problem problems set setting create creating make making improve improving get "
+    "getting add adding best tip tips guide explain explanation example examples summary overview request "
+    "van het een de en voor met naar hoe wat".split())
+TITLE_JACCARD, TITLE_SHARED = 0.5, 2
 
 
-def _title_words(title: str) -> frozenset[str]:
+def _title_terms(title: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """A title's content words (plural 's' folded) and its adjacent content-word pairs."""
     words = (w[:-1] if w.endswith("s") and len(w) > 4 else w for w in normalise(title).split())
-    return frozenset(w for w in words if len(w) > 2 and w not in _STOP)
+    seq = [w for w in words if len(w) > 2 and w not in _STOP]
+    return frozenset(seq), frozenset(zip(seq, seq[1:]))
+
+
+def _same_line(a: tuple[frozenset, frozenset], b: tuple[frozenset, frozenset]) -> bool:
+    shared = len(a[0] & b[0])
+    if shared < TITLE_SHARED:
+        return False
+    return shared / len(a[0] | b[0]) >= TITLE_JACCARD or bool(a[1] & b[1])
 
 
 def group_threads(conversations: Sequence[Conversation]) -> list[tuple[str, list[Conversation]]]:
-    """Sessions of one line of work: a shared thread id, else titles sharing >= 2 content words (Jaccard >= 1/3)."""
+    """Sessions of one line of work, groups of 2+ only, sorted by key; members by (created, id).
+
+    Rule: conversations with the same ``thread`` form one group (key ``thread:<thread>``). The others
+    join when their titles share at least 2 content words (stop words and generic verbs such as
+    "fix" or "create" left out, a plural "s" folded) and either the Jaccard index of those word
+    sets is at least 0.5 or both titles hold the same two-word phrase ("retrieval paper",
+    "garden essay"); joining is transitive. Key: ``title:`` + a hash of the group's earliest session,
+    so a group keeps its key when later sessions join it.
+    """
     groups: dict[str, list[Conversation]] = {}
     loose: list[Conversation] = []
     for conv in conversations:
@@ -281,8 +349,8 @@ def group_threads(conversations: Sequence[Conversation]) -> list[tuple[str, list
         else:
             loose.append(conv)
     for members in _title_clusters(loose):
-        ids = "\x1f".join(sorted(c.id for c in members))
-        groups[f"thread:{hashlib.sha1(ids.encode()).hexdigest()[:12]}"] = members
+        first = min(members, key=_when)
+        groups[f"title:{hashlib.sha1(f'{first.kind}:{first.id}'.encode()).hexdigest()[:12]}"] = members
     return [(key, sorted(members, key=_when)) for key, members in sorted(groups.items()) if len(members) >= 2]
 
 
@@ -291,6 +359,7 @@ def _when(conv: Conversation) -> tuple[str, str]:
 
 
 def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:
+    """Union-find over title pairs that pass the rule; only pairs sharing a word are compared."""
     parent = list(range(len(convs)))
 
     def find(i: int) -> int:
@@ -299,12 +368,15 @@ def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:
             i = parent[i]
         return i
 
-    words = [_title_words(c.title) for c in convs]
-    for i in range(len(convs)):
-        for j in range(i + 1, len(convs)):
-            shared = words[i] & words[j]
-            if len(shared) >= 2 and len(shared) / len(words[i] | words[j]) >= 1 / 3:
-                parent[find(j)] = find(i)
+    terms = [_title_terms(c.title) for c in convs]
+    postings: dict[str, list[int]] = {}
+    for i, (words, _) in enumerate(terms):
+        for w in words:
+            postings.setdefault(w, []).append(i)
+    pairs = {(i, j) for ids in postings.values() for a, i in enumerate(ids) for j in ids[a + 1:]}
+    for i, j in sorted(pairs):
+        if _same_line(terms[i], terms[j]):
+            parent[find(j)] = find(i)
     clusters: dict[int, list[Conversation]] = {}
     for i, conv in enumerate(convs):
         clusters.setdefault(find(i), []).append(conv)
