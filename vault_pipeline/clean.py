@@ -89,6 +89,7 @@ class SweepNote:
     messages: tuple[str, ...]
     related: frozenset[str]  # stems linked in ``related``
     sha256: str
+    category: str = ""
 
     @property
     def provenance(self) -> tuple[float, bool]:
@@ -118,7 +119,8 @@ def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sh
                      text=sentence, context=context, created=str(fm.get("created") or ""),
                      status=str(fm.get("status") or ""), tier=note_tier(dict(fm), relpath),
                      messages=tuple(str(m) for m in as_list(source.get("messages"))),
-                     related=frozenset(link_stem(v) for v in as_list(fm.get("related"))), sha256=sha)
+                     related=frozenset(link_stem(v) for v in as_list(fm.get("related"))), sha256=sha,
+                     category=str(fm.get("category") or ""))
 
 
 def load_notes(vault: Vault, ids: Sequence[str], paths: Sequence[str]) -> tuple[list[SweepNote], list[int], list[str]]:
@@ -300,6 +302,9 @@ def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Ac
         match j.relation:
             case Duplicate() | Unrelated():
                 continue
+            case Contradiction(reasoning=why) if "topic" in (older.category, newer.category):
+                # A topic names what a conversation is about; it is not a claim a newer one replaces.
+                relate.setdefault((older.id, newer.id), (older, newer, f"topics, not claims: {why}"))
             case Contradiction(reasoning=why):
                 _contradiction(older, newer, why, supersede, relate)
             case Related(reasoning=why, downgraded=downgraded):

@@ -183,7 +183,11 @@ class Claim:
 @lru_cache(maxsize=200_000)
 def parse_claim(text: str) -> Claim:
     """Split a claim into subject, main verb, values and cues (first line only; no POS tagger)."""
-    sentence = _REPORTING.sub("", _LABEL.sub("", text.strip().splitlines()[0] if text.strip() else ""))
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    head, sep, rest = first.partition(": ")
+    if sep and len(head.split()) <= 5 and len(rest.split()) >= 4:
+        first = rest  # "Update on the paper: the deadline moved ..." -> the claim after the label
+    sentence = _REPORTING.sub("", _LABEL.sub("", first))
     words = tokens(sentence, keep_case=True)
     lower = [w.lower() for w in words]
     stems = [stem(w) for w in lower]

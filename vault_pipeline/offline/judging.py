@@ -54,7 +54,10 @@ def decide(a: Claim, b: Claim) -> tuple[str, str]:
             and jaccard(a.stems, b.stems) >= DUPLICATE_JACCARD:
         return "duplicate", (f"Same subject ({_words(a)}), same values ({_show(a.values) or 'none'}) "
                              "and the same polarity: a rewording of one claim.")
-    change = _change(a, b) if exact and predicate else ""
+    # A refining subject ("the submission deadline" / "the deadline") contradicts only when a
+    # change is announced ("moved to", "no longer"): that guards against collateral supersession.
+    refines = (a.subject <= b.subject or b.subject <= a.subject) and (a.changed or b.changed)
+    change = _change(a, b) if predicate and (exact or refines) else ""
     if change:
         return "contradiction", f"Same subject ({_words(a)}) and predicate, but {change}."
     why = "one subject refines the other" if not exact else "different predicates or compatible values"
