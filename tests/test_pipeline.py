@@ -180,3 +180,14 @@ def test_cli_errors_are_one_line(tmp_path):
                              "--vault", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: ")
+
+
+def test_vault_demo_runs_offline_and_twice_writes_nothing(tmp_path):
+    command = [sys.executable, "-m", "vault_pipeline.cli", "demo", "--out", str(tmp_path / "demo")]
+    first = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "# Context: When is the submission deadline?" in first
+    deadline = first.split("# Context: When is the submission deadline?")[1].split("# Context:")[0]
+    assert "May 10" in deadline and "May 3." not in deadline  # superseded by the nightly clean
+    second = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert re.search(r"files created\s*│\s*0\s", second) and re.search(r"files updated\s*│\s*0\s", second)
+    assert (tmp_path / "demo" / "archive" / "the-submission-deadline-is-may-3-453d92.md").is_file()

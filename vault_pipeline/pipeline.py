@@ -10,10 +10,10 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vault_pipeline.errors import ModelError, ParseError
+from vault_pipeline.errors import ModelError, ParseError, VaultError
 from vault_pipeline.extract import Extraction, extract_conversation, group_threads, map_thread
 from vault_pipeline.llm import StructuredLLM
 from vault_pipeline.notes import Note, atomic_note, session_note, thread_note, topic_hub
@@ -164,7 +164,40 @@ def _write_threads(vault: Vault, sessions: list[tuple[Conversation, str, str]], 
         report.threads += 1
 
 
+# Keys that keep and clean own: re-ingesting an export must not undo what they decided.
+_LIFECYCLE_KEYS = ("status", "tier", "kept", "related", "supersedes", "superseded_by", "duplicate_of")
+
+
+def _with_lifecycle(vault: Vault, note: Note) -> tuple[Note, bool]:
+    """The note with its file's lifecycle keys and merged sources; True when the file already says it all."""
+    relpath = vault.locate(note.id)
+    if relpath is None or note.type != "atomic":
+        return note, False
+    try:
+        existing, body, _ = vault.read(relpath)
+    except (VaultError, OSError):
+        return note, False
+    frontmatter = dict(note.frontmatter)
+    frontmatter.update({k: existing[k] for k in _LIFECYCLE_KEYS if k in existing})
+    old_source, new_source = existing.get("source"), frontmatter.get("source")
+    if isinstance(old_source, dict) and isinstance(new_source, dict):
+        merged = list(dict.fromkeys([*new_source.get("messages", []), *old_source.get("messages", [])]))
+        frontmatter["source"] = {**new_source, "messages": merged}
+    # Same properties in another key order (clean appends its keys): nothing to write.
+    same = _present(frontmatter) == _present(existing) and body.strip() == note.body.strip()
+    return replace(note, frontmatter=frontmatter), same
+
+
+def _present(frontmatter: dict) -> dict:
+    """Keys as rendered: empty values are not written, so they do not count as a difference."""
+    return {k: v for k, v in frontmatter.items() if v not in (None, "", [], {})}
+
+
 def _write(vault: Vault, note: Note, report: IngestReport) -> None:
+    note, same = _with_lifecycle(vault, note)
+    if same:
+        report.writes["unchanged"] += 1
+        return
     outcome = vault.write(note)
     report.writes[outcome.outcome] += 1
     if outcome.outcome == "refused":
