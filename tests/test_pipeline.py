@@ -128,6 +128,14 @@ def test_real_export_ingests_idempotently(tmp_path):
           f"{dict(sorted(first.notes_by_category.items()))}")
     assert first.conversations == 192 and not first.errors
     assert pipeline.ingest(vault, [path], OfflineBackend()).files_written == 0
+    message_ids = {node["message"]["id"] for conv in json.loads(path.read_text(encoding="utf-8"))
+                   for node in conv["mapping"].values() if node.get("message")}
+    sessions = {p.stem: p.read_text(encoding="utf-8") for p in (vault.root / "sessions").glob("*.md")}
+    for note_path, fm, body in notes_in(vault, "inbox"):
+        assert count_words(body.strip().splitlines()[0]) <= 15, note_path
+        assert set(fm["source"]["messages"]) <= message_ids, note_path
+        for stem, block in re.findall(r"\[\[([^\]#]+)#\^([^\]]+)\]\]", body):
+            assert f"^{block}" in sessions[stem], (note_path, block)
 
 
 def run_query(vault, embedder, text, intent=None, **overrides):
