@@ -50,3 +50,21 @@ class HashEmbedder:
                 out[row, bucket] += sign * weight
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.clip(norms, 1e-12, None)
+
+
+def queued_completion(answers: list[str]):
+    """A completion callable answering through litellm's ``mock_response``, one queued answer a call.
+
+    The real instructor parsing and re-ask path runs on it with no network; ``calls`` records
+    every request so tests can read what was asked (and the validation error of a re-ask).
+    """
+    import litellm
+
+    calls: list[dict] = []
+    queue = iter(answers)
+
+    def completion(**kwargs):
+        calls.append(kwargs)
+        return litellm.completion(mock_response=next(queue), **kwargs)
+
+    return completion, calls

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, queued_completion
 from vault_pipeline import clean
 from vault_pipeline.candidates import (CandidateSettings, candidate_pairs, content_stems, neighbours, stem,
                                        tokens)
@@ -194,25 +194,12 @@ def test_judge_batches_pairs_and_skips_a_failed_batch():
     assert all(isinstance(r, Duplicate) for r in verdicts.relations.values())
 
 
-def _queued(answers: list[str]):
-    import litellm
-
-    calls: list[dict] = []
-    queue = iter(answers)
-
-    def completion(**kwargs):
-        calls.append(kwargs)
-        return litellm.completion(mock_response=next(queue), **kwargs)
-
-    return completion, calls
-
-
 def test_the_real_instructor_path_reasks_a_bad_relation_value():
     bad = {"judgements": [{"key": "p0", "reasoning": "same slot, new value", "subject": "deadline",
                            "relation": "superseded"}]}
     good = {"judgements": [{"key": "p0", "reasoning": "same slot, new value", "subject": "deadline",
                             "relation": "contradiction"}]}
-    completion, calls = _queued([json.dumps(bad), json.dumps(good)])
+    completion, calls = queued_completion([json.dumps(bad), json.dumps(good)])
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
     pairs = [PairText("p0", "The deadline is May 3.", "The deadline moved to May 10.", "2024-01-01", "2024-02-01")]
     verdicts = judge_pairs(llm, pairs)
@@ -223,7 +210,7 @@ def test_the_real_instructor_path_reasks_a_bad_relation_value():
 
 def test_the_real_instructor_path_reasks_a_missing_key_then_gives_up():
     answer = json.dumps({"judgements": [{"key": "p0", "reasoning": "r", "subject": "s", "relation": "unrelated"}]})
-    completion, calls = _queued([answer] * 3)
+    completion, calls = queued_completion([answer] * 3)
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion, max_reasks=2)
     pairs = [PairText(k, "A cat sat.", "A dog ran.", "", "") for k in ("p0", "p1")]
     verdicts = judge_pairs(llm, pairs)

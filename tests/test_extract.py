@@ -8,6 +8,8 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
+
+from fakes import queued_completion
 from pydantic import ValidationError
 
 from conftest import shared_data
@@ -121,19 +123,6 @@ def test_thread_map_rejects_unknown_sessions_and_long_steps():
 # --------------------------------------------------------------------------- re-ask through instructor
 
 
-def queued(answers):
-    import litellm
-
-    calls = []
-    queue = iter(answers)
-
-    def completion(**kwargs):
-        calls.append(kwargs)
-        return litellm.completion(mock_response=next(queue), **kwargs)
-
-    return completion, calls
-
-
 GOOD = {"units": [{"text": "LanceDB is embedded.", "category": "fact", "source_ids": ["u1"], "speaker": "user"}]}
 
 
@@ -144,7 +133,7 @@ GOOD = {"units": [{"text": "LanceDB is embedded.", "category": "fact", "source_i
      "a decision must come from the user"),
 ])
 def test_invalid_answer_is_reasked_with_the_error(bad, error):
-    completion, calls = queued([json.dumps(bad), json.dumps(GOOD)])
+    completion, calls = queued_completion([json.dumps(bad), json.dumps(GOOD)])
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
     batch = llm.call(load_prompt("extract"), {"title": "t", "messages": []}, UnitBatch, context=CTX)
     assert [u.text for u in batch.units] == ["LanceDB is embedded."]
@@ -157,7 +146,7 @@ def test_conversation_reasks_until_valid_then_summarises():
     bad_category = {"units": [{**GOOD["units"][0], "category": "misc"}]}
     summary = {"summary": " ".join(["word"] * 30) + "."}
     one = conv([msg("u1", "user", "LanceDB is embedded.")])
-    completion, calls = queued([json.dumps(long), json.dumps(bad_category), json.dumps(GOOD), json.dumps(summary)])
+    completion, calls = queued_completion([json.dumps(long), json.dumps(bad_category), json.dumps(GOOD), json.dumps(summary)])
     result = extract_conversation(one, LiteLLMBackend("openai/gpt-4o-mini", completion=completion))
     assert [u.text for u in result.units] == ["LanceDB is embedded."]
     assert len(calls) == 4
@@ -168,7 +157,7 @@ def test_conversation_reasks_until_valid_then_summarises():
 
 def test_an_answer_that_never_validates_raises_model_error():
     bad = json.dumps({"units": [{"text": "x", "category": "misc", "source_ids": ["u1"], "speaker": "user"}]})
-    completion, _ = queued([bad] * 3)
+    completion, _ = queued_completion([bad] * 3)
     one = conv([msg("u1", "user", "LanceDB is embedded.")])
     with pytest.raises(ModelError) as info:
         extract_conversation(one, LiteLLMBackend("openai/gpt-4o-mini", completion=completion))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+
+from fakes import queued_completion
 from pydantic import BaseModel, ValidationInfo, field_validator
 
 from vault_pipeline.errors import ConfigError, ModelError
@@ -36,20 +38,6 @@ class Short(BaseModel):
 
 PROMPT = Prompt(name="echo", version="1", temperature=0.0, system="Answer in JSON.",
                 template="Say {{ thing }} in at most three words.")
-
-
-def queued_completion(answers: list[str]):
-    """A completion callable that answers through litellm's mock_response, recording requests."""
-    import litellm
-
-    calls: list[dict] = []
-    queue = iter(answers)
-
-    def completion(**kwargs):
-        calls.append(kwargs)
-        return litellm.completion(mock_response=next(queue), **kwargs)
-
-    return completion, calls
 
 
 def test_every_prompt_file_loads_with_settings():
