@@ -54,9 +54,10 @@ def decide(a: Claim, b: Claim) -> tuple[str, str]:
             and jaccard(a.stems, b.stems) >= DUPLICATE_JACCARD:
         return "duplicate", (f"Same subject ({_words(a)}), same values ({_show(a.values) or 'none'}) "
                              "and the same polarity: a rewording of one claim.")
-    # A refining subject ("the submission deadline" / "the deadline") contradicts only when a
-    # change is announced ("moved to", "no longer"): that guards against collateral supersession.
-    refines = (a.subject <= b.subject or b.subject <= a.subject) and (a.changed or b.changed)
+    # A newer note that announces a change ("the deadline moved to May 10") may name the subject
+    # more briefly than the older claim ("the submission deadline is May 3"). Only that direction
+    # counts: a newer, MORE specific subject is a different slot, not a correction.
+    refines = b.subject < a.subject and b.changed
     change = _change(a, b) if predicate and (exact or refines) else ""
     if change:
         return "contradiction", f"Same subject ({_words(a)}) and predicate, but {change}."
