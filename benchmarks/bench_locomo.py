@@ -34,7 +34,7 @@ from vault_pipeline.embed import build_embedder  # noqa: E402
 from vault_pipeline.index import Index  # noqa: E402
 from vault_pipeline.llm import OfflineBackend  # noqa: E402
 from vault_pipeline.notes import block_id  # noqa: E402
-from vault_pipeline.package import estimate_tokens  # noqa: E402
+from vault_pipeline.llm import estimate_tokens  # noqa: E402
 from vault_pipeline.query import FunnelConfig, run_query  # noqa: E402
 from vault_pipeline.vault import Vault  # noqa: E402
 

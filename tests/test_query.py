@@ -19,7 +19,8 @@ from vault_pipeline.errors import ModelError
 from vault_pipeline.gate import GateVerdicts
 from vault_pipeline.llm import OfflineBackend
 from vault_pipeline.offline.retrieval import decompose, gate, stem
-from vault_pipeline.package import Selected, assemble, cut_text, estimate_tokens, first_level
+from vault_pipeline.llm import estimate_tokens
+from vault_pipeline.package import Selected, assemble, cut_text, first_level
 from vault_pipeline.query import Candidate, FunnelConfig, QueryPlan, dedup, rank, recency, run_query
 
 QUERY = "How do negative space and emptiness work in Japanese garden design?"

@@ -29,6 +29,8 @@ from dataclasses import dataclass, replace
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
+from vault_pipeline.llm import estimate_tokens
+
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
 BULLET_CEILING = 4  # seed 004: 2-4 bullets per level is the soft ceiling
@@ -243,11 +245,6 @@ def _utf8_len(s: str) -> int:
     return len(s.encode("utf-8", "surrogatepass"))
 
 
-def _estimate_tokens(s: str) -> int:
-    """Cheap deterministic token estimate: ceil(UTF-8 bytes / 4)."""
-    return math.ceil(_utf8_len(s) / 4)
-
-
 def _choose_cut(cands: list[tuple[int, int, int]], floor: int) -> int:
     """Best (priority, position) among candidates past ``floor`` bytes, else among all."""
     late = [c for c in cands if c[1] >= floor] or cands
@@ -299,7 +296,7 @@ def _section_pieces(parsed: _Parsed, sec: _Section, cap_tokens: int) -> list[tup
     text = parsed.text
     whole = _clean(text[sec.start:sec.end])
     head = _prefix(sec.heading_path, continued=False)
-    if not whole or _estimate_tokens(head + whole) <= cap_tokens:
+    if not whole or estimate_tokens(head + whole) <= cap_tokens:
         return [(head, whole)] if whole else []
     tail = _prefix(sec.heading_path, continued=True)
     budget = max(256, cap_tokens * 4 - _utf8_len(tail) - 8)
@@ -319,7 +316,7 @@ def chunk_markdown(note_id: str, body: str, *, cap_tokens: int = HARD_CAP_TOKENS
         for prefix, piece in _section_pieces(parsed, sec, cap_tokens):
             text = prefix + piece
             chunks.append(Chunk(note_id, len(chunks), sec.heading_path, sec.level, text,
-                                _estimate_tokens(text), prefix_chars=len(prefix)))
+                                estimate_tokens(text), prefix_chars=len(prefix)))
     return chunks
 
 

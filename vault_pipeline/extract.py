@@ -9,7 +9,6 @@ answers, a real model or the offline backend; a violation is re-asked through th
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from vault_pipeline.llm import StructuredLLM, load_prompt
+from vault_pipeline.llm import StructuredLLM, estimate_tokens, load_prompt
 from vault_pipeline.parse import Conversation, Message
 
 Category = Literal["decision", "open-question", "constraint", "fact", "idea", "action-item", "topic", "provisional"]
@@ -228,11 +227,6 @@ class Extraction:
     conversation: Conversation
     units: tuple[AtomicUnit, ...]
     summary: str
-
-
-def estimate_tokens(text: str) -> int:
-    """Cheap, deterministic token estimate: UTF-8 bytes / 4."""
-    return math.ceil(len(text.encode("utf-8")) / 4)
 
 
 def windows(messages: Sequence[Message], max_tokens: int = WINDOW_TOKENS) -> list[tuple[Message, ...]]:

@@ -23,7 +23,7 @@ from typing import Any, Literal, assert_never
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
 from vault_pipeline.errors import ModelError
-from vault_pipeline.llm import StructuredLLM, load_prompt
+from vault_pipeline.llm import StructuredLLM, check_one_per_key, load_prompt
 
 MAX_WORKERS = 8
 
@@ -49,9 +49,8 @@ class GateVerdicts(BaseModel):
 
     @model_validator(mode="after")
     def _one_per_key(self, info: ValidationInfo) -> GateVerdicts:
-        keys = (info.context or {}).get("keys")
-        if keys is None:
-            return self
+        check_one_per_key([item.key for item in self.verdicts], info.context, "verdict")
+        return self
         seen = [v.key for v in self.verdicts]
         missing = sorted(set(keys) - set(seen))
         unknown = sorted(set(seen) - set(keys))

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
 from vault_pipeline.candidates import STOPWORDS, content_stems, stem, tokens
 from vault_pipeline.errors import ModelError
-from vault_pipeline.llm import StructuredLLM, load_prompt
+from vault_pipeline.llm import StructuredLLM, check_one_per_key, load_prompt
 
 BATCH_SIZE = 20
 MAX_WORKERS = 4
@@ -60,9 +60,8 @@ class PairJudgements(BaseModel):
 
     @model_validator(mode="after")
     def _one_per_key(self, info: ValidationInfo) -> PairJudgements:
-        keys = (info.context or {}).get("keys")
-        if keys is None:
-            return self
+        check_one_per_key([item.key for item in self.judgements], info.context, "judgement")
+        return self
         seen = [j.key for j in self.judgements]
         missing = sorted(set(keys) - set(seen))
         unknown = sorted(set(seen) - set(keys))

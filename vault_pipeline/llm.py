@@ -159,6 +159,30 @@ def _entry(prompt: Prompt, model: str, variables: Mapping[str, Any], started: fl
     }
 
 
+# --------------------------------------------------------------------------- token estimate
+
+
+def estimate_tokens(text: str) -> int:
+    """The one deterministic token estimate for windows, chunks and budgets: ceil(UTF-8 bytes / 4)."""
+    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+# --------------------------------------------------------------------------- batch answers
+
+
+def check_one_per_key(seen: list[str], context: Mapping[str, Any] | None, what: str) -> None:
+    """Raise (for a re-ask) unless a batched answer has exactly one item per key in ``context["keys"]``."""
+    keys = (context or {}).get("keys")
+    if keys is None:
+        return
+    missing = sorted(set(keys) - set(seen))
+    unknown = sorted(set(seen) - set(keys))
+    repeated = sorted({k for k in seen if seen.count(k) > 1})
+    if missing or unknown or repeated:
+        raise ValueError(f"give exactly one {what} per key {sorted(keys)}: "
+                         f"missing {missing}, unknown {unknown}, repeated {repeated}")
+
+
 # --------------------------------------------------------------------------- protocol
 
 

@@ -29,6 +29,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from vault_pipeline.gate import Drop, FailOpen, Keep, label, reason_of, reasoning_of
+from vault_pipeline.llm import estimate_tokens
 
 if TYPE_CHECKING:  # query.py builds the run and imports this module, not the other way round
     from vault_pipeline.query import Candidate, FunnelRun, Scored
@@ -41,11 +42,6 @@ FLOAT_PLACES = 6
 
 _SENTENCE_END = re.compile(r"(?:[.!?;:][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*|\n)")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
-
-
-def estimate_tokens(text: str) -> int:
-    """Deterministic token estimate used for every budget decision: ceil(UTF-8 bytes / 4)."""
-    return math.ceil(len(text.encode("utf-8", "surrogatepass")) / 4)
 
 
 def hard_cap(window: int, max_fraction: float) -> int:
