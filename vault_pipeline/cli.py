@@ -340,6 +340,34 @@ def _print_clean_report(report) -> None:
               f"(undo: vault clean --undo {report.run_id})" if report.run_id else f"clean: {counts}")
 
 
+@app.command("check")
+def check_cmd(vault_path: VaultOpt = Path("."),
+              fix: Annotated[bool, typer.Option(help="Remove stale temp files and re-sync the index; never edits a note.")] = False,
+              json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False) -> None:
+    """Find broken frontmatter, dangling links and block links, duplicate ids, stale index rows, temp files."""
+    from dataclasses import asdict
+
+    from vault_pipeline.check import check
+
+    vault, settings, _ = _open(vault_path)
+    report = check(vault, embedder=_embedder(settings) if fix else None, fix=fix)
+    if json_out:
+        out.print_json(json.dumps({**asdict(report), "problems": report.problems}))
+    else:
+        lines = [*(f"invalid frontmatter: {p}: {why}" for p, why in report.invalid),
+                 *(f"dangling link: {p} -> [[{t}]]" for p, t in report.dangling_links),
+                 *(f"dangling block link: {p} -> [[{t}]]" for p, t in report.dangling_blocks),
+                 *(f"duplicate id {i}: {', '.join(ps)}" for i, ps in report.duplicate_ids.items()),
+                 *(f"index: {p}: {why}" for p, why in report.index_mismatches),
+                 *(f"temp file left by an interrupted write: {p}" for p in report.temp_files),
+                 *(f"fixed: {line}" for line in report.fixed)]
+        for line in lines:
+            out.print(line, markup=False)
+        out.print(f"checked {report.notes} notes: {report.problems} problem(s)")
+    if report.problems and not fix:
+        raise typer.Exit(code=2)
+
+
 @app.command()
 def demo(out_dir: Annotated[Path, typer.Option("--out", help="Where to build the demo vault.")] = Path("vault-demo"),
          example: Annotated[Path, typer.Option(help="The example folder.")] = REPO / "vault_example") -> None:
