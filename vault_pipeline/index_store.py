@@ -480,7 +480,7 @@ class Index:
         return cls(state.parent, db.open_table(TABLE), meta)
 
     def vector_search(self, vector: np.ndarray, k: int, *, include_archived: bool = False,
-                      with_vectors: bool = False) -> list[Row]:
+                      with_vectors: bool = True) -> list[Row]:
         """The ``k`` chunks nearest to ``vector``; similarity is the exact cosine."""
         query = self._query_vector(vector)
 
@@ -498,7 +498,7 @@ class Index:
         return _top(fetch, score, k, "vector", with_vectors)
 
     def text_search(self, query: str, k: int, *, include_archived: bool = False,
-                    vector: np.ndarray | None = None, with_vectors: bool = False) -> list[Row]:
+                    vector: np.ndarray | None = None, with_vectors: bool = True) -> list[Row]:
         """The ``k`` best BM25 matches for ``query``; similarity is the cosine to ``vector`` if given."""
         if not query.strip() or k <= 0:
             return []

@@ -333,14 +333,21 @@ def _ordered(values: set[str], order: Sequence[str]) -> tuple[str, ...]:
 
 def _with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder: Embedder) -> list[Candidate]:
     """Candidates only a variant found carry a variant's cosine: re-measure them against the original."""
-    missing = [i for i, c in enumerate(cands) if math.isnan(c.similarity)]
-    if not missing:
-        return cands
-    # The index embeds exactly ``row.text``, so this is the cosine its vector lane would report.
-    vecs = l2_normalise(embedder.embed([cands[i].row.text for i in missing]))
     out = list(cands)
-    for i, vec in zip(missing, vecs):
-        out[i] = replace(out[i], similarity=float(np.dot(vec, qvec)))
+    missing = []
+    for i, c in enumerate(cands):
+        stored = getattr(c.row, "vector", None)
+        if not math.isnan(c.similarity):
+            continue
+        if stored is not None:  # the stored vector gives the cosine without embedding again
+            out[i] = replace(c, similarity=float(np.dot(l2_normalise(np.asarray(stored)[None, :])[0], qvec)))
+        else:
+            missing.append(i)
+    if missing:
+        # The index embeds exactly ``row.text``, so this is the cosine its vector lane would report.
+        vecs = l2_normalise(embedder.embed([cands[i].row.text for i in missing]))
+        for i, vec in zip(missing, vecs):
+            out[i] = replace(out[i], similarity=float(np.dot(vec, qvec)))
     return out
 
 
