@@ -47,7 +47,7 @@ def notes_in(vault: Vault, folder: str):
 
 def test_ingest_report_counts_and_second_run_writes_nothing(demo_vault):
     vault, report, _ = demo_vault
-    assert report.conversations == 10 and report.messages > 40 and report.alternates == 3
+    assert report.conversations == 10 and report.messages > 40 and report.alternates == 4
     assert report.notes > 50 and report.notes_by_category["decision"] > 0
     assert report.files_written == report.writes["created"] > report.notes
     assert not report.skipped and not report.errors and report.threads >= 1
