@@ -14,7 +14,7 @@ STAGES = [
     ("notes",), ("vault", "vault_state"), ("keep",), ("chunk",), ("embed",), ("index", "index_store"),
     ("gate", "query", "package", "offline.retrieval"),
     ("candidates", "judge", "clean", "clean_apply", "offline.judging"),
-    ("check",), ("pipeline",), ("cli",),
+    ("check",), ("calibrate",), ("pipeline",), ("cli",),
 ]
 
 

@@ -421,6 +421,55 @@ def _demo_queries(vault, settings, log, embedder, path: Path) -> None:
     out.print(f"demo vault: {vault.root} (open it in Obsidian); run again: 0 files written")
 
 
+@app.command("gate-calibrate")
+def gate_calibrate(labels: Annotated[Path, typer.Argument(help="Labels JSONL (see vault_example/calibration/README.md).")],
+                   vault_path: Annotated[Optional[Path], typer.Option("--vault", "-v", help="Take the gate model and embedder from this vault's vault.toml.")] = None,
+                   json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON line.")] = False) -> None:
+    """Measure the fit-gate at two intent altitudes and sweep the similarity floor on labelled candidates."""
+    from vault_pipeline.calibrate import calibrate, load_labels
+    from vault_pipeline.config import load_settings
+    from vault_pipeline.llm import CallLog
+
+    items = load_labels(labels)
+    if vault_path is not None:
+        _, settings, log = _open(vault_path)
+    else:
+        settings, log = load_settings(None, os.environ), CallLog(None)
+    report = calibrate(items, llm=_llm(settings, settings.gate_model, log), embedder=_embedder(settings))
+    if json_out:
+        sys.stdout.write(report.to_json() + "\n")
+        return
+    if report.offline:
+        out.print("offline baseline gate: real calibration needs a configured model", markup=False)
+    _print_calibration(report)
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _print_calibration(report) -> None:
+    quality = [(s.altitude, s.candidates, _pct(s.keep_rate), _pct(s.precision), _pct(s.recall),
+                f"{s.contaminants_kept}/{s.contaminants}", s.fail_open) for s in report.altitudes]
+    out.print(_table(f"fit-gate ({report.model}) on {len(report.candidates)} labelled candidates", quality,
+                     ("altitude", "n", "keep rate", "precision", "recall", "contam. kept",
+                      "fail-open")))
+    cost = [(s.altitude, s.queries, f"{s.calls / max(1, s.queries):.1f}",
+             "-" if s.tokens is None else f"{s.tokens / max(1, s.queries):,.0f}",
+             f"{1000 * s.seconds / max(1, s.queries):.0f}") for s in report.altitudes]
+    out.print(_table("gate cost per query", cost, ("altitude", "queries", "calls", "tokens", "latency ms")))
+    sweep = [(f"{p.floor:.2f}", _pct(p.recall), _pct(p.off_topic_pass), _pct(p.contaminant_pass))
+             for p in report.sweep]
+    out.print(_table(f"similarity floor sweep ({report.embedder})", sweep,
+                     ("floor", "relevant passing (recall)", "off-topic passing", "contaminants passing")))
+    out.print("precision = relevant kept / kept; recall = relevant kept / relevant; fail-open counts as kept",
+              markup=False)
+    verdict = "" if report.floor_meets_target else " (no swept floor reaches the target: lowest swept floor)"
+    exact = "" if report.floor_at_target is None else f"; exact cosine at target: {report.floor_at_target:.3f}"
+    out.print(f"suggested floor for {report.embedder}: {report.suggested_floor:.2f}{verdict}{exact}", markup=False)
+    out.print(f"rule: {report.floor_rule}", markup=False)
+
+
 def main() -> None:
     """Console entry point: map the project's errors to a one-line message and exit 1."""
     try:
