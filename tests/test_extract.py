@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from conftest import shared_data
 from vault_pipeline.errors import ModelError
 from vault_pipeline.extract import (
+    SUMMARY_INPUT_CHARS,
     AtomicUnit,
     SessionSummary,
     ThreadMap,
@@ -24,11 +25,13 @@ from vault_pipeline.extract import (
     extract_conversation,
     group_threads,
     map_thread,
+    shorten,
     windows,
 )
 from vault_pipeline.llm import LiteLLMBackend, OfflineBackend, load_prompt
+from vault_pipeline.offline import HANDLERS
 from vault_pipeline.offline.extraction import extract_units, summarize, thread_map, truncation_rate
-from vault_pipeline.offline.text import compress, sentences
+from vault_pipeline.offline.text import compress, finish, sentences
 from vault_pipeline.parse import Conversation, Message, read_export
 
 CTX = {"message_ids": ["u1", "a1"], "roles": {"u1": "user", "a1": "assistant"}}
@@ -281,6 +284,50 @@ def test_long_sentences_split_into_units_without_dropping_clauses():
     assert "compaction" in " ".join(body)
 
 
+def test_split_questions_ask_once_and_keep_their_condition_as_context():
+    [question] = units_of("user", "What should I do with the configuration of the webshop if the customer id "
+                                  "is not provided by the user?")
+    assert (question.text, question.category) == ("What should I do with the configuration of the webshop?",
+                                                   "open-question")
+    assert question.context == "if the customer id is not provided by the user"
+    two = units_of("user", "How do I build and tag the docker images in GitHub actions, and how do I push "
+                           "them to the Google Container Registry automatically?")
+    assert [u.text.endswith("?") for u in two] == [True, True]
+    [decision, rest] = units_of("user", "If you'd like me to do so, I will generate clear, concise questions with "
+                                        "a single answer, accompanied by an explanation for the correct answer.")
+    assert decision.text == "I will generate clear, concise questions with a single answer."
+    assert decision.context == "if you'd like me to do so" and "explanation" in rest.text
+
+
+@pytest.mark.parametrize("raw, finished", [
+    ('Tag it with both the Git SHA and "latest".', 'Tag it with both the Git SHA and "latest".'),
+    ("Click on the 'Font Color' button and select 'White'.", "Click on the 'Font Color' button and select 'White'."),
+    ('Press "OK."', 'Press "OK."'),
+    ('transforming ideas into software through code."', "Transforming ideas into software through code."),
+    ("'A quoted sentence.'", "A quoted sentence."),
+    ("I don’t split apostrophes...", "I don’t split apostrophes."),
+])
+def test_finish_keeps_paired_quotes_and_ends_once(raw, finished):
+    assert finish(raw) == finished
+
+
+def test_compression_rewords_before_it_cuts_and_never_ends_on_a_dangling_word():
+    pieces, cuts = compress("Otherwise, we will have to ask the customer to fill in this information via a form.")
+    assert (pieces, cuts) == (["Otherwise, we must ask the customer to fill in this information via a form."], 0)
+    pieces, cuts = compress("Our tiny green robot quietly sweeps the dusty kitchen floor every single morning "
+                            "near the big old iron oven there.")
+    assert (pieces, cuts) == (["Our tiny green robot quietly sweeps the dusty kitchen floor every single morning."], 1)
+
+
+def test_code_pasted_without_a_fence_and_sign_offs_are_skipped():
+    text = ("Return $mail->send();\nINSERT INTO t VALUES (1, 'pin', 'y');\nfrom django.db import models\n"
+            "icon varchar(255) null,\nSelf::returnError(5, 'Wrong password.');\n"
+            "Kind regards.\nMet vriendelijke groet.\nI would be happy to help you with your request.\n"
+            "The webshop rents out payment terminals.")
+    assert [u.text for u in units_of("user", text)] == ["The webshop rents out payment terminals."]
+    assert [u.category for u in units_of("user", "I guess the index fits in memory.")] == ["provisional"]
+
+
 def test_topics_name_the_title_and_recurring_terms():
     text = "The gravel garden uses raked gravel. Gravel stands for water. Raked gravel needs care."
     data = extract_units({"title": "Karesansui notes", "messages": [{"id": "m1", "role": "user", "text": text}]})
@@ -289,6 +336,35 @@ def test_topics_name_the_title_and_recurring_terms():
 
 
 # --------------------------------------------------------------------------- summaries and threads
+
+
+def test_topics_come_once_per_long_conversation_and_the_prompt_names_the_part():
+    seen = []
+    handlers = {name: HANDLERS[name] for name in ("summarize", "thread_map")}
+    handlers["extract"] = lambda variables: seen.append(variables) or extract_units(variables)
+    terms = ["gravel", "moss", "lantern", "bridge", "maple"]  # each window recurs on another word
+    messages = [msg(f"m{i}", "user" if i % 2 == 0 else "assistant",
+                    f"The garden {i} needs {terms[i // 8]} and more {terms[i // 8]} paths. " * 25) for i in range(40)]
+    result = extract_conversation(conv(messages, title="Gravel gardens"), OfflineBackend(handlers=handlers))
+    assert len(seen) > 2
+    assert [(v["part"], v["parts"]) for v in seen] == [(i, len(seen)) for i in range(1, len(seen) + 1)]
+    assert 1 <= len([u for u in result.units if u.category == "topic"]) <= 2
+    rendered = load_prompt("extract").render(seen[1])[1]["content"]
+    assert f"This is part 2 of {len(seen)}" in rendered
+    assert "part 1 of" not in load_prompt("extract").render({"title": "t", "messages": []})[1]["content"]
+
+
+def test_a_long_session_is_shown_to_the_summary_prompt_within_a_budget():
+    seen = []
+    handlers = {name: HANDLERS[name] for name in ("extract", "thread_map")}
+    handlers["summarize"] = lambda variables: seen.append(variables) or summarize(variables)
+    messages = [msg(f"m{i}", "user" if i % 2 == 0 else "assistant", "A long sentence about the vault index. " * 60)
+                for i in range(120)]
+    extract_conversation(conv(messages), OfflineBackend(handlers=handlers))
+    texts = [m["text"] for m in seen[0]["messages"]]
+    assert len(texts) == 120 and sum(map(len, texts)) <= SUMMARY_INPUT_CHARS + 120 * 2
+    assert all(t.endswith("index. …") for t in texts)  # cut at a sentence end, marked
+    assert shorten("Short.", 100) == "Short." and shorten("word " * 50, 40).endswith("word …")
 
 
 def test_summary_bounds():

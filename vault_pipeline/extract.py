@@ -26,18 +26,20 @@ MAX_CONTEXT_WORDS = 12
 MAX_STEP_WORDS = 25
 SUMMARY_MIN_WORDS, SUMMARY_MAX_WORDS = 200, 400
 WINDOW_TOKENS = 2500
-SUMMARY_MESSAGE_CHARS = 1500  # what the summary prompt sees of each message
+# What the summary prompt sees: each message up to 1500 characters, a whole session up to ~12k tokens
+# (a 16k-context model keeps room to answer), so a long session's messages shrink, to 200 at least.
+SUMMARY_MESSAGE_CHARS, SUMMARY_INPUT_CHARS, SUMMARY_MESSAGE_FLOOR = 1500, 48_000, 200
 
-_WORD = re.compile(r"\w", re.UNICODE)
 _WORD_TOKEN = re.compile(r"\S*\w\S*", re.UNICODE)  # one match per white-space token holding a letter or digit
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 _NOT_PROSE = re.compile(r"^\s*\|.*$|^\s*(?:[-*+•]|\d+[.)]|#{1,6})(?=\s)|`[^`\n]*`|【[^】]*】|https?://\S+", re.M)
 _SENTENCE_BREAK = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[A-Z0-9\"'“‘(\[])")
 _ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
 _MARKDOWN = re.compile(r"```|(\*\*|~~)(?=\S)[^*~]+?(?<=\S)\1|\]\(|^#{1,6}\s|^(?:[-*+•]|\d+[.)])\s|^\|")
-# Tokens before a period that do not end a sentence ("e.g. SQLite", "Prof. Motto", "Fig. 3").
+# Tokens before a period that do not end a sentence ("e.g. SQLite", "Prof. Motto", "Fig. 3"); not "no",
+# which ends "I said no." far more often than it abbreviates "number". The offline splitter uses this too.
 ABBREVIATIONS = frozenset(
-    "e.g i.e vs etc cf al dr mr mrs ms prof st jr sr no nr fig eq ca approx inc ltd co dept est vol ch sec pp "
+    "e.g i.e vs etc cf al dr mr mrs ms prof st jr sr nr fig eq ca approx inc ltd co dept est vol ch sec pp "
     "incl excl resp a.m p.m u.s u.k bijv o.a d.w.z z.b mt".split())
 
 
@@ -233,7 +235,7 @@ def windows(messages: Sequence[Message], max_tokens: int = WINDOW_TOKENS) -> lis
     """Consecutive messages packed into windows on message boundaries; an oversized message is split."""
     result: list[tuple[Message, ...]] = []
     current: list[Message] = []
-    used = 0
+    used = 0  # estimated tokens in ``current``
     for message in messages:
         for part in _parts(message, max_tokens):
             cost = estimate_tokens(part.text)
@@ -277,22 +279,35 @@ def _pieces(text: str, max_tokens: int, level: int = 0) -> list[str]:
 
 def _variables(title: str, messages: Sequence[Message], max_chars: int | None = None) -> dict[str, Any]:
     return {"title": title, "messages": [{"id": m.id, "role": m.role, "speaker": m.speaker,
-                                          "text": m.text if max_chars is None else m.text[:max_chars]}
+                                          "text": m.text if max_chars is None else shorten(m.text, max_chars)}
                                          for m in messages]}
+
+
+def shorten(text: str, max_chars: int) -> str:
+    """The text, or its head cut at a sentence (else word) end within ``max_chars`` and marked with '…'."""
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars]
+    end = max(head.rfind(". "), head.rfind(".\n"), head.rfind("? "), head.rfind("\n\n")) + 1
+    if end < max_chars // 2:
+        end = max(head.rfind(" "), max_chars // 2)
+    return head[:end].rstrip() + " …"
 
 
 def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
     """Extract every unit window by window, collapse repetitions, and summarise the session."""
     roles = {m.id: m.role for m in conv.messages}
     order = {m.id: i for i, m in enumerate(conv.messages)}
-    prompt = load_prompt("extract")
     units: list[AtomicUnit] = []
-    for window in windows(conv.messages):
+    parts = windows(conv.messages)
+    for part, window in enumerate(parts, 1):
         context = {"message_ids": sorted({m.id for m in window}), "roles": roles}
-        units += llm.call(prompt, _variables(conv.title, window), UnitBatch, context=context).units
+        variables = {**_variables(conv.title, window), "part": part, "parts": len(parts)}
+        units += llm.call(load_prompt("extract"), variables, UnitBatch, context=context).units
     # Deterministic order: by the first source message, then by the order the windows gave.
     ranked = sorted(enumerate(collapse(units)), key=lambda p: (min(order.get(i, 0) for i in p[1].source_ids), p[0]))
-    shown = _variables(conv.title, conv.messages, SUMMARY_MESSAGE_CHARS)
+    per_message = SUMMARY_INPUT_CHARS // max(1, len(conv.messages))
+    shown = _variables(conv.title, conv.messages, max(SUMMARY_MESSAGE_FLOOR, min(SUMMARY_MESSAGE_CHARS, per_message)))
     source_words = sum(prose_words(m["text"]) for m in shown["messages"])
     summary = llm.call(load_prompt("summarize"), shown, SessionSummary, context={"source_words": source_words})
     return Extraction(conv, tuple(unit for _, unit in ranked), summary.summary)
@@ -336,12 +351,10 @@ def group_threads(conversations: Sequence[Conversation]) -> list[tuple[str, list
     so a group keeps its key when later sessions join it.
     """
     groups: dict[str, list[Conversation]] = {}
-    loose: list[Conversation] = []
     for conv in conversations:
         if conv.thread:
             groups.setdefault(f"thread:{conv.thread}", []).append(conv)
-        else:
-            loose.append(conv)
+    loose = [conv for conv in conversations if not conv.thread]
     for members in _title_clusters(loose):
         first = min(members, key=_when)
         groups[f"title:{hashlib.sha1(f'{first.kind}:{first.id}'.encode()).hexdigest()[:12]}"] = members
@@ -349,7 +362,7 @@ def group_threads(conversations: Sequence[Conversation]) -> list[tuple[str, list
 
 
 def _when(conv: Conversation) -> tuple[str, str]:
-    return (conv.created.isoformat() if conv.created else "", conv.id)
+    return conv.created.isoformat() if conv.created else "", conv.id
 
 
 def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:

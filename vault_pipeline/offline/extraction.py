@@ -11,14 +11,16 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vault_pipeline.offline.text import compress, count_words, finish, sentences
+from vault_pipeline.offline.text import as_context, compress, count_words, finish, sentences
 
 _PLEASANTRY = re.compile(
     r"^(sure|certainly|of course|absolutely|great|thanks|thank you|you're welcome|hi|hello|hey|ok|okay|"
     r"good question|great question|no problem|glad to help|happy to help|good luck|happy coding|cheers|"
-    r"graag gedaan|geen probleem|natuurlijk|zeker|bedankt|dank je|dank u|hallo|succes)\b[^.!?]*[.!?]?$"
+    r"graag gedaan|geen probleem|natuurlijk|zeker|bedankt|dank je|dank u|hallo|succes|kind regards|best regards|"
+    r"warm regards|regards|sincerely|best wishes|met vriendelijke groet(?:en)?|groeten)\b[^.!?]*[.!?]?$"
     r"|^(i hope (this|that|these) helps?|hopefully this helps|let me know if|feel free to|here is|here's|"
-    r"here are|below is|below are|i'd be happy to|i'm happy to|i can help|ik hoop dat|laat me weten|"
+    r"here are|below is|below are|i'd be happy to|i'm happy to|i would be happy to|i'd be glad to|"
+    r"i would be glad to|i'm glad to|i am glad to|i can help|ik hoop dat|laat me weten|"
     r"hier is|hier zijn)\b", re.I)
 # Assistant turns that only manage the conversation: offers, sign-posts.
 _META = re.compile(r"^(would you like|do you want me to|shall i|should i|want me to|if you(?:'d| would) like|"
@@ -31,8 +33,8 @@ _USER_META = re.compile(r"^(i will|i'll|i am going to|i'm going to|next,? i will
                         r"explain)\b", re.I)
 # A hedge outranks every other cue: PROVISIONAL exists so an exploratory idea is never tightened.
 _HEDGE = re.compile(r"\b(maybe|perhaps|might|possibly|probably|what if|i wonder|wondering|not sure|unsure|"
-                    r"i'm considering|i am considering|thinking about|could be)\b|(?<!\bwe )(?<!\byou )(?<!\bi )"
-                    r"(?<!\bthey )\bcould\b(?! you\b)", re.I)
+                    r"i'm considering|i am considering|thinking about|could be|i guess|i suppose)\b"
+                    r"|(?<!\bwe )(?<!\byou )(?<!\bi )(?<!\bthey )\bcould\b(?! you\b)", re.I)
 # A decision cue opens the sentence, or follows one short lead-in clause ("For the index, we'll use X").
 _DECISION = re.compile(r"^(?:[^,.?!]{0,60},\s*)?(?:then |so |ok |okay |now |for now |instead )?"
                        r"(i'll|i will|we'll|we will|let's|let us|i decided|we decided|i've decided|"
@@ -55,9 +57,13 @@ _ASKS_USER = re.compile(r"^(do|does|did|are|is|have|has|can|could|what|which|how
                         r"\b(you|your|you're|you've)\b", re.I)
 _LETTER_WORD = re.compile(r"[^\W\d_]{2,}", re.UNICODE)
 _MARKUP = re.compile(r"</?[a-zA-Z][\w-]*(?:\s[^>]*)?/?>|\{[{%$*#/]|\{(?:if|else|foreach|block|include)\b")
+# Code pasted without a fence: imports, arrows, $variables, quoted value lists, SQL rows and columns.
+_CODE = re.compile(r"^[Ff]rom [\w.]+ import\b|\w->\w|\w::\w+\(|\)\s*=>|\$[a-z_]\w*\s*(?:=|\[)|'\s*,\s*'"
+                   r"|(?-i:\bVALUES\s*\()|\b(?:var)?char\(\d+\)|\b(?:int|integer|bigint|datetime|date|text|decimal|"
+                   r"boolean|bool)\s+(?:not\s+)?null\b", re.I)
 _LOWER_AFTER_HEDGE = frozenset("the a an this that these those it its it's that's there's here's we we'll you you'll "
                                "they there our your their some any each one use add try run make keep if for when "
-                               "in on with to after before then also another such as by from".split())
+                               "in on with to after before then also another such as by from be".split())
 
 
 def classify(sentence: str, role: str) -> str | None:
@@ -84,7 +90,7 @@ def _is_prose(text: str) -> bool:
     """At least two real words, mostly words rather than numbers or symbols, and no markup or template code."""
     tokens = text.split()
     wordy = sum(1 for t in tokens if _LETTER_WORD.search(t))
-    if wordy < 2 or wordy < 0.6 * len(tokens) or _MARKUP.search(text):
+    if wordy < 2 or wordy < 0.6 * len(tokens) or _MARKUP.search(text) or _CODE.search(text):
         return False
     return sum(text.count(c) for c in "{}<>;=$|") <= 2
 
@@ -94,7 +100,8 @@ def _hedged(text: str) -> str:
     if _HEDGE.search(text):
         return text
     first, _, rest = text.partition(" ")
-    first = first.lower() if first.lower() in _LOWER_AFTER_HEDGE else first
+    common = first.lower() in _LOWER_AFTER_HEDGE or (first[1:].islower() and first.lower().endswith("ing"))
+    first = first.lower() if common else first  # 'Possibly, having X' but 'Possibly, Django X'
     return f"Possibly, {first} {rest}".rstrip()
 
 
@@ -115,10 +122,12 @@ def _units_of(message: Mapping[str, Any]) -> tuple[list[dict], int]:
             continue
         pieces, n = compress(sentence, question=kind == "open-question", limit=13 if kind == "provisional" else 15)
         cuts += n
-        hedged = False  # a hedge covers its own clause and the clauses after it, not the ones before
+        hedged, first = False, len(units)  # a hedge covers its own clause and the ones after it, not before
         for piece in pieces:
             if not _is_prose(piece):
                 continue  # log lines, numbers, stray symbols: no unit of meaning
+            if _qualifies(units, first, piece, kind):
+                continue
             hedged = hedged or (kind == "provisional" and _HEDGE.search(piece) is not None)
             text, category = piece, kind if piece.endswith("?") else classify(piece, role) or "fact"
             if hedged and category != "provisional" and not piece.startswith("This "):
@@ -128,11 +137,26 @@ def _units_of(message: Mapping[str, Any]) -> tuple[list[dict], int]:
     return units, cuts
 
 
+def _qualifies(units: list[dict], first: int, piece: str, kind: str) -> bool:
+    """Attach a split-off condition ('This applies if X.') to the unit before it from the same sentence.
+
+    A question's purpose ('This is for X.') is attached too; a statement's stays a unit of its own.
+    """
+    qualifier = as_context(piece)
+    if qualifier is None or len(units) <= first or units[-1]["context"] or count_words(qualifier) > 12:
+        return False
+    if kind != "open-question" and not piece.startswith("This applies "):
+        return False
+    units[-1]["context"] = qualifier
+    return True
+
+
 _STOP = frozenset(
     "that this with from have will your what when where which there their they them then than these those "
     "would could should about into more most some such also only just like been were here each other make "
     "using used want need does over very much many well first second example following code file want "
-    "sure thanks please following below above same different because while after before being both "
+    "sure thanks please following below above same different because while after before being both needs "
+    "uses makes gives takes helps shows provides include includes "
     "voor niet maar zijn deze door naar meer ook wordt worden heeft hebben kunnen moet waar want over "
     "onder tussen zoals omdat alle andere eerste jouw mijn onze".split())
 
@@ -154,9 +178,9 @@ def _key_terms(messages: Sequence[Mapping[str, Any]], exclude: set[str]) -> list
     return [(forms[k].most_common(1)[0][0], first[k]) for k in top]
 
 
-def _topics(title: str, messages: list[Mapping[str, Any]]) -> list[dict]:
-    """What the window is about: the title, and the content words that recur in it."""
-    if not messages:
+def _topics(title: str, messages: list[Mapping[str, Any]], part: int = 1) -> list[dict]:
+    """What the conversation is about, once, in its first part: the title and the words that recur there."""
+    if not messages or part != 1:
         return []
     roles = {str(m["id"]): "user" if m.get("role") == "user" else "assistant" for m in messages}
     first = str(messages[0]["id"])
@@ -179,7 +203,7 @@ def _topics(title: str, messages: list[Mapping[str, Any]]) -> list[dict]:
 def extract_units(variables: Mapping[str, Any]) -> dict:
     """Every sentence-level unit of the window's messages, compressed and categorised."""
     messages = list(variables.get("messages", []))
-    units = _topics(str(variables.get("title", "")), messages)
+    units = _topics(str(variables.get("title", "")), messages, int(variables.get("part", 1)))
     for message in messages:
         units += _units_of(message)[0]
     return {"units": units}
