@@ -74,9 +74,11 @@ class MiniLMEmbedder:
     name = "minilm-l6-v2-int8"
     dim = 384
 
-    def __init__(self, *, batch_size: int = 64, max_tokens: int = 256, threads: int | None = None,
+    def __init__(self, *, batch_size: int = 64, batch_tokens: int = 2048, max_tokens: int = 256,
+                 threads: int | None = None,
                  model_path: str | Path | None = None, tokenizer_path: str | Path | None = None):
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.max_tokens = max_tokens
         self.threads = threads or _cpu_count()
         self._model_path = Path(model_path) if model_path else None
@@ -128,10 +130,22 @@ class MiniLMEmbedder:
         # Sorting by length keeps each batch's padding minimal; the index
         # tie-break keeps the order total, so batches are reproducible.
         order = sorted(range(len(texts)), key=lambda i: (len(token_ids[i]), i))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+        for rows in self._batches(order, [len(ids) for ids in token_ids]):
             out[rows] = self._embed_ids([token_ids[i] for i in rows])
         return out
+
+    def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
+        """Cut the length-sorted ``order`` into batches of at most ``batch_size`` texts and
+        ``batch_tokens`` padded tokens: long texts go a few at a time, which keeps the
+        runtime's buffers (batch x width x width attention per layer) small at the same speed."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:  # ascending length: the newest text sets the padded width
+            if current and (len(current) >= self.batch_size or (len(current) + 1) * lengths[i] > self.batch_tokens):
+                batches.append(current)
+                current = []
+            current.append(i)
+        return [*batches, current] if current else batches
 
     def _embed_ids(self, batch: list[list[int]]) -> np.ndarray:
         """Run one padded batch of token ids and mean-pool it."""
