@@ -430,6 +430,19 @@ def test_archived_superseded_and_duplicates_only_on_request(vault, embedder):
     assert [h.note_id for h in index.text_search("pelicans", 5, include_archived=True)] == ["n-0005"]
 
 
+def test_vector_search_many_equals_one_search_per_vector(vault, embedder):
+    sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    queries = embedder.embed(["Where do we store vectors?", "raked gravel garden", "pelicans migrate",
+                              "store vectors in parquet files"])
+    for archived in (False, True):
+        many = index.vector_search_many(queries, 3, include_archived=archived)
+        single = [index.vector_search(q, 3, include_archived=archived) for q in queries]
+        assert [[(h.chunk_id, h.similarity) for h in hits] for hits in many] == \
+            [[(h.chunk_id, h.similarity) for h in hits] for hits in single]
+    assert len(many) == 4 and all(len(hits) == 3 for hits in many)
+
+
 def test_ties_are_ordered_by_chunk_id_and_repeatable(tmp_path, embedder):
     Vault.init(tmp_path)
     for i in range(30):
@@ -442,6 +455,9 @@ def test_ties_are_ordered_by_chunk_id_and_repeatable(tmp_path, embedder):
     assert first == [f"n-{i:04d}:0" for i in range(5)]
     assert all([h.chunk_id for h in index.vector_search(query, 5)] == first for _ in range(3))
     assert [h.chunk_id for h in index.text_search("tides", 5)] == first
+    # Ties across the page edge of a shared query fall back to the careful single search.
+    many = index.vector_search_many(np.stack([query, query]), 5)
+    assert [[h.chunk_id for h in hits] for hits in many] == [first, first]
 
 
 def test_long_session_note_yields_heading_chunks(vault, embedder):

@@ -484,18 +484,40 @@ class Index:
         """The ``k`` chunks nearest to ``vector``; similarity is the exact cosine."""
         query = self._query_vector(vector)
 
-        def fetch(limit: int) -> pa.Table:
-            # The probe settings only matter once the table has an ANN index; flat search ignores them.
-            search = (self.table.search(query, vector_column_name=VECTOR_COLUMN).distance_type("dot")
-                      .minimum_nprobes(ANN_PROBES).maximum_nprobes(0)
-                      .select([*ROW_COLUMNS, VECTOR_COLUMN]).limit(limit))
-            return (search if include_archived else search.where("active", prefilter=True)).to_arrow()
-
         def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
             sims = self._cosines(rows, query)
             return sims, sims
 
-        return _top(fetch, score, k, "vector", with_vectors)
+        return _top(lambda limit: self._nearest(query, limit, include_archived), score, k, "vector", with_vectors)
+
+    def vector_search_many(self, vectors: np.ndarray, k: int, *, include_archived: bool = False,
+                           with_vectors: bool = True) -> list[list[Row]]:
+        """``vector_search`` for several query vectors in one table query (one scan or probe set)."""
+        queries = [self._query_vector(v) for v in vectors]
+        if len(queries) <= 1 or k <= 0:
+            return [self.vector_search(q, k, include_archived=include_archived, with_vectors=with_vectors)
+                    for q in queries]
+        limit = 2 * k + 10
+        rows = self._nearest(np.stack(queries), limit, include_archived)
+        which = rows["query_index"].to_numpy()
+        out = []
+        for i, query in enumerate(queries):
+            mine = rows.filter(pa.array(which == i))
+            sims = self._cosines(mine, query)
+            hits = sorted(_to_rows(mine, sims, sims, "vector", with_vectors), key=lambda r: (-r.score, r.chunk_id))
+            if mine.num_rows >= limit and len(hits) > k and hits[k - 1].score == hits[-1].score:
+                # Ties cross the page's edge: this query alone takes the careful path.
+                hits = self.vector_search(query, k, include_archived=include_archived, with_vectors=with_vectors)
+            out.append(hits[:k])
+        return out
+
+    def _nearest(self, query: np.ndarray, limit: int, include_archived: bool) -> pa.Table:
+        """Rows nearest to one query vector, or to each row of a 2-d array (``query_index`` says which)."""
+        # The probe settings only matter once the table has an ANN index; flat search ignores them.
+        search = (self.table.search(query if query.ndim == 1 else list(query), vector_column_name=VECTOR_COLUMN)
+                  .distance_type("dot").minimum_nprobes(ANN_PROBES).maximum_nprobes(0)
+                  .select([*ROW_COLUMNS, VECTOR_COLUMN]).limit(limit))
+        return (search if include_archived else search.where("active", prefilter=True)).to_arrow()
 
     def text_search(self, query: str, k: int, *, include_archived: bool = False,
                     vector: np.ndarray | None = None, with_vectors: bool = True) -> list[Row]:

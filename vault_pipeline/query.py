@@ -5,7 +5,8 @@ the package trace:
 
 1. decompose the prompt into up to four variants (concept, methodology,
    continuity, authority); the original always runs too; every query's vector and
-   full-text lanes run concurrently and are fused by reciprocal rank fusion;
+   full-text lanes run (the full-text searches concurrently) and are fused by
+   reciprocal rank fusion;
 2. keep the ``wide`` best fused candidates;
 3. drop those below a cosine floor against the ORIGINAL query (a noise backstop);
 4. the fit-gate (``gate.py``) keeps or drops each survivor against the intent;
@@ -41,7 +42,7 @@ LANE_ORDER = ("vector", "text")
 RRF_K = 60  # the constant of Cormack et al.'s reciprocal rank fusion
 MAX_VARIANTS = 4
 CONVERSATIONAL_TIERS = frozenset({"chat"})  # the seed: recency decays only conversational tiers
-SEARCH_WORKERS = 8
+SEARCH_WORKERS = 5  # one full-text search per query (the original and up to four variants)
 
 # The similarity floor is a per-embedder calibration, not a constant. Seed 004's 0.40 was
 # measured on another embedder; with all-MiniLM-L6-v2, short atomic notes that were relevant
@@ -153,7 +154,11 @@ class Hit(Protocol):
 
 
 class Retriever(Protocol):
-    """The two index lanes the funnel needs (``index.Index`` satisfies it)."""
+    """The two index lanes the funnel needs (``index.Index`` satisfies it).
+
+    A retriever may also offer ``vector_search_many(vectors, k, *, include_archived)``,
+    one list of hits per vector; the funnel then asks for every query vector at once.
+    """
 
     def vector_search(self, vector: np.ndarray, k: int, *, include_archived: bool = False) -> Sequence[Hit]:
         """Nearest chunks to a query vector."""
@@ -280,19 +285,34 @@ def _queries(query: str, plan: QueryPlan | None, config: FunnelConfig) -> list[t
 
 def _retrieve(queries: list[tuple[str, str]], retriever: Retriever, embedder: Embedder,
               config: FunnelConfig) -> tuple[list[Candidate], np.ndarray]:
-    """Both lanes of every query, concurrently, fused; also returns the original query's vector."""
+    """Both lanes of every query, fused; also returns the original query's vector.
+
+    The full-text searches run on the search threads while this thread runs the vector lane:
+    one table query for every query vector when the retriever offers ``vector_search_many``.
+    """
     vectors = l2_normalise(embedder.embed([text for _, text in queries]))
-    jobs = [(kind, lane, text, vectors[i]) for i, (kind, text) in enumerate(queries) for lane in LANE_ORDER]
-    with ThreadPoolExecutor(max_workers=min(len(jobs), SEARCH_WORKERS), thread_name_prefix="vault-search") as pool:
-        futures = [pool.submit(_search, retriever, lane, text, vec, config) for _, lane, text, vec in jobs]
-        lists = [(kind, lane, list(f.result())) for (kind, lane, _, _), f in zip(jobs, futures)]
+    pool = _search_pool()
+    texts = [pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived,
+                         vector=vectors[i]) for i, (_, text) in enumerate(queries)]
+    many = getattr(retriever, "vector_search_many", None)
+    if many is not None:
+        nearest = many(vectors, config.k, include_archived=config.include_archived)
+    else:
+        nearest = [retriever.vector_search(v, config.k, include_archived=config.include_archived) for v in vectors]
+    lists = []
+    for (kind, _), hits, text in zip(queries, nearest, texts):
+        lists += [(kind, "vector", list(hits)), (kind, "text", list(text.result()))]
     return fuse(lists), vectors[0]
 
 
-def _search(retriever: Retriever, lane: str, text: str, vector: np.ndarray, config: FunnelConfig) -> Sequence[Hit]:
-    if lane == "vector":
-        return retriever.vector_search(vector, config.k, include_archived=config.include_archived)
-    return retriever.text_search(text, config.k, include_archived=config.include_archived, vector=vector)
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _search_pool() -> ThreadPoolExecutor:
+    """The search threads, started once per process (a new pool per query cost more than a search)."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-search"))
+    return _POOL[0]
 
 
 def fuse(lists: Sequence[tuple[str, str, Sequence[Hit]]], k: int = RRF_K) -> list[Candidate]:
