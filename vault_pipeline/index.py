@@ -66,6 +66,7 @@ class IndexReport:
     ann_index_built: bool = False
     rows: int = 0
     seconds: float = 0.0
+    embed_seconds: float = 0.0  # inside the embedder; the rest of ``seconds`` is the pipeline's own cost
 
 
 @dataclass
@@ -313,7 +314,9 @@ class _Run:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """One embed call, validated at the boundary."""
+        started = time.perf_counter()
         vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        self.report.embed_seconds += time.perf_counter() - started
         if vectors.shape != (len(texts), self.table.dim) or not np.isfinite(vectors).all():
             raise ModelError("embed", self.embedder.name,
                              f"expected {len(texts)} finite vectors of {self.table.dim} dims, got {vectors.shape}")
