@@ -22,11 +22,12 @@ class ParseError(VaultError):
     """An input file, or one record in it, cannot be read."""
 
     def __init__(self, source: str | Path, reason: str, record: str | int | None = None):
-        self.source = str(source)
+        # One printable line: undecodable file-name bytes shown escaped, line breaks in a reason folded.
+        self.source = str(source).encode("utf-8", "backslashreplace").decode("utf-8")
         self.record = None if record is None else str(record)
-        self.reason = reason
+        self.reason = " ".join(reason.split())
         where = self.source if self.record is None else f"{self.source} [record {self.record}]"
-        super().__init__(f"{where}: {reason}")
+        super().__init__(f"{where}: {self.reason}")
 
 
 class FrontmatterError(ParseError):

@@ -40,6 +40,7 @@ _WORD = re.compile(r"\w+(?:['’.-]\w+)*")
 _APOSTROPHES = re.compile(r"['’‘`]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_C_NESTING_SAFE = 4096  # libyaml survived 10,000 nested "[" here and crashed at 30,000
 
 
 def _without_timestamps(resolvers: dict) -> dict:
@@ -49,6 +50,10 @@ def _without_timestamps(resolvers: dict) -> dict:
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     yaml_implicit_resolvers = _without_timestamps(yaml.SafeLoader.yaml_implicit_resolvers)
+
+
+class _PyLoader(yaml.SafeLoader):
+    yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
 
 
 class _Dumper(yaml.SafeDumper):
@@ -69,10 +74,15 @@ _Dumper.add_representer(str, _represent_str)
 
 def load_yaml(block: str, source: str = "<note>") -> dict:
     """Parse a frontmatter block into a mapping (FrontmatterError otherwise)."""
+    # libyaml recurses in C and crashes the process on very deep nesting; every level of nesting
+    # needs one of these characters, so a block with few of them is safe for the fast loader.
+    loader = _Loader if sum(block.count(ch) for ch in "[{:-?") < _C_NESTING_SAFE else _PyLoader
     try:
-        data = yaml.load(block, Loader=_Loader)
+        data = yaml.load(block, Loader=loader)
     except yaml.YAMLError as exc:
         raise FrontmatterError(source, f"frontmatter is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise FrontmatterError(source, "frontmatter is nested too deeply") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

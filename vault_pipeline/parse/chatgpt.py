@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vault_pipeline.parse.common import clean_text, from_epoch, need, type_name
+from vault_pipeline.parse.common import clean_id, clean_text, from_epoch, need, shown, type_name
 from vault_pipeline.parse.types import Conversation, Message, RecordError
 
 _TEXT_TYPES = frozenset({"text", "multimodal_text"})
@@ -20,7 +20,7 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
         try:
             message = _message(mapping[node_id], node_id)
         except RecordError as exc:
-            notes.append(f"message {node_id}: {exc}; skipped")
+            notes.append(f"message {shown(node_id)}: {exc}; skipped")
             continue
         if message is not None:
             messages.append(message)
@@ -28,8 +28,7 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
         raise RecordError("no user or assistant messages")
     on_path = set(path)
     alternates = sum(1 for node_id, node in mapping.items() if node_id not in on_path and _is_turn(node, node_id))
-    title = record.get("title")
-    title = title.strip() if isinstance(title, str) and title.strip() else "Untitled conversation"
+    title = clean_id(record.get("title")) or "Untitled conversation"
     return [Conversation(kind="chatgpt", id=conv_id, title=title, created=from_epoch(record.get("create_time")),
                          updated=from_epoch(record.get("update_time")), messages=tuple(messages), source=source,
                          alternates=alternates)]
@@ -37,9 +36,9 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
 
 def _conversation_id(record: dict) -> str:
     for key in ("id", "conversation_id"):
-        value = record.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
+        value = clean_id(record.get(key))
+        if value:
+            return value
     raise RecordError("missing 'id' / 'conversation_id'")
 
 
@@ -52,13 +51,14 @@ def _main_path(mapping: dict, current: Any, notes: list[str]) -> list[str]:
     node_id: Any = current
     while node_id is not None:
         if not isinstance(node_id, str) or node_id not in mapping:
-            notes.append(f"parent {node_id!r} of node {path[-1]!r} is not in 'mapping'; the thread starts there")
+            notes.append(f"parent {shown(node_id)} of node {shown(path[-1])} is not in 'mapping'; "
+                         "the thread starts there")
             break
         if node_id in seen:
-            raise RecordError(f"'parent' links loop at node {node_id!r}")
+            raise RecordError(f"'parent' links loop at node {shown(node_id)}")
         node = mapping[node_id]
         if not isinstance(node, dict):
-            raise RecordError(f"mapping node {node_id!r} is {type_name(node)}, not an object")
+            raise RecordError(f"mapping node {shown(node_id)} is {type_name(node)}, not an object")
         seen.add(node_id)
         path.append(node_id)
         node_id = node.get("parent")
@@ -101,7 +101,7 @@ def _message(node: Any, node_id: str) -> Message | None:
     content = message.get("content")
     if not isinstance(content, dict):
         raise RecordError(f"'content' is {type_name(content)}, not an object")
-    if content.get("content_type") not in _TEXT_TYPES:
+    if not isinstance(content.get("content_type"), str) or content["content_type"] not in _TEXT_TYPES:
         return None  # code, execution_output, thoughts, tether_*, ... are not turns
     parts = content.get("parts")
     if not isinstance(parts, list):
@@ -109,7 +109,7 @@ def _message(node: Any, node_id: str) -> Message | None:
     text = _parts_text(parts)
     if not text:
         return None
-    msg_id = message.get("id") if isinstance(message.get("id"), str) and message.get("id") else node_id
+    msg_id = clean_id(message.get("id")) or clean_id(node_id) or shown(node_id)
     return Message(id=msg_id, role=role, speaker=role, text=text, created=from_epoch(message.get("create_time")))
 
 

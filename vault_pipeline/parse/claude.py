@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from vault_pipeline.parse.common import clean_text, from_iso, need, type_name
+from vault_pipeline.parse.common import clean_id, clean_text, from_iso, need, type_name
 from vault_pipeline.parse.types import Conversation, Message, RecordError
 
 ROOT = "00000000-0000-4000-8000-000000000000"
@@ -16,7 +16,9 @@ _NEVER = datetime.min.replace(tzinfo=timezone.utc)
 def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conversation]:
     """One Claude conversation record -> [Conversation]; RecordError when unusable, ``notes`` for bad messages."""
     raw = need(record, "chat_messages", list, "conversation")
-    conv_id = need(record, "uuid", str)
+    conv_id = clean_id(need(record, "uuid", str))
+    if conv_id is None:
+        raise RecordError("'uuid' is blank")
     items = []
     for i, item in enumerate(raw):
         if isinstance(item, dict):
@@ -29,9 +31,8 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
         raise RecordError("no user or assistant messages")
     on_branch = {id(item) for item in branch}
     alternates = sum(1 for item in items if id(item) not in on_branch and _message(item) is not None)
-    name = record.get("name")
-    return [Conversation(kind="claude", id=conv_id, title=name.strip() if isinstance(name, str) and name.strip()
-                         else "Untitled conversation", created=from_iso(record.get("created_at")),
+    return [Conversation(kind="claude", id=conv_id, title=clean_id(record.get("name")) or "Untitled conversation",
+                         created=from_iso(record.get("created_at")),
                          updated=from_iso(record.get("updated_at")), messages=messages, source=source,
                          thread=_project(record), alternates=alternates)]
 
@@ -42,7 +43,7 @@ def _project(record: dict) -> str | None:
     project = record.get("project")
     if not isinstance(value, str) and isinstance(project, dict):
         value = project.get("uuid")
-    return value if isinstance(value, str) and value else None
+    return clean_id(value)
 
 
 def _main_branch(items: list[dict]) -> list[dict]:
@@ -50,7 +51,7 @@ def _main_branch(items: list[dict]) -> list[dict]:
     if not any(isinstance(item.get("parent_message_uuid"), str) for item in items):
         return items  # older exports: a linear list (a null parent everywhere means the same)
     by_id = {item["uuid"]: item for item in items if isinstance(item.get("uuid"), str)}
-    parents = {item.get("parent_message_uuid") for item in items}
+    parents = {item["parent_message_uuid"] for item in items if isinstance(item.get("parent_message_uuid"), str)}
     leaves = [i for i, item in enumerate(items) if item.get("uuid") not in parents]
     newest = max(leaves or range(len(items)), key=lambda i: (from_iso(items[i].get("created_at")) or _NEVER, i))
     path: list[dict] = []
@@ -67,12 +68,13 @@ def _main_branch(items: list[dict]) -> list[dict]:
 def _message(item: dict) -> Message | None:
     """A user/assistant turn with visible text; None otherwise."""
     role = _ROLES.get(item.get("sender")) if isinstance(item.get("sender"), str) else None
-    if role is None or not isinstance(item.get("uuid"), str):
+    msg_id = clean_id(item.get("uuid"))
+    if role is None or msg_id is None:
         return None
     text = _text(item)
     if not text:
         return None
-    return Message(id=item["uuid"], role=role, speaker=role, text=text, created=from_iso(item.get("created_at")))
+    return Message(id=msg_id, role=role, speaker=role, text=text, created=from_iso(item.get("created_at")))
 
 
 def _text(item: dict) -> str:

@@ -9,7 +9,11 @@ from typing import Any
 from vault_pipeline.parse.types import RecordError
 
 # Newer ChatGPT exports embed invisible citation tokens ("\ue200cite\ue202turn0search1\ue201").
-_CITE_TOKEN = re.compile("\ue200(?:cite|filecite)[^\ue201]*\ue201")
+# A token never holds another opener: excluding it keeps the scan linear on unterminated openers.
+_CITE_TOKEN = re.compile("\ue200(?:cite|filecite)[^\ue200\ue201]*\ue201")
+# Lone surrogates (JSON "\\ud800" escapes, undecodable file names) cannot be written as UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+SHOWN = 60  # characters of a value quoted in an issue message
 
 
 def from_epoch(value: Any) -> datetime | None:
@@ -57,8 +61,26 @@ def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def clean_text(text: str) -> str:
-    """Strip NULs, invisible citation tokens and surrounding white space."""
-    return _CITE_TOKEN.sub("", text.replace("\x00", "")).strip()
+    """Strip NULs, invisible citation tokens and surrounding white space; lone surrogates become U+FFFD."""
+    return _CITE_TOKEN.sub("", writable(text).replace("\x00", "")).strip()
+
+
+def clean_id(value: Any) -> str | None:
+    """An id string cleaned like text, or None when it is not a non-blank string."""
+    return (clean_text(value) or None) if isinstance(value, str) else None
+
+
+def writable(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so it encodes as UTF-8."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def shown(value: Any, limit: int = SHOWN) -> str:
+    """A value quoted for a one-line issue message: repr, cut to ``limit`` characters, encodable."""
+    text = repr(value[:limit + 1] if isinstance(value, str) else value)
+    return writable(text if len(text) <= limit + 2 else text[:limit] + "...")
 
 
 def label(index: int, record: Any, *keys: str) -> str:
@@ -67,5 +89,10 @@ def label(index: int, record: Any, *keys: str) -> str:
         for key in keys:
             value = record.get(key)
             if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
-                return f"{index} (id {str(value)[:60]})"
+                return f"{index} (id {_printable(str(value)[:SHOWN])})"
     return str(index)
+
+
+def _printable(text: str) -> str:
+    """Control and other unprintable characters escaped, so a label stays on one line."""
+    return writable("".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text))

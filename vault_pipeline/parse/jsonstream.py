@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 _DECODER = json.JSONDecoder()
 _WS = " \t\r\n\ufeff"
 _NUMBER_TAIL = "0123456789.eE+-"
 _TAIL = 16  # a read can cut a value (e.g. "tru", "\\u12") this many characters before the buffer's end
+_NESTING = re.compile(r'["\\\[\]{}]')
 
 
 class TruncatedJSON(ValueError):
@@ -18,6 +21,13 @@ class TruncatedJSON(ValueError):
 
 class NotAnArray(ValueError):
     """The stream does not hold a JSON array or object at the top level."""
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Yielded in place of an element the decoder cannot take (nested too deeply); the stream goes on."""
+
+    reason: str
 
 
 def iter_json_array(fp: IO[str], chunk_size: int = 1 << 16, key: str = "conversations") -> Iterator[Any]:
@@ -74,6 +84,9 @@ class _Reader:
             self.skip_ws()
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                self.skip_nested()
+                return Unreadable("nested too deeply to decode; skipped")
             except json.JSONDecodeError as exc:
                 if _is_syntax_error(exc, len(self.buf)):
                     raise TruncatedJSON(f"malformed JSON ({exc.msg})") from None
@@ -86,6 +99,28 @@ class _Reader:
                 continue  # a number cut by the read ("3." + "25") goes on in the next chunk
             self.pos = end
             return value
+
+    def skip_nested(self) -> None:
+        """Move the cursor past one array or object by counting brackets outside strings."""
+        depth, in_string, at = 0, False, self.pos
+        while True:
+            match = _NESTING.search(self.buf, at)
+            if match is None:
+                at -= self.pos  # _more drops the consumed text before the cursor
+                if not self._more(self.chunk):
+                    raise TruncatedJSON("the file ends inside a deeply nested value (truncated?)")
+                continue
+            char, at = match.group(), match.end()
+            if in_string:
+                at += char == "\\"  # skip the escaped character
+                in_string = char != '"'
+            elif char == '"':
+                in_string = True
+            else:
+                depth += 1 if char in "[{" else -1
+                if depth == 0:
+                    self.pos = at
+                    return
 
     def elements(self) -> Iterator[Any]:
         """Yield array elements up to the closing ']' (the cursor is just after '[')."""

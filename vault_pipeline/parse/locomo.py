@@ -6,7 +6,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from vault_pipeline.parse.common import clean_text, need, type_name
+from vault_pipeline.parse.common import clean_id, clean_text, need, shown, type_name
 from vault_pipeline.parse.types import Conversation, Message, RecordError
 
 _SESSION = re.compile(r"session_(\d+)")
@@ -16,9 +16,11 @@ _DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on 
 def parse_sample(record: Any, source: str, notes: list[str]) -> list[Conversation]:
     """One LoCoMo sample -> one Conversation per session in numeric order; ``notes`` for skipped turns."""
     conv = need(record, "conversation", dict, "sample")
-    sample_id = need(record, "sample_id", (str, int))
-    sample_id = str(sample_id)
-    a, b = str(conv.get("speaker_a") or "speaker A"), str(conv.get("speaker_b") or "speaker B")
+    sample_id = clean_id(str(need(record, "sample_id", (str, int))))
+    if sample_id is None:
+        raise RecordError("'sample_id' is blank")
+    a, b = (clean_id(str(conv.get(key) or "")) or default for key, default in (("speaker_a", "speaker A"),
+                                                                                ("speaker_b", "speaker B")))
     numbers = sorted(int(m.group(1)) for key in conv if (m := _SESSION.fullmatch(key)))
     if not numbers:
         raise RecordError("no session_N lists in 'conversation'")
@@ -46,7 +48,7 @@ def _session(conv: dict, n: int, notes: list[str]) -> tuple[datetime | None, tup
     raw_date = conv.get(f"session_{n}_date_time")
     created = parse_date(raw_date)
     if created is None and raw_date is not None:
-        notes.append(f"session_{n}_date_time {raw_date!r} not understood; messages left undated")
+        notes.append(f"session_{n}_date_time {shown(raw_date)} not understood; messages left undated")
     messages = []
     for i, turn in enumerate(turns):
         try:
@@ -60,18 +62,17 @@ def _message(turn: Any, created: datetime | None) -> Message:
     """One turn; RecordError when it has no dia_id or no text."""
     if not isinstance(turn, dict):
         raise RecordError(f"turn is {type_name(turn)}, not an object")
-    dia_id = turn.get("dia_id")
-    if not isinstance(dia_id, str) or not dia_id.strip():
+    dia_id = clean_id(turn.get("dia_id"))
+    if dia_id is None:
         raise RecordError("missing 'dia_id'")
     text = clean_text(turn["text"]) if isinstance(turn.get("text"), str) else ""
     caption = turn.get("blip_caption")
-    if isinstance(caption, str) and caption.strip():
-        text = f"{text} [shares a photo: {caption.strip()}]".strip()
+    if isinstance(caption, str) and clean_text(caption):
+        text = f"{text} [shares a photo: {clean_text(caption)}]".strip()
     if not text:
-        raise RecordError(f"turn {dia_id} has no text")
-    speaker = turn.get("speaker")
-    speaker = speaker.strip() if isinstance(speaker, str) and speaker.strip() else "speaker"
-    return Message(id=dia_id.strip(), role="user", speaker=speaker, text=text, created=created)
+        raise RecordError(f"turn {shown(dia_id)} has no text")
+    speaker = clean_id(turn.get("speaker")) or "speaker"
+    return Message(id=dia_id, role="user", speaker=speaker, text=text, created=created)
 
 
 def parse_date(value: Any) -> datetime | None:

@@ -10,9 +10,9 @@ from typing import IO, Any
 
 from vault_pipeline.errors import ParseError
 from vault_pipeline.parse import chatgpt, claude, locomo
-from vault_pipeline.parse.common import label
+from vault_pipeline.parse.common import label, writable
 from vault_pipeline.parse.detect import EMPTY, IGNORED_NAMES, TEXT_SUFFIXES, detect_stream
-from vault_pipeline.parse.jsonstream import NotAnArray, TruncatedJSON, iter_json_array
+from vault_pipeline.parse.jsonstream import NotAnArray, TruncatedJSON, Unreadable, iter_json_array
 from vault_pipeline.parse.transcript import parse_transcript
 from vault_pipeline.parse.types import Conversation, Kind, ParseIssue, RecordError
 
@@ -44,7 +44,7 @@ def read_export(path: str | Path, *, kind: Kind | None = None) -> Iterator[Item]
 
 def _read_file(path: Path, kind: Kind | None) -> Iterator[Item]:
     """One file; ParseError when it cannot be read at all."""
-    source = str(path)
+    source = writable(str(path))
     try:
         if kind == "transcript" or (kind is None and path.suffix.lower() in TEXT_SUFFIXES):
             yield _transcript(path.read_bytes(), path.stem, source)
@@ -83,6 +83,9 @@ def _records(fh: IO[str], kind: str, source: str) -> Iterator[Item]:
 
 def _one(handler: Handler, record: Any, index: int, source: str) -> Iterator[Item]:
     """The conversations of one record, then its notes; a ParseIssue instead when the record is unusable."""
+    if isinstance(record, Unreadable):
+        yield ParseIssue(source, str(index), record.reason)
+        return
     where = label(index, record, *_ID_KEYS)
     notes: list[str] = []
     try:
@@ -123,12 +126,12 @@ def _read_folder(folder: Path, kind: Kind | None) -> Iterator[Item]:
     for path in files:
         verdict = _classify(path.relative_to(folder).as_posix())
         if verdict == "unknown":
-            yield ParseIssue(str(path), WHOLE_FILE, "not a recognised export file; skipped")
+            yield ParseIssue(writable(str(path)), WHOLE_FILE, "not a recognised export file; skipped")
         elif verdict == "read":
             try:
                 yield from read_export(path, kind=_json_kind(path.name, kind))
             except ParseError as exc:
-                yield ParseIssue(str(path), WHOLE_FILE, exc.reason)
+                yield ParseIssue(exc.source, WHOLE_FILE, exc.reason)
 
 
 def _read_zip(path: Path, kind: Kind | None) -> Iterator[Item]:
@@ -141,7 +144,7 @@ def _read_zip(path: Path, kind: Kind | None) -> Iterator[Item]:
         for info in sorted(archive.infolist(), key=lambda i: i.filename):
             if info.is_dir():
                 continue
-            source = f"{path}!{info.filename}"
+            source = writable(f"{path}!{info.filename}")
             verdict = _classify(info.filename)
             if verdict == "unknown" or info.filename.lower().endswith(".zip"):
                 yield ParseIssue(source, WHOLE_FILE, "not a recognised export file; skipped")

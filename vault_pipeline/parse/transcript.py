@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import re
 
+from vault_pipeline.parse.common import writable
 from vault_pipeline.parse.types import Conversation, Message, RecordError
 
 _USER = r"user|you|human|me"
 _ASSISTANT = r"assistant|ai|chatgpt|chat\s?gpt|gpt-?[\w.]*|claude|bot|gemini|bard|copilot"
 # "User:", "**You:**", "**ChatGPT**:", "You said:", "### Human", "## Assistant", "> **User**: text"
+# Possessive blanks ([ \t]*+): adjacent optional runs would otherwise backtrack quadratically on long blank lines.
 _LABEL = re.compile(
-    rf"""^[ \t]*(?P<quote>>[ \t]*)?(?P<hash>\#{{1,6}}[ \t]+)?(?P<open>\*\*|__)?[ \t]*
-    (?P<who>{_USER}|{_ASSISTANT})(?:[ \t]+said)?(?![A-Za-z0-9])[ \t]*(?P<close>\*\*|__)?[ \t]*(?P<colon>:)?[ \t]*
-    (?P<close2>\*\*|__)?[ \t]*(?P<rest>.*)$""", re.I | re.X)
+    rf"""^[ \t]*+(?P<quote>>[ \t]*+)?(?P<hash>\#{{1,6}}[ \t]++)?(?P<open>\*\*|__)?[ \t]*+
+    (?P<who>{_USER}|{_ASSISTANT})(?:[ \t]++said)?(?![A-Za-z0-9])[ \t]*+(?P<close>\*\*|__)?[ \t]*+(?P<colon>:)?[ \t]*+
+    (?P<close2>\*\*|__)?[ \t]*+(?P<rest>.*)$""", re.I | re.X)
 _FENCE = re.compile(r"^[ \t]*(?:>[ \t]*)?(```|~~~)")
 _RULE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*$")
 _QUOTE = re.compile(r"^[ \t]*>[ \t]?")
@@ -20,7 +22,8 @@ _QUOTE = re.compile(r"^[ \t]*>[ \t]?")
 
 def parse_transcript(text: str, stem: str, source: str) -> Conversation:
     """One transcript's text -> Conversation (RecordError when no speaker labels are found)."""
-    title, turns = _turns(text.replace("\x00", "").lstrip("\ufeff"))
+    title, turns = _turns(writable(text).replace("\x00", "").lstrip("\ufeff"))
+    stem = writable(stem)
     messages = []
     for role, lines, quoted in turns:
         body = _body(lines, quoted)
@@ -55,9 +58,10 @@ def _body(lines: list[str], quoted: bool) -> str:
     """A turn's text: quote markers removed when the label was quoted, separator rules at its end dropped."""
     if quoted:
         lines = [_QUOTE.sub("", line, count=1) for line in lines]
-    while lines and (not lines[-1].strip() or _RULE.match(lines[-1])):
-        lines = lines[:-1]
-    return "\n".join(lines).strip()
+    end = len(lines)
+    while end and (not lines[end - 1].strip() or _RULE.match(lines[end - 1])):
+        end -= 1
+    return "\n".join(lines[:end]).strip()
 
 
 def label(line: str) -> tuple[str, str, bool] | None:
