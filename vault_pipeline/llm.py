@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -122,6 +123,28 @@ _SECRET = re.compile(
 def redact(text: str) -> str:
     """Replace anything shaped like an API key or auth header with a placeholder."""
     return _SECRET.sub("[redacted]", text)
+
+
+class _RedactLogs(logging.Filter):
+    """Scrub key-shaped text from library log records (instructor logs each failed attempt's error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), None
+        if record.exc_info:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
+
+
+_REDACT_LOGS = _RedactLogs()
+
+
+def _redact_library_logs() -> None:
+    """Attach the redacting filter to every instructor and LiteLLM logger created so far."""
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith(("instructor", "LiteLLM", "litellm")) and isinstance(logger, logging.Logger) \
+                and _REDACT_LOGS not in logger.filters:
+            logger.addFilter(_REDACT_LOGS)
 
 
 class CallLog:
@@ -287,7 +310,9 @@ class LiteLLMBackend:
             wait=wait_exponential(multiplier=0.5, max=8),
             reraise=True,
         )
-        return instructor.from_litellm(retrying(completion), mode=instructor.Mode.JSON)
+        client = instructor.from_litellm(retrying(completion), mode=instructor.Mode.JSON)
+        _redact_library_logs()
+        return client
 
     def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T], *,
              context: Mapping[str, Any] | None = None) -> T:
@@ -304,6 +329,8 @@ class LiteLLMBackend:
                 max_retries=self.max_reasks, context=dict(context or {}),
                 temperature=prompt.temperature, timeout=self.timeout, **extra)
         except InstructorRetryException as exc:
+            if exc.__cause__ is not None and not isinstance(exc.__cause__, ValueError):
+                raise self._failed(prompt, variables, started, exc.__cause__) from exc  # auth, transport: not output
             last = redact(str(getattr(exc, "last_completion", "") or ""))[:2000]
             attempts = int(getattr(exc, "n_attempts", self.max_reasks + 1) or 0)
             self.log.record(_entry(prompt, self.model, variables, started, outcome="invalid",
@@ -312,12 +339,16 @@ class LiteLLMBackend:
         except ConfigError:
             raise
         except Exception as exc:  # transport errors after tenacity gave up, auth, bad model string
-            self.log.record(_entry(prompt, self.model, variables, started, outcome="error",
-                                   error=redact(f"{type(exc).__name__}: {exc}")[:2000]))
-            raise ModelError(prompt.name, self.model, redact(f"{type(exc).__name__}: {exc}")[:500]) from exc
+            raise self._failed(prompt, variables, started, exc) from exc
         self.log.record(_entry(prompt, self.model, variables, started, outcome="ok",
                                tokens=_usage(raw), output=result.model_dump(mode="json")))
         return result
+
+    def _failed(self, prompt: Prompt, variables: Mapping[str, Any], started: float, exc: BaseException) -> ModelError:
+        """Log a call that failed for a reason other than its output, and the error to raise (keys redacted)."""
+        reason = redact(f"{type(exc).__name__}: {exc}")
+        self.log.record(_entry(prompt, self.model, variables, started, outcome="error", error=reason[:2000]))
+        return ModelError(prompt.name, self.model, reason[:500])
 
 
 def _usage(raw: Any) -> dict[str, int]:
