@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from vault_pipeline.errors import DirtyFileError, VaultError
 from vault_pipeline.vault import STATE_DIR, Vault
-from vault_pipeline.vault_state import atomic_write
+from vault_pipeline.vault_state import atomic_write, edit_frontmatter_text
 
 if TYPE_CHECKING:
     from vault_pipeline.clean import Action, Plan
@@ -79,7 +79,7 @@ class _Journal:
         self.vault, self.kind, self.undoes = vault, kind, undoes
         self.started = now.isoformat(timespec="seconds")
         self.dir = journal_dir(vault) / self.run_id
-        self.entries: dict[str, dict[str, str]] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
 
     def before(self, key: str, relpath: str, data: bytes) -> None:
         """Keep the file's bytes the first time this run touches it."""
@@ -92,10 +92,16 @@ class _Journal:
                              "path_after": relpath, "sha256_after": _sha(data)}
         self._append(key)  # before the first change: a crash mid-edit still leaves a trace
 
+    def expect(self, key: str, states: Sequence[tuple[str, str]]) -> None:
+        """Before a change: the (path, sha256) states a crash in the middle of it can leave."""
+        self.entries[key]["pending"] = [list(state) for state in states]
+        self._append(key)
+
     def after(self, key: str, relpath: str) -> str:
         """Record where the file is now and its hash; returns that hash."""
         sha = _sha((Path(self.vault.root) / relpath).read_bytes())
         self.entries[key].update(path_after=relpath, sha256_after=sha)
+        self.entries[key].pop("pending", None)
         self._append(key)
         return sha
 
@@ -125,7 +131,10 @@ def load_journal(vault: Vault, run_id: str) -> dict[str, Any]:
         raise VaultError(f"no journal for run {run_id!r} in {journal_dir(vault)}")
     latest: dict[str, dict] = {}
     for line in partial.read_text(encoding="utf-8").splitlines():
-        entry = json.loads(line)
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash mid-append: the entry before it still holds
         latest[entry["id"]] = entry
     return {"run_id": run_id, "kind": "clean", "files": list(latest.values())}
 
@@ -145,21 +154,26 @@ class CleanReport:
     seconds: float = 0.0
 
 
-def apply(vault: Vault, plan: Plan) -> CleanReport:
+def apply(vault: Vault, plan: Plan, *, wait: float = 0) -> CleanReport:
     """Perform ``plan`` under the vault lock; notes edited since planning are skipped, never overwritten."""
+    with vault.lock("clean", wait=wait):
+        return apply_held(vault, plan)
+
+
+def apply_held(vault: Vault, plan: Plan) -> CleanReport:
+    """``apply`` for a caller that already holds the vault lock."""
     started = datetime.now(timezone.utc)
     report = CleanReport()
-    with vault.lock("clean"):
-        journal = _Journal(vault, "clean", json.dumps(plan.to_json(), sort_keys=True))
-        done = []
-        for action in plan.actions:
-            why = _apply_action(vault, journal, action)
-            if why:
-                report.skipped.append(f"{action.action} {' / '.join(action.notes)}: {why}")
-            else:
-                report.counts[action.action] += 1
-                done.append(action.to_dict())
-        path = journal.finish(done, report.skipped)
+    journal = _Journal(vault, "clean", json.dumps(plan.to_json(), sort_keys=True))
+    done = []
+    for action in plan.actions:
+        why = _apply_action(vault, journal, action)
+        if why:
+            report.skipped.append(f"{action.action} {' / '.join(action.notes)}: {why}")
+        else:
+            report.counts[action.action] += 1
+            done.append(action.to_dict())
+    path = journal.finish(done, report.skipped)
     report.run_id = journal.run_id if path else ""
     report.journal = str(path or "")
     report.files = len(journal.entries)
@@ -230,6 +244,10 @@ def _edit(vault: Vault, journal: _Journal, note_id: str, note: _Live, changes: d
           folder: str = "") -> None:
     """Change named frontmatter keys (and move), journaling the bytes first."""
     journal.before(note_id, note.path, note.data)
+    new_sha = _sha(edit_frontmatter_text(note.data.decode("utf-8"), changes, note.path).encode("utf-8"))
+    moved = f"{folder}/{PurePosixPath(note.path).name}" if folder else note.path
+    # A crash before ``after`` leaves the file edited in place or edited and moved: undo accepts both.
+    journal.expect(note_id, [(note.path, new_sha), (moved, new_sha)])
     # Refused (the user's bytes are there): nothing of ours to record, so undo leaves it alone.
     vault.update_frontmatter(note.path, changes, expected_sha256=note.sha)
     path = note.path
@@ -290,47 +308,67 @@ class UndoReport:
     seconds: float = 0.0
 
 
-def undo(vault: Vault, run_id: str) -> UndoReport:
+def undo(vault: Vault, run_id: str, *, wait: float = 0) -> UndoReport:
     """Put every file a run touched back to its old path and bytes, unless it changed since."""
+    with vault.lock("undo", wait=wait):
+        return undo_held(vault, run_id)
+
+
+def undo_held(vault: Vault, run_id: str) -> UndoReport:
+    """``undo`` for a caller that already holds the vault lock."""
     started = datetime.now(timezone.utc)
     report = UndoReport(undone=run_id)
-    with vault.lock("undo"):
-        record = load_journal(vault, run_id)
-        journal = _Journal(vault, "undo", run_id, undoes=run_id)
-        for entry in reversed(record["files"]):
-            why = _restore(vault, journal, entry)
-            if why:
-                report.skipped.append(f"{entry['path_after']}: {why}")
-            else:
-                report.restored += 1
-        path = journal.finish([{"action": "undo", "run_id": run_id}], report.skipped)
+    record = load_journal(vault, run_id)
+    journal = _Journal(vault, "undo", run_id, undoes=run_id)
+    for entry in reversed(record["files"]):
+        why = _restore(vault, journal, entry)
+        if why:
+            report.skipped.append(f"{entry['path_after']}: {why}")
+        else:
+            report.restored += 1
+    path = journal.finish([{"action": "undo", "run_id": run_id}], report.skipped)
     report.run_id = journal.run_id if path else ""
     report.journal = str(path or "")
     report.seconds = (datetime.now(timezone.utc) - started).total_seconds()
     return report
 
 
-def _restore(vault: Vault, journal: _Journal, entry: dict[str, str]) -> str:
+def _restore(vault: Vault, journal: _Journal, entry: dict[str, Any]) -> str:
     """Move one file back and restore its bytes; '' on success, else why it was left alone."""
     root = Path(vault.root)
-    now_path, old_path = entry["path_after"], entry["path_before"]
-    current = _read(root / now_path)
-    if current is None or _sha(current) != entry["sha256_after"]:
+    old_path = entry["path_before"]
+    found = _as_the_run_left_it(root, entry)
+    if found is None:
         original_now = _read(root / old_path)
         if original_now is not None and _sha(original_now) == entry["sha256_before"]:
             return "already as it was before the run"
-        why = "gone since the run" if current is None else "changed after the run; left as it is"
+        gone = _read(root / entry["path_after"]) is None
+        why = "gone since the run" if gone else "changed after the run; left as it is"
         return f"{why} (its bytes before the run: {journal_dir(vault) / entry['copy']})"
+    now_path, current = found
     if now_path != old_path and (root / old_path).exists():
         return f"{old_path} is taken by another file; left where it is"
     original = (journal_dir(vault) / entry["copy"]).read_bytes()
     journal.before(entry["id"], now_path, current)
+    journal.expect(entry["id"], [(old_path, _sha(current)), (old_path, _sha(original))])
     path = now_path
     if now_path != old_path:
         path = vault.move(now_path, str(PurePosixPath(old_path).parent))
     _put_bytes(vault, path, original, _sha(current))
     journal.after(entry["id"], path)
     return ""
+
+
+def _as_the_run_left_it(root: Path, entry: dict[str, Any]) -> tuple[str, bytes] | None:
+    """(path, bytes) of the file as the run left it: as recorded, as a crash mid-change left it
+    (the entry's pending states), or moved back by an undo that crashed before restoring bytes."""
+    states = [(entry["path_after"], entry["sha256_after"]), *map(tuple, entry.get("pending", ())),
+              (entry["path_before"], entry["sha256_after"])]
+    for relpath, sha in states:
+        data = _read(root / relpath)
+        if data is not None and _sha(data) == sha:
+            return relpath, data
+    return None
 
 
 def _read(path: Path) -> bytes | None:

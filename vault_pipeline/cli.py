@@ -27,6 +27,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 VaultOpt = Annotated[Path, typer.Option("--vault", "-v", envvar="VAULT_PATH",
                                         help="The vault folder (default: current folder or $VAULT_PATH).")]
+WaitOpt = Annotated[float, typer.Option("--wait", metavar="SECONDS", min=0,
+                                         help="If another vault command holds the vault lock, wait up to "
+                                              "SECONDS for it (default 0: fail at once, naming the holder).")]
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -97,7 +100,8 @@ def init(path: Annotated[Path, typer.Argument(help="Folder to make a vault (an O
 def ingest(paths: Annotated[list[Path], typer.Argument(help="Export .zip/.json, folder, or transcript files.")],
            vault_path: VaultOpt = Path("."),
            model: Annotated[Optional[str], typer.Option(help="Extraction model (overrides vault.toml).")] = None,
-           json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False) -> None:
+           json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+           wait: WaitOpt = 0) -> None:
     """Turn chat exports into atomic notes, session notes, topic hubs and thread maps."""
     from vault_pipeline.pipeline import ingest as run_ingest
 
@@ -108,7 +112,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Export .zip/.json, 
             raise VaultError(f"{path}: no such file or folder")
     with _progress() as progress:
         task = progress.add_task("ingest", total=None)
-        report = run_ingest(vault, paths, llm, progress=_callback(progress, task))
+        report = run_ingest(vault, paths, llm, progress=_callback(progress, task), wait=wait)
     _print_ingest(report, llm.model, json_out)
 
 
@@ -146,12 +150,13 @@ def _ingest_dict(report, model: str) -> dict:
 def keep(notes: Annotated[Optional[list[str]], typer.Argument(help="Note ids, file stems or paths in inbox/.")] = None,
          vault_path: VaultOpt = Path("."),
          all_passing: Annotated[bool, typer.Option("--all-passing", help="Keep every inbox note that passes the Note Quality Gate.")] = False,
-         force: Annotated[bool, typer.Option(help="Keep named notes even if they fail the gate.")] = False) -> None:
+         force: Annotated[bool, typer.Option(help="Keep named notes even if they fail the gate.")] = False,
+         wait: WaitOpt = 0) -> None:
     """Promote notes to engrams (also picks up notes flipped to `status: kept` in Obsidian)."""
     from vault_pipeline.keep import keep as run_keep
 
     vault, _, _ = _open(vault_path)
-    report = run_keep(vault, targets=list(notes or []), all_passing=all_passing, force=force)
+    report = run_keep(vault, targets=list(notes or []), all_passing=all_passing, force=force, wait=wait)
     for path, problems in report.refused:
         err.print(f"not kept: {path}: {'; '.join(problems)}", markup=False)
     out.print(f"kept {len(report.kept)} note(s) into engrams/; refused {len(report.refused)}")
@@ -161,7 +166,8 @@ def keep(notes: Annotated[Optional[list[str]], typer.Argument(help="Note ids, fi
 def index_cmd(vault_path: VaultOpt = Path("."),
               rebuild: Annotated[bool, typer.Option(help="Drop the index and embed everything again.")] = False,
               verify: Annotated[bool, typer.Option(help="Re-hash every file, not only changed ones.")] = False,
-              json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False) -> None:
+              json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+              wait: WaitOpt = 0) -> None:
     """Embed new and changed notes into the LanceDB index (incremental; integrity-checked)."""
     from vault_pipeline.pipeline import index as run_index
 
@@ -169,7 +175,8 @@ def index_cmd(vault_path: VaultOpt = Path("."),
     embedder = _embedder(settings)
     with _progress() as progress:
         task = progress.add_task("index", total=None)
-        report = run_index(vault, embedder, progress=_callback(progress, task), rebuild=rebuild, verify=verify)
+        report = run_index(vault, embedder, progress=_callback(progress, task), rebuild=rebuild, verify=verify,
+                           wait=wait)
     _print_index(report, json_out)
 
 
@@ -293,14 +300,15 @@ def status(vault_path: VaultOpt = Path("."),
 def clean_cmd(vault_path: VaultOpt = Path("."),
               dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
               json_out: Annotated[bool, typer.Option("--json", help="Print the plan (or report) as JSON.")] = False,
-              undo: Annotated[Optional[str], typer.Option(help="Restore exactly what run RUN changed.")] = None) -> None:
+              undo: Annotated[Optional[str], typer.Option(help="Restore exactly what run RUN changed.")] = None,
+              wait: WaitOpt = 0) -> None:
     """The nightly sweep: collapse duplicates, supersede contradictions, link related notes; nothing deleted."""
     from vault_pipeline import pipeline
 
     vault, settings, log = _open(vault_path)
     embedder = _embedder(settings)
     if undo:
-        report = pipeline.undo_clean(vault, undo, embedder=embedder)
+        report = pipeline.undo_clean(vault, undo, embedder=embedder, wait=wait)
         for line in report.skipped:
             err.print(f"left alone: {line}", markup=False)
         out.print(f"undid run {report.undone}: restored {report.restored} file(s) (journaled as {report.run_id})")
@@ -309,9 +317,10 @@ def clean_cmd(vault_path: VaultOpt = Path("."),
     with _progress() as progress:
         task = progress.add_task("clean", total=None)
         if dry_run:
-            plan = pipeline.plan_clean(vault, embedder=embedder, llm=llm, progress=_callback(progress, task))
+            plan = pipeline.plan_clean(vault, embedder=embedder, llm=llm, progress=_callback(progress, task),
+                                       wait=wait)
         else:
-            report = pipeline.clean(vault, embedder=embedder, llm=llm, progress=_callback(progress, task))
+            report = pipeline.clean(vault, embedder=embedder, llm=llm, progress=_callback(progress, task), wait=wait)
     if dry_run:
         _print_plan(plan, json_out)
     elif json_out:

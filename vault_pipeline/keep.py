@@ -163,10 +163,10 @@ class _Entry:
 
 
 def keep(vault: Vault, *, targets: Sequence[str] = (), all_passing: bool = False,
-         force: bool = False, today: date | None = None) -> KeepReport:
+         force: bool = False, today: date | None = None, wait: float = 0) -> KeepReport:
     """Keep named (or all passing, or user-flipped) inbox notes: gate, mark kept, move to engrams/."""
     report = KeepReport()
-    with vault.lock("keep"):
+    with vault.lock("keep", wait=wait):
         paths = vault.iter_note_paths()
         engrams = EngramIndex(_engram_sentences(vault, paths))
         inbox = {p: _load(vault, p) for p in paths if p.startswith(INBOX)}

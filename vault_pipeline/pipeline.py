@@ -54,11 +54,11 @@ class IngestReport:
 
 
 def ingest(vault: Vault, paths: Sequence[Path], llm: StructuredLLM, *,
-           progress: Progress | None = None) -> IngestReport:
+           progress: Progress | None = None, wait: float = 0) -> IngestReport:
     """Parse exports, extract atomic units, and write notes into the vault (idempotent)."""
     report = IngestReport(sources=[str(p) for p in paths])
     started = time.perf_counter()
-    with vault.lock("ingest"):
+    with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         hubs: dict[str, set[str]] = defaultdict(set)
         for conv in _conversations(paths, report):
@@ -208,7 +208,7 @@ def _write(vault: Vault, note: Note, report: IngestReport) -> None:
 
 
 def index(vault: Vault, embedder, *, progress: Progress | None = None, rebuild: bool = False,
-          verify: bool = False):
+          verify: bool = False, wait: float = 0):
     """Bring the derived index in line with the vault (incremental by content hash)."""
     from vault_pipeline.index import sync
 
@@ -216,7 +216,7 @@ def index(vault: Vault, embedder, *, progress: Progress | None = None, rebuild: 
         if progress:
             progress(done, total, "index")
 
-    with vault.lock("index"):
+    with vault.lock("index", wait=wait):
         return sync(vault, embedder, progress=report_progress, rebuild=rebuild, verify=verify)
 
 
@@ -226,6 +226,8 @@ def query(vault: Vault, queries: Iterable[tuple[str, str | None]], *, embedder, 
     from vault_pipeline.index import Index
     from vault_pipeline.query import run_query
 
+    if hasattr(embedder, "preload"):
+        embedder.preload()  # the model loads while LanceDB is imported and the index opened
     retriever = Index.open(vault, embedder)
     for text, intent in queries:
         yield run_query(text, retriever=retriever, embedder=embedder, llm_plan=llm_plan,
@@ -300,8 +302,14 @@ def _lint(vault: Vault, paths: list[str]) -> list[tuple[str, str, int]]:
 # --------------------------------------------------------------------------- clean
 
 
-def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None):
+def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None,
+               wait: float = 0):
     """The nightly sweep's plan (duplicates, supersessions, related links) on a freshly synced index."""
+    with vault.lock("clean (plan)", wait=wait):
+        return _plan_held(vault, embedder, llm, progress)
+
+
+def _plan_held(vault: Vault, embedder, llm: StructuredLLM, progress: Progress | None):
     from vault_pipeline.clean import plan
     from vault_pipeline.index import Index, sync
 
@@ -309,29 +317,29 @@ def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress
         if progress:
             progress(done, total, "clean")
 
-    with vault.lock("clean (plan)"):
-        sync(vault, embedder)
-        return plan(vault, Index.open(vault, embedder), llm, progress=report_progress)
+    sync(vault, embedder)
+    return plan(vault, Index.open(vault, embedder), llm, progress=report_progress)
 
 
-def clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None):
+def clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None, wait: float = 0):
     """Plan and apply the sweep (journaled, undoable), then re-sync the index."""
-    from vault_pipeline.clean_apply import apply
+    from vault_pipeline.clean_apply import apply_held
     from vault_pipeline.index import sync
 
-    report = apply(vault, plan_clean(vault, embedder=embedder, llm=llm, progress=progress))
-    with vault.lock("index"):
+    # One lock across plan, apply and re-index: no other writer slips in between the steps.
+    with vault.lock("clean", wait=wait):
+        report = apply_held(vault, _plan_held(vault, embedder, llm, progress))
         sync(vault, embedder)
     return report
 
 
-def undo_clean(vault: Vault, run_id: str, *, embedder=None):
+def undo_clean(vault: Vault, run_id: str, *, embedder=None, wait: float = 0):
     """Restore every file a sweep run changed, byte for byte (files changed since are left alone)."""
-    from vault_pipeline.clean_apply import undo
+    from vault_pipeline.clean_apply import undo_held
     from vault_pipeline.index import sync
 
-    report = undo(vault, run_id)
-    if embedder is not None:
-        with vault.lock("index"):
+    with vault.lock("undo", wait=wait):
+        report = undo_held(vault, run_id)
+        if embedder is not None:
             sync(vault, embedder)
     return report

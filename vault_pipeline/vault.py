@@ -291,7 +291,7 @@ class Vault:
 
     @contextmanager
     def lock(self, command: str, *, wait: float = 0) -> Iterator[None]:
-        """Hold the vault's exclusive lock; LockError naming the holder if it stays busy."""
+        """Hold the vault's exclusive lock; LockError naming the holder if it stays busy for ``wait`` s."""
         path = self.root / STATE_DIR / LOCK_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
