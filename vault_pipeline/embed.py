@@ -87,6 +87,22 @@ class MiniLMEmbedder:
         self._tokenizer: Any = None
         self._lock = threading.Lock()
 
+    def preload(self) -> threading.Thread:
+        """Start ``load`` on a background thread and return it; ``embed`` waits for it.
+
+        Setting up the ONNX session releases the GIL, so a caller that has its own start-up
+        work (importing LanceDB, scanning the vault) overlaps the two instead of adding them.
+        """
+        thread = threading.Thread(target=self._load_quietly, name="minilm-load", daemon=True)
+        thread.start()
+        return thread
+
+    def _load_quietly(self) -> None:
+        try:
+            self.load()
+        except Exception:  # noqa: BLE001 - embed() loads again in the caller's thread and raises there
+            pass
+
     def load(self) -> None:
         """Open the ONNX session and the tokenizer (once; later calls are free)."""
         if self._session is not None:

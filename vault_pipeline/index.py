@@ -88,6 +88,18 @@ def sync(vault: Vault, embedder: Embedder, *, progress: Progress | None = None,
     report = IndexReport(embedder=embedder.name)
     state = Path(vault.root) / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
+    loading = embedder.preload() if hasattr(embedder, "preload") else None  # overlaps LanceDB's import
+    try:
+        _sync(vault, embedder, state, report, progress, rebuild, verify)
+    finally:
+        if loading is not None:
+            loading.join()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _sync(vault: Vault, embedder: Embedder, state: Path, report: IndexReport, progress: Progress | None,
+          rebuild: bool, verify: bool) -> None:
     with opened_manifest(state / MANIFEST_FILE) as manifest:
         identity = {"embedder": embedder.name, "dim": str(int(embedder.dim)), "schema_version": str(SCHEMA_VERSION)}
         db = connect(state / INDEX_DIR)
@@ -104,8 +116,6 @@ def sync(vault: Vault, embedder: Embedder, *, progress: Progress | None = None,
         report.rows = table.count()
         manifest.set_meta(**updates, table_version=table.version,
                           last_sync=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    report.seconds = time.perf_counter() - started
-    return report
 
 
 def _rebuild_reason(meta: dict[str, str], identity: dict[str, str], db, requested: bool) -> str:
