@@ -71,7 +71,7 @@ class FakeRetriever:
         self.calls: list[tuple[str, str]] = []
 
     def _hits(self, scores, vector, k: int, lane: str) -> list[FakeRow]:
-        sims = self.vectors @ vector if vector is not None else np.zeros(len(self.rows))
+        sims = self.vectors @ vector if vector is not None else np.full(len(self.rows), np.nan)  # as Index does
         order = sorted((i for i in range(len(self.rows)) if scores[i] > 0),
                        key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id))[:k]
         return [replace(self.rows[i], similarity=float(sims[i]), lane=lane) for i in order]

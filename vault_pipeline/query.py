@@ -287,13 +287,15 @@ def _retrieve(queries: list[tuple[str, str]], retriever: Retriever, embedder: Em
               config: FunnelConfig) -> tuple[list[Candidate], np.ndarray]:
     """Both lanes of every query, fused; also returns the original query's vector.
 
-    The full-text searches run on the search threads while this thread runs the vector lane:
-    one table query for every query vector when the retriever offers ``vector_search_many``.
+    The full-text searches need no vector, so they start first, on the search threads, and run
+    while this thread embeds the queries and runs the vector lane (one table query for every
+    query vector when the retriever offers ``vector_search_many``). Their hits' cosines to the
+    original query are filled in afterwards, for the candidates that go on.
     """
-    vectors = l2_normalise(embedder.embed([text for _, text in queries]))
     pool = _search_pool()
-    texts = [pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived,
-                         vector=vectors[i]) for i, (_, text) in enumerate(queries)]
+    texts = [pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived)
+             for _, text in queries]
+    vectors = l2_normalise(embedder.embed([text for _, text in queries]))
     many = getattr(retriever, "vector_search_many", None)
     if many is not None:
         nearest = many(vectors, config.k, include_archived=config.include_archived)
@@ -352,15 +354,16 @@ def _ordered(values: set[str], order: Sequence[str]) -> tuple[str, ...]:
 
 
 def _with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder: Embedder) -> list[Candidate]:
-    """Candidates only a variant found carry a variant's cosine: re-measure them against the original."""
+    """Candidates found only by full text or by a variant have no cosine to the original query yet."""
     out = list(cands)
     missing = []
     for i, c in enumerate(cands):
         stored = getattr(c.row, "vector", None)
         if not math.isnan(c.similarity):
             continue
-        if stored is not None:  # the stored vector gives the cosine without embedding again
-            out[i] = replace(c, similarity=float(np.dot(l2_normalise(np.asarray(stored)[None, :])[0], qvec)))
+        if stored is not None:  # the stored (unit) vector gives the cosine without embedding again,
+            # in float64 like the index's own vector lane, so both lanes report the same number.
+            out[i] = replace(c, similarity=float(np.asarray(stored, np.float64) @ qvec.astype(np.float64)))
         else:
             missing.append(i)
     if missing:
