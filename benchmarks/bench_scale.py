@@ -1,0 +1,325 @@
+"""Scale benchmark: a seeded synthetic vault of 100,000 atomic notes plus 2,000 long notes.
+
+    python benchmarks/bench_scale.py                         # the full size, offline MiniLM
+    python benchmarks/bench_scale.py --atomic 5000 --long 100 --out /tmp/scale-small
+    python benchmarks/bench_scale.py --out /tmp/scale --reuse  # keep the built vault and index
+    python benchmarks/bench_scale.py --out /tmp/scale --reuse --funnel-only --profile funnel.txt
+                                                              # pyinstrument: pip install -e ".[bench]"
+
+Atomic notes are bench_clean's generated claims ("The staging server port is 8080.",
+duplicates and contradictions planted among unique filler); long notes are resources of
+8-12 sections of about a hundred words, from the same vocabulary. Every command measured
+runs as a fresh ``vault`` process (its wall time and peak RSS are its own, the way a user
+meets them), except the funnel latency, which is timed in one process with the index open
+and model time subtracted (the offline backend's planner and gate count as model time).
+
+Printed, in order: `vault index` on the whole vault (chunks/s, peak RSS) against the
+embedder's raw throughput on a seeded sample of the same chunk texts, called the way the
+index calls it; `vault index` after editing one note; funnel latency p50/p95 (excluding
+model time) and a one-shot `vault query`; `vault status`; `vault check`; `vault --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_clean import ATTRIBUTES, ENTITIES, QUALIFIERS, generate, write_vault  # noqa: E402
+
+MARK = ".vault_pipeline/bench_scale.json"  # what --reuse checks
+VAULT_CMD = [sys.executable, "-m", "vault_pipeline.cli"]
+TARGETS = {"index_share": 0.90, "edit_seconds": 2.0, "p50_ms": 50.0, "p95_ms": 150.0, "help_seconds": 0.5}
+SECTION_WORDS = ("Background", "Decisions", "Open questions", "Measurements", "Risks", "Timeline", "People",
+                 "Costs", "Alternatives", "Lessons", "Follow-ups", "Glossary")
+LINKERS = ("In practice", "Last quarter", "According to the notes", "After the review", "For now",
+           "As a rule", "Since the migration", "In the meantime")
+
+
+# --------------------------------------------------------------------------- the vault
+
+
+def long_note(rng: random.Random, number: int) -> tuple[str, str]:
+    """(relpath, text) of one long resource note: 8-12 sections of 1-2 paragraphs (~1,000 words)."""
+    q, e = rng.choice(QUALIFIERS), rng.choice(ENTITIES)
+    title = f"{q.capitalize()} {e} handbook {number}"
+    lines = [f"# {title}", ""]
+    for heading in rng.sample(SECTION_WORDS, rng.randint(8, 12)):
+        lines += [f"## {heading}", ""]
+        for _ in range(rng.randint(1, 2)):
+            sentences = []
+            for _ in range(rng.randint(3, 5)):
+                attr = rng.choice(ATTRIBUTES)[0]
+                other = f"{rng.choice(QUALIFIERS)} {rng.choice(ENTITIES)}"
+                sentences.append(f"{rng.choice(LINKERS)}, the {q} {e} {attr} follows the {other} "
+                                 f"and is reviewed every {rng.randint(2, 12)} weeks.")
+            lines += [" ".join(sentences), ""]
+    created = f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    front = f"---\nid: r-scale-{number:05d}\ntype: resource\ntier: resource\ncreated: {created}\n---\n\n"
+    return f"resources/{q}-{e}-handbook-{number:05d}.md", front + "\n".join(lines)
+
+
+def build_vault(root: Path, atomic: int, long: int, seed: int) -> dict:
+    """Write the notes (plain file writes: the index is what gets timed, not vault.write)."""
+    started = time.perf_counter()
+    notes, _ = generate(atomic, seed)
+    write_vault(root, notes)
+    rng = random.Random(seed + 1)
+    for number in range(long):
+        relpath, text = long_note(rng, number)
+        (root / relpath).write_text(text, encoding="utf-8")
+    size = sum(p.stat().st_size for p in root.rglob("*.md"))
+    return {"atomic": atomic, "long": long, "seconds": time.perf_counter() - started, "megabytes": size / 2**20,
+            "edit_target": next(f"inbox/{p.name}" for p in sorted((root / "inbox").glob("*.md")))}
+
+
+def queries(n: int, seed: int) -> list[str]:
+    """Seeded questions in the vault's vocabulary: lookups, and broader topical asks."""
+    rng = random.Random(seed + 2)
+    forms = ("What is the {q} {e} {a}?", "When is the {q} {e} {a}?", "Who decided the {q} {e} {a}?",
+             "Summarise what we know about the {q} {e}.", "Has the {a} of the {e} changed recently?")
+    return [rng.choice(forms).format(q=rng.choice(QUALIFIERS), e=rng.choice(ENTITIES), a=rng.choice(ATTRIBUTES)[0])
+            for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def run(args: list[str], *, ok: tuple[int, ...] = (0,)) -> dict:
+    """Run a command as a fresh process: wall seconds and its output."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    if proc.returncode not in ok:
+        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{stderr[-2000:]}")
+    return {"seconds": wall, "stdout": stdout, "stderr": stderr}
+
+
+def run_peak(args: list[str]) -> dict:
+    """Like ``run`` but through ``os.wait4``, so the peak RSS is this one child's."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    stdout = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode})")
+    return {"seconds": wall, "stdout": stdout, "peak_mib": usage.ru_maxrss / 1024, "cpu": usage.ru_utime + usage.ru_stime}
+
+
+def edit_one(root: Path, relpath: str) -> dict:
+    """Append a line to one note, then time a fresh `vault index`."""
+    with (root / relpath).open("a", encoding="utf-8") as fh:
+        fh.write(f"\nEdited by the scale benchmark at {time.time_ns()}.\n")
+    edit = run_peak([*VAULT_CMD, "index", "--vault", str(root), "--json"])
+    report = json.loads(edit["stdout"])
+    return {"seconds": edit["seconds"], "sync_seconds": report["seconds"], "notes": report["embedded_notes"],
+            "chunks": report["embedded_chunks"], "peak_mib": edit["peak_mib"]}
+
+
+def raw_embedder(root: Path, sample: int, seed: int) -> dict:
+    """The embedder alone on a seeded sample of the indexed chunk texts, called like the index calls it."""
+    from vault_pipeline.embed import MiniLMEmbedder
+    from vault_pipeline.index import BATCH_CHUNKS, EMBED_CALL
+    from vault_pipeline.index_store import Index
+
+    texts = Index.open(str(root)).table.search().select(["text"]).limit(None).to_arrow()["text"].to_pylist()
+    picked = random.Random(seed + 3).sample(texts, min(sample, len(texts)))
+    embedder = MiniLMEmbedder()
+    embedder.embed(["warm up the session"])
+    started = time.perf_counter()
+    for start in range(0, len(picked), BATCH_CHUNKS):
+        group = sorted(picked[start:start + BATCH_CHUNKS], key=len)  # the index sorts each write batch too
+        for call in range(0, len(group), EMBED_CALL):
+            embedder.embed(group[call:call + EMBED_CALL])
+    seconds = time.perf_counter() - started
+    return {"texts": len(picked), "seconds": seconds, "per_second": len(picked) / seconds,
+            "share_of_all": len(picked) / len(texts)}
+
+
+def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
+    """Per-query funnel ms minus model time, in one process (index and embedder opened once)."""
+    from vault_pipeline.config import load_settings
+    from vault_pipeline.embed import MiniLMEmbedder
+    from vault_pipeline.index_store import Index
+    from vault_pipeline.llm import OfflineBackend
+    from vault_pipeline.query import FunnelConfig, run_query
+
+    class Timed:
+        """A model backend whose calls are added up, so they can be subtracted."""
+
+        def __init__(self):
+            self.inner, self.seconds = OfflineBackend(), 0.0
+            self.model, self.remote = self.inner.model, False
+
+        def call(self, *a, **kw):
+            started = time.perf_counter()
+            try:
+                return self.inner.call(*a, **kw)
+            finally:
+                self.seconds += time.perf_counter() - started
+
+    embedder = MiniLMEmbedder()
+    index = Index.open(str(root), embedder)
+    config = FunnelConfig.from_settings(load_settings(root))
+    plan, gate = Timed(), Timed()
+    for q in qs[:5]:  # warm: the ONNX session, LanceDB's caches, the prompt files
+        run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
+    profiler = _profiler(profile)
+    times, model = [], []
+    for q in qs:
+        plan.seconds = gate.seconds = 0.0
+        started = time.perf_counter()
+        run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
+        total = time.perf_counter() - started
+        times.append((total - plan.seconds - gate.seconds) * 1000)
+        model.append((plan.seconds + gate.seconds) * 1000)
+    if profiler is not None:
+        profiler.stop()
+        profile.write_text(profiler.output_text(unicode=False, color=False, show_all=False), encoding="utf-8")
+    return {"queries": len(qs), "p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95),
+            "mean_ms": statistics.fmean(times), "model_p50_ms": percentile(model, 0.5)}
+
+
+def _profiler(path: Path | None):
+    if path is None:
+        return None
+    try:
+        from pyinstrument import Profiler
+    except ImportError:
+        raise SystemExit('--profile needs pyinstrument: pip install -e ".[bench]"') from None
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    return profiler
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    root = args.out or Path(tempfile.mkdtemp(prefix="bench-scale-")) / "vault"
+    figures: dict = {"date": date.today().isoformat(), "machine": _machine()}
+    marker = root / MARK
+    if args.reuse and marker.exists():
+        figures.update(json.loads(marker.read_text(encoding="utf-8")))
+        print(f"reusing {root} ({figures['vault']['atomic']:,} atomic + {figures['vault']['long']:,} long notes)")
+    else:
+        if root.exists() and any(root.iterdir()):
+            raise SystemExit(f"{root} is not empty (pass --reuse to measure an earlier build)")
+        figures["vault"] = build_vault(root, args.atomic, args.long, args.seed)
+        print(f"wrote {args.atomic:,} atomic + {args.long:,} long notes "
+              f"({figures['vault']['megabytes']:.0f} MB) in {figures['vault']['seconds']:.1f} s")
+        full = run_peak([*VAULT_CMD, "index", "--vault", str(root), "--json"])
+        report = json.loads(full["stdout"])
+        figures["index"] = {"seconds": full["seconds"], "peak_mib": full["peak_mib"], "cpu": full["cpu"],
+                            "chunks": report["embedded_chunks"], "notes": report["embedded_notes"],
+                            "rows": report["rows"], "sync_seconds": report["seconds"],
+                            "embed_seconds": report["embed_seconds"],
+                            "per_second": report["embedded_chunks"] / full["seconds"]}
+        print(f"vault index: {report['embedded_chunks']:,} chunks of {report['embedded_notes']:,} notes "
+              f"in {full['seconds']:.1f} s, peak {full['peak_mib']:.0f} MiB")
+        marker.write_text(json.dumps(figures), encoding="utf-8")
+    qs = queries(args.queries, args.seed)
+    if args.funnel_only:  # e.g. to compare two checkouts on one built vault
+        fun = funnel_latency(root, qs, args.profile)
+        print(f"funnel latency (no model time): p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, "
+              f"mean {fun['mean_ms']:.1f} ms over {fun['queries']} queries; load {os.getloadavg()[0]:.1f}")
+        return 0
+    figures["raw"] = raw_embedder(root, args.raw_sample, args.seed)
+    figures["index_share"] = figures["index"]["per_second"] / figures["raw"]["per_second"]
+    edits = [edit_one(root, figures["vault"]["edit_target"]) for _ in range(3)]
+    figures["edit"] = sorted(edits, key=lambda e: e["seconds"])[1]  # the median of three
+    figures["edit"]["notes_each"] = [e["notes"] for e in edits]
+    figures["funnel"] = funnel_latency(root, qs, args.profile)
+    one = run([*VAULT_CMD, "query", qs[0], "--vault", str(root), "--json"])
+    figures["query_cli_seconds"] = one["seconds"]
+    figures["status_seconds"] = _best(lambda: run([*VAULT_CMD, "status", "--vault", str(root)])["seconds"], 3)
+    # The synthetic notes link sessions that were never written, so check finds (and exits on) those.
+    figures["check_seconds"] = run([*VAULT_CMD, "check", "--vault", str(root)], ok=(0, 1, 2))["seconds"]
+    figures["help_seconds"] = _best(lambda: run([*VAULT_CMD, "--help"])["seconds"], 5)
+    _print(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
+    return 0
+
+
+def _best(measure, times: int) -> float:
+    """The median of a few runs: one process start is noisy on a shared machine."""
+    return statistics.median(measure() for _ in range(times))
+
+
+def _machine() -> str:
+    load = os.getloadavg()[0]
+    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"load {load:.1f} at start")
+
+
+def _print(f: dict) -> None:
+    idx, raw, edit, fun = f["index"], f["raw"], f["edit"], f["funnel"]
+    ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
+    rows = [
+        ("vault", f"{f['vault']['atomic']:,} atomic + {f['vault']['long']:,} long notes, "
+                  f"{idx['rows']:,} chunks, {f['vault']['megabytes']:.0f} MB", ""),
+        ("vault index (full)", f"{idx['seconds']:.1f} s, {idx['per_second']:.0f} chunks/s, peak {idx['peak_mib']:.0f} MiB", ""),
+        ("embedder alone", f"{raw['per_second']:.0f} chunks/s on {raw['texts']:,} sampled chunks", ""),
+        ("index / embedder alone", f"{100 * f['index_share']:.1f} % (two runs, each under the machine's load then)",
+         ok(f["index_share"] >= TARGETS["index_share"])),
+        ("embedder share of index wall", f"{100 * idx['embed_seconds'] / idx['seconds']:.1f} % "
+                                         f"({idx['embed_seconds']:.1f} s in the embedder)",
+         ok(idx["embed_seconds"] / idx["seconds"] >= TARGETS["index_share"])),
+        ("vault index (1 note edited)", f"median of 3: {edit['seconds']:.2f} s wall ({edit['sync_seconds']:.2f} s sync), "
+                                        f"{edit['notes']} note / {edit['chunks']} chunk re-embedded",
+         ok(edit["seconds"] <= TARGETS["edit_seconds"] and edit["notes_each"] == [1, 1, 1])),
+        ("funnel latency (no model time)", f"p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms "
+                                           f"over {fun['queries']} queries",
+         ok(fun["p50_ms"] <= TARGETS["p50_ms"] and fun["p95_ms"] <= TARGETS["p95_ms"])),
+        ("offline model time per query", f"p50 {fun['model_p50_ms']:.1f} ms", ""),
+        ("vault query (one, fresh process)", f"{f['query_cli_seconds']:.2f} s", ""),
+        ("vault status", f"{f['status_seconds']:.2f} s", ""),
+        ("vault check", f"{f['check_seconds']:.2f} s", ""),
+        ("vault --help", f"{f['help_seconds']:.2f} s", ok(f["help_seconds"] <= TARGETS["help_seconds"])),
+    ]
+    print(f"\nscale benchmark, {f['date']}, {f['machine']}")
+    width = max(len(r[0]) for r in rows)
+    for name, value, verdict in rows:
+        print(f"  {name:<{width}}  {value}  {verdict}".rstrip())
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--atomic", type=int, default=100_000)
+    p.add_argument("--long", type=int, default=2_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--raw-sample", type=int, default=20_000, help="chunk texts the embedder alone is timed on")
+    p.add_argument("--out", type=Path, default=None, help="vault folder (default: a new temp folder)")
+    p.add_argument("--reuse", action="store_true", help="measure an earlier build in --out instead of building")
+    p.add_argument("--profile", type=Path, default=None, help="write a pyinstrument profile of the funnel here")
+    p.add_argument("--funnel-only", action="store_true", help="with --reuse: measure the funnel latency only")
+    p.add_argument("--json", type=Path, default=None, help="also write every figure as JSON")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
