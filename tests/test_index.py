@@ -147,7 +147,7 @@ def test_second_sync_embeds_nothing_and_reads_no_file(vault, embedder):
     report = sync(vault, embedder)
     assert _clean(report) and report.unchanged == len(NOTES)
     assert len(embedder.calls) == calls
-    assert report.integrity == "layout"  # the table is as the last sync left it
+    assert report.integrity == "version"  # the table is as the last sync left it: no scan
 
 
 def test_editing_one_note_reembeds_exactly_that_note(vault, embedder):

@@ -5,7 +5,9 @@ rest, and re-chunks and re-embeds only what changed (a chunk whose text did not 
 its vector, so a status flip or a move to archive/ costs no embedding). Rows are replaced per
 batch with one delete predicate and one add. Every run first checks the table against the
 manifest (seed 004: index integrity belongs in the ingestion path, after a migration once welded
-ids to other rows' content); a path that disagrees is re-embedded and reported as repaired.
+ids to other rows' content): a table moved on since the last finished sync, or whose row count
+disagrees with the manifest, is checked path by path and row by row; a path that disagrees is
+re-embedded and reported as repaired. ``--verify`` forces the full check.
 
 The reading side, ``Index`` and ``Row``, and the storage details live in ``index_store.py``.
 """
@@ -61,7 +63,9 @@ class IndexReport:
     repairs: list[tuple[str, str]] = field(default_factory=list)  # (path, fault found)
     rebuilt: bool = False
     rebuild_reason: str = ""
-    integrity: str = "layout"  # "layout+content" when every row's check was recomputed too
+    # "version": the table is as the last sync left it; "layout": rows per path checked against the
+    # manifest; "layout+content": every row's check recomputed too.
+    integrity: str = "layout"
     optimized: bool = False  # compaction and index refresh ran (after large or many writes)
     ann_index_built: bool = False
     rows: int = 0
@@ -185,9 +189,14 @@ class _Run:
         self._finish(gone, present)
 
     def _integrity(self, meta: dict[str, str], verify: bool) -> dict[str, str]:
-        """Faulty paths: layout always; every row's content check when asked or when the
-        table changed behind the manifest's back (another writer, or a crash mid-sync)."""
+        """Faulty paths. A table at the version the last finished sync recorded, holding as many
+        rows as the manifest vouches for, is as that sync left it: nothing to scan. Otherwise the
+        layout (rows per path against the manifest), plus every row's content check when asked or
+        when the table changed behind the manifest's back (another writer, or a crash mid-sync)."""
         full = verify or meta.get("table_version") != str(self.table.version)
+        if not full and self.table.count() == sum(e.chunks for e in self.entries.values()):
+            self.report.integrity = "version"
+            return {}
         faults = layout_faults(self.table.scan(LAYOUT_COLUMNS), self.entries)
         if full:
             self.report.integrity = "layout+content"
@@ -198,12 +207,14 @@ class _Run:
     def _candidates(self, paths: list[str], verify: bool) -> list[tuple[str, os.stat_result, str]]:
         """Files to read: new, faulty, or with a changed stat (all of them when verifying)."""
         out = []
-        root = str(self.root)
-        for relpath in paths:
-            try:
-                st = os.stat(os.path.join(root, relpath))
-            except OSError as exc:
-                self._skip(relpath, f"cannot stat: {exc.strerror or exc}")
+        root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)  # stat by relative path: no joins
+        try:
+            stats = [_stat(relpath, root) for relpath in paths]
+        finally:
+            os.close(root)
+        for relpath, st in zip(paths, stats):
+            if isinstance(st, OSError):
+                self._skip(relpath, f"cannot stat: {st.strerror or st}")
                 continue
             entry = self.entries.get(relpath)
             if relpath in self.faults:
@@ -356,6 +367,13 @@ class _Run:
         self.report.repairs.extend((p, self.faults[p]) for p in orphans)
         self.report.repairs.sort()
         self.report.repaired = len(self.report.repairs)
+
+
+def _stat(relpath: str, root: int) -> os.stat_result | OSError:
+    try:
+        return os.stat(relpath, dir_fd=root)
+    except OSError as exc:
+        return exc
 
 
 def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:
