@@ -133,6 +133,10 @@ class MiniLMEmbedder:
         # One model, one request at a time: parallelism belongs inside the ops.
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Idle worker threads sleep instead of spinning: the funnel embeds its queries while
+        # LanceDB runs the full-text searches, and spinning took the cores those searches needed
+        # (retrieval p50 85 -> 65 ms at 120k chunks); bulk throughput is the same either way.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
