@@ -154,46 +154,52 @@ def raw_embedder(root: Path, sample: int, seed: int) -> dict:
 
 def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
     """Per-query funnel ms minus model time, in one process (index and embedder opened once)."""
+    from bench_locomo import TimedLLM
     from vault_pipeline.config import load_settings
     from vault_pipeline.embed import MiniLMEmbedder
     from vault_pipeline.index_store import Index
     from vault_pipeline.llm import OfflineBackend
     from vault_pipeline.query import FunnelConfig, run_query
 
-    class Timed:
-        """A model backend whose calls are added up, so they can be subtracted."""
-
-        def __init__(self):
-            self.inner, self.seconds = OfflineBackend(), 0.0
-            self.model, self.remote = self.inner.model, False
-
-        def call(self, *a, **kw):
-            started = time.perf_counter()
-            try:
-                return self.inner.call(*a, **kw)
-            finally:
-                self.seconds += time.perf_counter() - started
-
-    embedder = MiniLMEmbedder()
+    embedder = TimedEmbedder(MiniLMEmbedder())
     index = Index.open(str(root), embedder)
     config = FunnelConfig.from_settings(load_settings(root))
-    plan, gate = Timed(), Timed()
+    plan, gate = TimedLLM(OfflineBackend()), TimedLLM(OfflineBackend())
     for q in qs[:5]:  # warm: the ONNX session, LanceDB's caches, the prompt files
         run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
     profiler = _profiler(profile)
-    times, model = [], []
+    times, llm, embedding = [], [], []
     for q in qs:
-        plan.seconds = gate.seconds = 0.0
+        plan.seconds = gate.seconds = embedder.seconds = 0.0
         started = time.perf_counter()
         run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
         total = time.perf_counter() - started
         times.append((total - plan.seconds - gate.seconds) * 1000)
-        model.append((plan.seconds + gate.seconds) * 1000)
+        llm.append((plan.seconds + gate.seconds) * 1000)
+        embedding.append(embedder.seconds * 1000)
     if profiler is not None:
         profiler.stop()
         profile.write_text(profiler.output_text(unicode=False, color=False, show_all=False), encoding="utf-8")
+    # The text lane runs while the queries are embedded, so "minus embedding" is a lower bound.
+    bare = [t - e for t, e in zip(times, embedding)]
     return {"queries": len(qs), "p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95),
-            "mean_ms": statistics.fmean(times), "model_p50_ms": percentile(model, 0.5)}
+            "mean_ms": statistics.fmean(times), "llm_p50_ms": percentile(llm, 0.5),
+            "embed_p50_ms": percentile(embedding, 0.5),
+            "bare_p50_ms": percentile(bare, 0.5), "bare_p95_ms": percentile(bare, 0.95)}
+
+
+class TimedEmbedder:
+    """An embedder whose calls are added up, so query-embedding time can be shown apart."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dim, self.seconds = inner, inner.name, inner.dim, 0.0
+
+    def embed(self, texts):
+        started = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 def _profiler(path: Path | None):
@@ -243,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     qs = queries(args.queries, args.seed)
     if args.funnel_only:  # e.g. to compare two checkouts on one built vault
         fun = funnel_latency(root, qs, args.profile)
-        print(f"funnel latency (no model time): p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, "
-              f"mean {fun['mean_ms']:.1f} ms over {fun['queries']} queries; load {os.getloadavg()[0]:.1f}")
+        print(f"funnel latency (no planner/gate time): p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, "
+              f"mean {fun['mean_ms']:.1f} ms over {fun['queries']} queries (query embeddings p50 "
+              f"{fun['embed_p50_ms']:.1f} ms); load {os.getloadavg()[0]:.1f}")
         return 0
     figures["raw"] = raw_embedder(root, args.raw_sample, args.seed)
     figures["index_share"] = figures["index"]["per_second"] / figures["raw"]["per_second"]
@@ -291,10 +298,12 @@ def _print(f: dict) -> None:
         ("vault index (1 note edited)", f"median of 3: {edit['seconds']:.2f} s wall ({edit['sync_seconds']:.2f} s sync), "
                                         f"{edit['notes']} note / {edit['chunks']} chunk re-embedded",
          ok(edit["seconds"] <= TARGETS["edit_seconds"] and edit["notes_each"] == [1, 1, 1])),
-        ("funnel latency (no model time)", f"p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms "
+        ("funnel latency (no planner/gate)", f"p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms "
                                            f"over {fun['queries']} queries",
          ok(fun["p50_ms"] <= TARGETS["p50_ms"] and fun["p95_ms"] <= TARGETS["p95_ms"])),
-        ("offline model time per query", f"p50 {fun['model_p50_ms']:.1f} ms", ""),
+        ("  of which query embeddings", f"p50 {fun['embed_p50_ms']:.1f} ms (5 queries, MiniLM on the CPU)", ""),
+        ("  without the embeddings", f"p50 {fun['bare_p50_ms']:.1f} ms, p95 {fun['bare_p95_ms']:.1f} ms", ""),
+        ("offline planner + gate per query", f"p50 {fun['llm_p50_ms']:.1f} ms (model time, not counted)", ""),
         ("vault query (one, fresh process)", f"{f['query_cli_seconds']:.2f} s", ""),
         ("vault status", f"{f['status_seconds']:.2f} s", ""),
         ("vault check", f"{f['check_seconds']:.2f} s", ""),
