@@ -484,6 +484,8 @@ def test_rows_all_vectors_and_stats(vault, embedder):
     assert stats["tiers"]["resource"] == 1 and sum(stats["tiers"].values()) == len(NOTES)
     assert stats["statuses"]["archived"] == 1 and stats["inactive_notes"] == 2
     assert stats["embedder"] == "hash-64" and stats["fts_index"] and not stats["ann_index"] and stats["last_sync"]
+    # Both lanes prefilter on ``active``: a bitmap index answers it without reading every row.
+    assert ("Bitmap", ["active"]) in [(i.index_type, i.columns) for i in index.table.list_indices()]
 
 
 def test_reader_sees_the_next_sync(vault, embedder):
