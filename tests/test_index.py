@@ -575,3 +575,7 @@ def test_large_table_gets_an_ann_index_and_stays_exact_enough(tmp_path, embedder
         assert [h.note_id for h in hits] == [nid for _, nid in exact]
         assert [h.similarity for h in hits] == pytest.approx([-s for s, _ in exact], abs=1e-9)
     assert not sync(vault, embedder).ann_index_built  # built once, retrained only when the table doubles
+    # ... or after an optimize (LanceDB's leaves the index with 8 partitions); --verify forces one.
+    _write(tmp_path, "inbox/000.md", _atomic("n-0000", "A changed sentence about tides."))
+    report = sync(vault, embedder, verify=True)
+    assert report.optimized and report.ann_index_built

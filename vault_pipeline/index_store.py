@@ -279,7 +279,10 @@ class ChunkTable:
             writes = rows_written = 0
         out = {"pending_writes": str(writes), "pending_rows": str(rows_written)}
         built = int(meta.get("ann_rows") or 0)
-        if rows > ANN_MIN_ROWS and (not built or rows >= built * ANN_RETRAIN_GROWTH):
+        # LanceDB 0.40's optimize() leaves the vector index with 8 partitions (347 before it at
+        # 120k rows): every search then compares all vectors (15-25 ms instead of 10), so the
+        # index is built again after each optimize (5.6 s at 120k rows; optimize itself about 4 s).
+        if rows > ANN_MIN_ROWS and (not built or self.optimized or rows >= built * ANN_RETRAIN_GROWTH):
             self._build_ann(rows)
             out["ann_rows"] = str(rows)
         if rows and not meta.get("active_index"):
@@ -297,8 +300,11 @@ class ChunkTable:
     def _build_ann(self, rows: int) -> None:
         from lancedb.index import IvfFlat
 
-        # Unit vectors: dot product is the cosine, so "dot" needs no normalisation pass.
-        config = IvfFlat(distance_type="dot", num_partitions=max(1, round(math.sqrt(rows))))
+        # Unit vectors: dot product is the cosine, so "dot" needs no normalisation pass. A lighter
+        # k-means (32 samples a partition, 10 rounds) than LanceDB's default (256, 50): at 120k
+        # rows 5.6 s instead of 31 s, and recall@15 against exact search 0.945 against 0.933.
+        config = IvfFlat(distance_type="dot", num_partitions=max(1, round(math.sqrt(rows))),
+                         sample_rate=32, max_iterations=10)
         self.table.create_index(VECTOR_COLUMN, config=config, replace=True)
 
 
