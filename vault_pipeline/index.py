@@ -209,22 +209,23 @@ class _Run:
         out = []
         root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)  # stat by relative path: no joins
         try:
-            stats = [_stat(relpath, root) for relpath in paths]
+            for relpath in paths:
+                try:
+                    st = os.stat(relpath, dir_fd=root)
+                except OSError as exc:
+                    self._skip(relpath, f"cannot stat: {exc.strerror or exc}")
+                    continue
+                entry = self.entries.get(relpath)
+                if relpath in self.faults:
+                    out.append((relpath, st, "repaired"))
+                elif entry is None:
+                    out.append((relpath, st, "added"))
+                elif verify or (entry.size, entry.mtime_ns) != (st.st_size, st.st_mtime_ns):
+                    out.append((relpath, st, "changed"))
+                else:
+                    self.report.unchanged += 1
         finally:
             os.close(root)
-        for relpath, st in zip(paths, stats):
-            if isinstance(st, OSError):
-                self._skip(relpath, f"cannot stat: {st.strerror or st}")
-                continue
-            entry = self.entries.get(relpath)
-            if relpath in self.faults:
-                out.append((relpath, st, "repaired"))
-            elif entry is None:
-                out.append((relpath, st, "added"))
-            elif verify or (entry.size, entry.mtime_ns) != (st.st_size, st.st_mtime_ns):
-                out.append((relpath, st, "changed"))
-            else:
-                self.report.unchanged += 1
         return out
 
     def _consider(self, relpath: str, st: os.stat_result, kind: str) -> None:
@@ -367,13 +368,6 @@ class _Run:
         self.report.repairs.extend((p, self.faults[p]) for p in orphans)
         self.report.repairs.sort()
         self.report.repaired = len(self.report.repairs)
-
-
-def _stat(relpath: str, root: int) -> os.stat_result | OSError:
-    try:
-        return os.stat(relpath, dir_fd=root)
-    except OSError as exc:
-        return exc
 
 
 def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:

@@ -500,34 +500,30 @@ class Index:
     def vector_search(self, vector: np.ndarray, k: int, *, include_archived: bool = False,
                       with_vectors: bool = True) -> list[Row]:
         """The ``k`` chunks nearest to ``vector``; similarity is the exact cosine."""
-        query = self._query_vector(vector)
-
-        def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-            sims = self._cosines(rows, query)
-            return sims, sims
-
-        return _top(lambda limit: self._nearest(query, limit, include_archived), score, k, "vector", with_vectors)
+        return self._vector_top(self._query_vector(vector), k, include_archived, with_vectors)
 
     def vector_search_many(self, vectors: np.ndarray, k: int, *, include_archived: bool = False,
                            with_vectors: bool = True) -> list[list[Row]]:
         """``vector_search`` for several query vectors in one table query (one scan or probe set)."""
         queries = [self._query_vector(v) for v in vectors]
         if len(queries) <= 1 or k <= 0:
-            return [self.vector_search(q, k, include_archived=include_archived, with_vectors=with_vectors)
-                    for q in queries]
-        limit = _page(k)
-        rows = self._nearest(np.stack(queries), limit, include_archived)
+            return [self._vector_top(q, k, include_archived, with_vectors) for q in queries]
+        rows = self._nearest(np.stack(queries), _page(k), include_archived)
         which = rows["query_index"].to_numpy()
-        out = []
-        for i, query in enumerate(queries):
-            mine = rows.filter(pa.array(which == i))
-            sims = self._cosines(mine, query)
-            hits = sorted(_to_rows(mine, sims, sims, "vector", with_vectors), key=lambda r: (-r.score, r.chunk_id))
-            if mine.num_rows >= limit and len(hits) > k and hits[k - 1].score == hits[-1].score:
-                # Ties cross the page's edge: this query alone takes the careful path.
-                hits = self.vector_search(query, k, include_archived=include_archived, with_vectors=with_vectors)
-            out.append(hits[:k])
-        return out
+        # Each query's share of the shared page is its first page; a later page is its own search.
+        return [self._vector_top(q, k, include_archived, with_vectors, first=rows.filter(pa.array(which == i)))
+                for i, q in enumerate(queries)]
+
+    def _vector_top(self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool,
+                    first: pa.Table | None = None) -> list[Row]:
+        def fetch(limit: int) -> pa.Table:
+            return first if first is not None and limit == _page(k) else self._nearest(query, limit, include_archived)
+
+        def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+            sims = self._cosines(rows, query)
+            return sims, sims
+
+        return _top(fetch, score, k, "vector", with_vectors)
 
     def _nearest(self, query: np.ndarray, limit: int, include_archived: bool) -> pa.Table:
         """Rows nearest to one query vector, or to each row of a 2-d array (``query_index`` says which)."""

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import cache
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -307,14 +308,10 @@ def _retrieve(queries: list[tuple[str, str]], retriever: Retriever, embedder: Em
     return fuse(lists), vectors[0]
 
 
-_POOL: list[ThreadPoolExecutor] = []
-
-
+@cache
 def _search_pool() -> ThreadPoolExecutor:
     """The search threads, started once per process (a new pool per query cost more than a search)."""
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-search"))
-    return _POOL[0]
+    return ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-search")
 
 
 def fuse(lists: Sequence[tuple[str, str, Sequence[Hit]]], k: int = RRF_K) -> list[Candidate]:
