@@ -99,34 +99,26 @@ def queries(n: int, seed: int) -> list[str]:
 
 
 def run(args: list[str], *, ok: tuple[int, ...] = (0,)) -> dict:
-    """Run a command as a fresh process: wall seconds and its output."""
+    """Run a command as a fresh process: wall seconds, output, and its own peak RSS (``os.wait4``)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - started
-    if proc.returncode not in ok:
-        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{stderr[-2000:]}")
-    return {"seconds": wall, "stdout": stdout, "stderr": stderr}
-
-
-def run_peak(args: list[str]) -> dict:
-    """Like ``run`` but through ``os.wait4``, so the peak RSS is this one child's."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    stdout = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode})")
-    return {"seconds": wall, "stdout": stdout, "peak_mib": usage.ru_maxrss / 1024, "cpu": usage.ru_utime + usage.ru_stime}
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errors, text=True)
+        stdout = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        code = os.waitstatus_to_exitcode(status)
+        if code not in ok:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(args)} failed ({code}):\n{errors.read()[-2000:]}")
+    return {"seconds": wall, "stdout": stdout, "peak_mib": usage.ru_maxrss / 1024,
+            "cpu": usage.ru_utime + usage.ru_stime}
 
 
 def edit_one(root: Path, relpath: str) -> dict:
     """Append a line to one note, then time a fresh `vault index`."""
     with (root / relpath).open("a", encoding="utf-8") as fh:
         fh.write(f"\nEdited by the scale benchmark at {time.time_ns()}.\n")
-    edit = run_peak([*VAULT_CMD, "index", "--vault", str(root), "--json"])
+    edit = run([*VAULT_CMD, "index", "--vault", str(root), "--json"])
     report = json.loads(edit["stdout"])
     return {"seconds": edit["seconds"], "sync_seconds": report["seconds"], "notes": report["embedded_notes"],
             "chunks": report["embedded_chunks"], "peak_mib": edit["peak_mib"]}
@@ -236,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["vault"] = build_vault(root, args.atomic, args.long, args.seed)
         print(f"wrote {args.atomic:,} atomic + {args.long:,} long notes "
               f"({figures['vault']['megabytes']:.0f} MB) in {figures['vault']['seconds']:.1f} s")
-        full = run_peak([*VAULT_CMD, "index", "--vault", str(root), "--json"])
+        full = run([*VAULT_CMD, "index", "--vault", str(root), "--json"])
         report = json.loads(full["stdout"])
         figures["index"] = {"seconds": full["seconds"], "peak_mib": full["peak_mib"], "cpu": full["cpu"],
                             "chunks": report["embedded_chunks"], "notes": report["embedded_notes"],
