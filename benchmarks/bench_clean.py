@@ -312,8 +312,8 @@ def _trim(truth: Truth, kept: set[str]) -> Truth:
 
 def write_vault(root: Path, notes: list[Synth]) -> float:
     """Write the notes as real files (notes.py's renderer, vault.py's layout); returns seconds."""
-    from vault_pipeline.notes import Note, safe_stem, wikilink
-    from vault_pipeline.vault import Vault
+    from vault_pipeline.vault.note import Note, safe_stem, wikilink
+    from vault_pipeline.vault.files import Vault
 
     started = time.perf_counter()
     Vault.init(root)
@@ -339,15 +339,15 @@ def build_embedder(name: str):
         from fakes import HashEmbedder
 
         return HashEmbedder(dim=256)
-    from vault_pipeline.embed import MiniLMEmbedder
+    from vault_pipeline.models.embed import MiniLMEmbedder
 
     return MiniLMEmbedder()
 
 
 def index_vault(root: Path, embedder_name: str) -> tuple[float, int]:
     """index.sync the vault; returns (seconds, rows)."""
-    from vault_pipeline.index import sync
-    from vault_pipeline.vault import Vault
+    from vault_pipeline.index.sync import sync
+    from vault_pipeline.vault.files import Vault
 
     vault = Vault.open(root)
     embedder = build_embedder(embedder_name)
@@ -363,10 +363,10 @@ def index_vault(root: Path, embedder_name: str) -> tuple[float, int]:
 def plan_phase(root: Path) -> dict:
     """clean.plan with the offline judge; wall time and peak RSS of this process."""
     started = time.perf_counter()
-    from vault_pipeline.clean import plan
-    from vault_pipeline.index import Index
-    from vault_pipeline.llm import OfflineBackend
-    from vault_pipeline.vault import Vault
+    from vault_pipeline.clean.plan import plan
+    from vault_pipeline.index.sync import Index
+    from vault_pipeline.models.llm import OfflineBackend
+    from vault_pipeline.vault.files import Vault
 
     imports = time.perf_counter() - started
     vault = Vault.open(root)
@@ -454,9 +454,9 @@ def cosine_profile(root: Path, truth: Truth) -> dict:
     """Cosine quantiles of planted pairs and of every note's nearest neighbour (calibration)."""
     import numpy as np
 
-    from vault_pipeline.candidates import neighbours
-    from vault_pipeline.index import Index
-    from vault_pipeline.vault import Vault
+    from vault_pipeline.clean.pairs import neighbours
+    from vault_pipeline.index.sync import Index
+    from vault_pipeline.vault.files import Vault
 
     ids, _, vectors = Index.open(Vault.open(root)).all_vectors()
     row = {nid: i for i, nid in enumerate(ids)}

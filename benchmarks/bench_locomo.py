@@ -30,13 +30,13 @@ sys.path.insert(0, str(REPO))
 
 from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
-from vault_pipeline.embed import build_embedder  # noqa: E402
-from vault_pipeline.index import Index  # noqa: E402
-from vault_pipeline.llm import OfflineBackend  # noqa: E402
-from vault_pipeline.notes import block_id  # noqa: E402
-from vault_pipeline.llm import estimate_tokens  # noqa: E402
-from vault_pipeline.query import FunnelConfig, run_query  # noqa: E402
-from vault_pipeline.vault import Vault  # noqa: E402
+from vault_pipeline.models.embed import build_embedder  # noqa: E402
+from vault_pipeline.index.sync import Index  # noqa: E402
+from vault_pipeline.models.llm import OfflineBackend  # noqa: E402
+from vault_pipeline.ingest.notes import block_id  # noqa: E402
+from vault_pipeline.text import estimate_tokens  # noqa: E402
+from vault_pipeline.retrieve.funnel import FunnelConfig, run_query  # noqa: E402
+from vault_pipeline.vault.files import Vault  # noqa: E402
 
 
 def questions(data: Path, limit: int | None) -> list[dict]:

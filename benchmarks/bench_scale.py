@@ -126,9 +126,9 @@ def edit_one(root: Path, relpath: str) -> dict:
 
 def raw_embedder(root: Path, sample: int, seed: int) -> dict:
     """The embedder alone on a seeded sample of the indexed chunk texts, called like the index calls it."""
-    from vault_pipeline.embed import MiniLMEmbedder
-    from vault_pipeline.index import BATCH_CHUNKS, EMBED_CALL
-    from vault_pipeline.index_store import Index
+    from vault_pipeline.models.embed import MiniLMEmbedder
+    from vault_pipeline.index.sync import BATCH_CHUNKS, EMBED_CALL
+    from vault_pipeline.index.store import Index
 
     texts = Index.open(str(root)).table.search().select(["text"]).limit(None).to_arrow()["text"].to_pylist()
     picked = random.Random(seed + 3).sample(texts, min(sample, len(texts)))
@@ -148,10 +148,10 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
     """Per-query funnel ms minus model time, in one process (index and embedder opened once)."""
     from bench_locomo import TimedLLM
     from vault_pipeline.config import load_settings
-    from vault_pipeline.embed import MiniLMEmbedder
-    from vault_pipeline.index_store import Index
-    from vault_pipeline.llm import OfflineBackend
-    from vault_pipeline.query import FunnelConfig, run_query
+    from vault_pipeline.models.embed import MiniLMEmbedder
+    from vault_pipeline.index.store import Index
+    from vault_pipeline.models.llm import OfflineBackend
+    from vault_pipeline.retrieve.funnel import FunnelConfig, run_query
 
     embedder = TimedEmbedder(MiniLMEmbedder())
     index = Index.open(str(root), embedder)

@@ -66,7 +66,7 @@ def parse_in_child(path: Path) -> dict:
 def _parse(path: Path) -> None:
     """Child side: iterate the export and print counts, time and RSS (KiB) as JSON."""
     sys.path.insert(0, str(REPO))
-    from vault_pipeline.parse import Conversation, read_export
+    from vault_pipeline.ingest.parse import Conversation, read_export
 
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()

@@ -22,14 +22,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vault_pipeline.errors import FrontmatterError, ParseError, VaultError
-from vault_pipeline.notes import safe_stem, split_frontmatter
-from vault_pipeline.parse import Conversation, ParseIssue, detect_kind, iter_json_array, read_export
-from vault_pipeline.parse import chatgpt, claude, locomo
-from vault_pipeline.parse.jsonstream import NotAnArray, TruncatedJSON, Unreadable
-from vault_pipeline.parse.transcript import parse_transcript
-from vault_pipeline.parse.types import RecordError
-from vault_pipeline.vault import Vault
-from vault_pipeline.vault_state import read_note_id
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.note import safe_stem
+from vault_pipeline.ingest.parse import Conversation, ParseIssue, detect_kind, iter_json_array, read_export
+from vault_pipeline.ingest.parse import chatgpt, claude, locomo
+from vault_pipeline.ingest.parse.jsonstream import NotAnArray, TruncatedJSON, Unreadable
+from vault_pipeline.ingest.parse.transcript import parse_transcript
+from vault_pipeline.ingest.parse.types import RecordError
+from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.state import read_note_id
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -408,7 +409,7 @@ def test_cli_ingest_mixed_file_stays_inside_the_vault(tmp_path):
 @fixed(15)
 @given(titles=st.lists(hostile_titles, min_size=1, max_size=3), noise=st.lists(json_values, max_size=3))
 def test_ingest_writes_every_good_record_under_the_vault(tmp_path_factory, titles, noise):
-    from vault_pipeline.llm import OfflineBackend
+    from vault_pipeline.models.llm import OfflineBackend
     from vault_pipeline.pipeline import ingest
 
     root = tmp_path_factory.mktemp("v")

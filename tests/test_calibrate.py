@@ -12,9 +12,9 @@ import pytest
 
 from conftest import REPO
 from fakes import HashEmbedder
-from vault_pipeline.calibrate import DEFAULT_FLOORS, calibrate, load_labels, suggest_floor
+from vault_pipeline.retrieve.calibrate import DEFAULT_FLOORS, calibrate, load_labels, suggest_floor
 from vault_pipeline.errors import ModelError, VaultError
-from vault_pipeline.llm import CallLog, OfflineBackend, build_llm
+from vault_pipeline.models.llm import CallLog, OfflineBackend, build_llm
 
 LABELS = REPO / "vault_example" / "calibration" / "labels.jsonl"
 NOTEBOOKS = REPO / "notebooks"
@@ -105,7 +105,7 @@ def test_the_floor_sweep_is_monotonic_and_the_rule_holds(report):
 
 
 def test_suggest_floor_picks_the_highest_floor_keeping_the_target():
-    from vault_pipeline.calibrate import FloorPoint
+    from vault_pipeline.retrieve.calibrate import FloorPoint
 
     sweep = [FloorPoint(f, r, 0.0, None) for f, r in ((0.2, 1.0), (0.3, 0.96), (0.4, 0.9))]
     assert suggest_floor(sweep) == (0.3, True)
@@ -183,7 +183,7 @@ def test_cli_gate_calibrate(tmp_path):
 
 @pytest.mark.slow
 def test_cli_gate_calibrate_with_a_vault_prints_json(tmp_path):
-    from vault_pipeline.vault import Vault
+    from vault_pipeline.vault.files import Vault
 
     vault = Vault.init(tmp_path / "v")
     done = _vault("gate-calibrate", str(_small_labels(tmp_path)), "--vault", str(vault.root), "--json",

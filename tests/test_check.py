@@ -9,9 +9,9 @@ import sys
 from conftest import REPO
 from fakes import HashEmbedder
 from vault_pipeline import pipeline
-from vault_pipeline.check import check
-from vault_pipeline.llm import OfflineBackend
-from vault_pipeline.vault import Vault
+from vault_pipeline.index.check import check
+from vault_pipeline.models.llm import OfflineBackend
+from vault_pipeline.vault.files import Vault
 
 
 def built(tmp_path):

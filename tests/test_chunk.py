@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vault_pipeline.chunk import (
+from vault_pipeline.index.chunk import (
     Chunk,
     chunk_markdown,
     chunks_for_note,

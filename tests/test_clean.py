@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder, queued_completion
-from vault_pipeline import clean
-from vault_pipeline.candidates import (CandidateSettings, candidate_pairs, content_stems, neighbours, stem,
+from vault_pipeline.clean import plan as clean
+from vault_pipeline.clean.pairs import (CandidateSettings, candidate_pairs, content_stems, neighbours, stem,
                                        tokens)
 from vault_pipeline.errors import LockError, ModelError
-from vault_pipeline.index import Index, sync
-from vault_pipeline.judge import (Contradiction, Duplicate, PairJudgement, PairJudgements, PairText, Related,
+from vault_pipeline.index.sync import Index, sync
+from vault_pipeline.clean.judge import (Contradiction, Duplicate, PairJudgement, PairJudgements, PairText, Related,
                                   Unrelated, judge_pairs, to_relation)
-from vault_pipeline.llm import LiteLLMBackend, OfflineBackend
-from vault_pipeline.offline.judging import judge as offline_judge
-from vault_pipeline.vault import STATE_DIR, Vault
+from vault_pipeline.models.llm import LiteLLMBackend, OfflineBackend
+from vault_pipeline.models.offline.judging import judge as offline_judge
+from vault_pipeline.vault.files import STATE_DIR, Vault
 
 # --------------------------------------------------------------------------- builders
 
@@ -417,7 +417,7 @@ def test_a_judge_failure_leaves_the_notes_alone(vault):
 
 
 def test_after_supersession_a_query_sees_only_the_newer_note(vault):
-    query = pytest.importorskip("vault_pipeline.query")
+    query = pytest.importorskip("vault_pipeline.retrieve.funnel")
     _note(vault, "inbox/deadline-may-3.md", "a-old", "The deadline is May 3.", "2024-03-01T10:00:00")
     _note(vault, "inbox/deadline-may-10.md", "a-new", "The deadline moved to May 10.", "2024-04-01T10:00:00")
     embedder = HashEmbedder(dim=64)
@@ -468,7 +468,7 @@ def test_an_undo_can_itself_be_undone(vault):
 
 
 def test_after_undo_ingest_still_owns_the_notes_it_wrote(vault):
-    from vault_pipeline.notes import Note
+    from vault_pipeline.vault.note import Note
 
     def atomic(note_id: str, stem: str, sentence: str, created: str) -> Note:
         frontmatter = {"id": note_id, "type": "atomic", "category": "fact", "status": "provisional",

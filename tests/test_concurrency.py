@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from test_crash import ENV, EXAMPLE, EXPORTS, SOURCES, note_ids, notes, run, vault_cmd
-from vault_pipeline.check import check
-from vault_pipeline.vault import Vault
+from vault_pipeline.index.check import check
+from vault_pipeline.vault.files import Vault
 
-HOLDER = ("import sys\nfrom vault_pipeline.vault import Vault\n"
+HOLDER = ("import sys\nfrom vault_pipeline.vault.files import Vault\n"
           "with Vault.open(sys.argv[1]).lock('ingest'):\n    print('held', flush=True)\n    sys.stdin.read()\n")
 WRITE_COMMANDS = {
     "ingest": ["ingest", str(EXPORTS / "transcripts" / "reading-group.md")],

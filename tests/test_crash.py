@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from vault_pipeline.check import check
+from vault_pipeline.index.check import check
 from vault_pipeline.errors import FrontmatterError
-from vault_pipeline.notes import split_frontmatter
-from vault_pipeline.vault import Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.files import Vault
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "vault_example"
@@ -33,7 +33,7 @@ EXPORTS = EXAMPLE / "exports"
 SOURCES = [str(EXPORTS / "chatgpt"), str(EXPORTS / "claude"),
            *sorted(str(p) for p in (EXPORTS / "transcripts").glob("*.md"))]
 # The real CLI with the fast fake embedder; everything else (models, vault, lock) as shipped.
-CLI = ("import sys\nfrom fakes import HashEmbedder\nimport vault_pipeline.embed as embed\n"
+CLI = ("import sys\nfrom fakes import HashEmbedder\nimport vault_pipeline.models.embed as embed\n"
        "embed.build_embedder = lambda *args, **kwargs: HashEmbedder(dim=64)\n"
        "from vault_pipeline.cli import main\nsys.argv[0] = 'vault'\nmain()\n")
 ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}

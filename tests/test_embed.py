@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder
-from vault_pipeline.embed import Embedder, LiteLLMEmbedder, MiniLMEmbedder, build_embedder
+from vault_pipeline.models.embed import Embedder, LiteLLMEmbedder, MiniLMEmbedder, build_embedder
 from vault_pipeline.errors import ConfigError, ModelError
 
 TEXTS = [
@@ -83,7 +83,7 @@ def test_minilm_truncates_at_256_tokens(minilm):
 
 
 def test_importing_embed_does_not_load_onnxruntime_or_tokenizers():
-    code = ("import vault_pipeline.embed, sys; "
+    code = ("import vault_pipeline.models.embed, sys; "
             "print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from conftest import shared_data
 from vault_pipeline.errors import ModelError
-from vault_pipeline.extract import (
+from vault_pipeline.ingest.extract import (
     SUMMARY_INPUT_CHARS,
     AtomicUnit,
     SessionSummary,
@@ -28,11 +28,11 @@ from vault_pipeline.extract import (
     shorten,
     windows,
 )
-from vault_pipeline.llm import LiteLLMBackend, OfflineBackend, load_prompt
-from vault_pipeline.offline import HANDLERS
-from vault_pipeline.offline.extraction import extract_units, summarize, thread_map, truncation_rate
-from vault_pipeline.offline.text import compress, finish, sentences
-from vault_pipeline.parse import Conversation, Message, read_export
+from vault_pipeline.models.llm import LiteLLMBackend, OfflineBackend, load_prompt
+from vault_pipeline.models.offline import HANDLERS
+from vault_pipeline.models.offline.extraction import extract_units, summarize, thread_map, truncation_rate
+from vault_pipeline.models.offline.text import compress, finish, sentences
+from vault_pipeline.ingest.parse import Conversation, Message, read_export
 
 CTX = {"message_ids": ["u1", "a1"], "roles": {"u1": "user", "a1": "assistant"}}
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder
-from vault_pipeline import index as index_mod
-from vault_pipeline import index_store
+from vault_pipeline.index import sync as index_mod
+from vault_pipeline.index import store as index_store
 from vault_pipeline.errors import IndexStateError, ModelError
-from vault_pipeline.index import Index, note_columns, sync, user_note_id
-from vault_pipeline.index_store import INDEX_DIR, MANIFEST_FILE, TABLE, connect
-from vault_pipeline.vault import STATE_DIR, Vault
+from vault_pipeline.index.sync import Index, note_columns, sync, user_note_id
+from vault_pipeline.index.store import INDEX_DIR, MANIFEST_FILE, TABLE, connect
+from vault_pipeline.vault.files import STATE_DIR, Vault
 
 
 # --------------------------------------------------------------------------- vault builders
@@ -524,7 +524,7 @@ def test_note_columns_read_flat_and_nested_source():
 
 @pytest.mark.slow
 def test_minilm_end_to_end(tmp_path):
-    from vault_pipeline.embed import build_embedder
+    from vault_pipeline.models.embed import build_embedder
 
     sentences = ["We will store vectors in LanceDB on local disk.", "The budget for a query is fifty milliseconds.",
                  "Pelicans migrate along the coast every spring.", "Obsidian is where notes are reviewed.",

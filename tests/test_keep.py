@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vault_pipeline.errors import LockError
-from vault_pipeline.keep import EngramIndex, keep, quality_problems, sentence_count
-from vault_pipeline.notes import Note, atomic_id, safe_stem
-from vault_pipeline.vault import Vault
+from vault_pipeline.ingest.keep import EngramIndex, keep, quality_problems, sentence_count
+from vault_pipeline.ingest.notes import atomic_id
+from vault_pipeline.vault.note import Note, safe_stem
+from vault_pipeline.vault.files import Vault
 
 REPO = Path(__file__).resolve().parent.parent
 TODAY = date(2024, 5, 1)
@@ -169,7 +170,7 @@ def test_engram_duplicates_are_refused_also_within_one_run(vault):
 
 def test_keep_holds_the_vault_lock(vault):
     add(vault, atomic("Locked notes wait."))
-    holder = ("import sys, time\nfrom vault_pipeline.vault import Vault\n"
+    holder = ("import sys, time\nfrom vault_pipeline.vault.files import Vault\n"
               "with Vault.open(sys.argv[1]).lock('ingest'):\n    print('held', flush=True)\n    time.sleep(30)\n")
     proc = subprocess.Popen([sys.executable, "-c", holder, str(vault.root)], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -12,7 +12,7 @@ from fakes import queued_completion
 from pydantic import BaseModel, ValidationInfo, field_validator
 
 from vault_pipeline.errors import ConfigError, ModelError
-from vault_pipeline.llm import (
+from vault_pipeline.models.llm import (
     CallLog,
     LiteLLMBackend,
     OfflineBackend,
@@ -141,7 +141,7 @@ def test_build_llm_and_remote_detection():
 
 
 def test_offline_path_does_not_import_litellm():
-    code = ("import sys; from vault_pipeline.llm import build_llm; build_llm('offline'); "
+    code = ("import sys; from vault_pipeline.models.llm import build_llm; build_llm('offline'); "
             "import vault_pipeline.cli; print('litellm' in sys.modules, 'lancedb' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False False"

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 import yaml
 
 from vault_pipeline.errors import FrontmatterError
-from vault_pipeline.notes import (KEY_ORDER, _Dumper, _fast_block, dump_yaml, TIER_WEIGHTS, atomic_id, atomic_note, block_id, note_id,
-                                  note_tier, render_note, safe_stem, session_id, session_note,
-                                  split_frontmatter, thread_note, topic_hub, topic_id, word_count)
+from vault_pipeline.ingest.notes import atomic_id, atomic_note, block_id, session_id, session_note, thread_note, topic_hub, topic_id
+from vault_pipeline.text import word_count
+from vault_pipeline.vault.frontmatter import KEY_ORDER, _Dumper, _fast_block, dump_yaml, render_note, split_frontmatter
+from vault_pipeline.vault.note import TIER_WEIGHTS, note_id, note_tier, safe_stem
 
 
 # Stand-ins for parse.Message / parse.Conversation / extract.AtomicUnit / extract.ThreadMap.

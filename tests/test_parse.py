@@ -17,7 +17,7 @@ try:
 except ImportError:  # the property tests are extra; the example tests below cover the same ground
     given = None
 from vault_pipeline.errors import ParseError
-from vault_pipeline.parse import (Conversation, Message, ParseIssue, TruncatedJSON, detect_kind, iter_json_array,
+from vault_pipeline.ingest.parse import (Conversation, Message, ParseIssue, TruncatedJSON, detect_kind, iter_json_array,
                                   read_export)
 
 ROOT = "00000000-0000-4000-8000-000000000000"

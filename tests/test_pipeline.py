@@ -14,12 +14,12 @@ import pytest
 from conftest import REPO, shared_data
 from vault_pipeline import pipeline
 from vault_pipeline.config import load_settings
-from vault_pipeline.embed import build_embedder
-from vault_pipeline.extract import count_words
-from vault_pipeline.llm import OfflineBackend
-from vault_pipeline.notes import split_frontmatter
-from vault_pipeline.query import FunnelConfig
-from vault_pipeline.vault import Vault
+from vault_pipeline.models.embed import build_embedder
+from vault_pipeline.ingest.extract import count_words
+from vault_pipeline.models.llm import OfflineBackend
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.retrieve.funnel import FunnelConfig
+from vault_pipeline.vault.files import Vault
 
 EXAMPLE = REPO / "vault_example"
 EXPORTS = sorted((EXAMPLE / "exports").iterdir())

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from vault_pipeline.config import load_settings
 from vault_pipeline.errors import ModelError
-from vault_pipeline.llm import CallLog, LiteLLMBackend, Prompt, redact
-from vault_pipeline.vault import STATE_DIR, Vault
+from vault_pipeline.models.llm import CallLog, LiteLLMBackend, Prompt, redact
+from vault_pipeline.vault.files import STATE_DIR, Vault
 
 REPO = Path(__file__).resolve().parent.parent
 OPENAI_KEY = "sk-test-abc123DEF456ghi789JKL"

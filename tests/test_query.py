@@ -16,12 +16,12 @@ from pydantic import ValidationError
 
 from tests.fakes import HashEmbedder
 from vault_pipeline.errors import ModelError
-from vault_pipeline.gate import GateVerdicts
-from vault_pipeline.llm import OfflineBackend
-from vault_pipeline.offline.retrieval import decompose, gate, stem
-from vault_pipeline.llm import estimate_tokens
-from vault_pipeline.package import Selected, assemble, cut_text, first_level
-from vault_pipeline.query import Candidate, FunnelConfig, QueryPlan, dedup, rank, recency, run_query
+from vault_pipeline.retrieve.gate import GateVerdicts
+from vault_pipeline.models.llm import OfflineBackend
+from vault_pipeline.models.offline.retrieval import decompose, gate, stem
+from vault_pipeline.text import estimate_tokens
+from vault_pipeline.retrieve.package import Selected, assemble, cut_text, first_level
+from vault_pipeline.retrieve.funnel import Candidate, FunnelConfig, QueryPlan, dedup, rank, recency, run_query
 
 QUERY = "How do negative space and emptiness work in Japanese garden design?"
 
@@ -257,7 +257,7 @@ def test_gate_reasks_through_instructor_when_a_key_is_missing(embedder):
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import litellm
 
-    from vault_pipeline.llm import LiteLLMBackend
+    from vault_pipeline.models.llm import LiteLLMBackend
 
     calls = []
 
@@ -563,9 +563,9 @@ INTEGRATION_NOTES = {
 
 
 def test_integration_with_a_real_index(tmp_path, embedder):
-    pytest.importorskip("vault_pipeline.vault", reason="vault_pipeline/vault.py (needed by index.py) not written yet")
-    index_mod = pytest.importorskip("vault_pipeline.index", reason="vault_pipeline/index.py not written yet")
-    from vault_pipeline.vault import Vault
+    pytest.importorskip("vault_pipeline.vault.files", reason="vault_pipeline/vault.py (needed by index.py) not written yet")
+    index_mod = pytest.importorskip("vault_pipeline.index.sync", reason="vault_pipeline/index.py not written yet")
+    from vault_pipeline.vault.files import Vault
 
     vault = Vault.init(tmp_path)
     for relpath, text in INTEGRATION_NOTES.items():

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, LockError, VaultError
-from vault_pipeline.notes import Note, render_note
-from vault_pipeline.vault import FOLDERS, STATE_DIR, Vault
+from vault_pipeline.vault.frontmatter import render_note
+from vault_pipeline.vault.note import Note
+from vault_pipeline.vault.files import FOLDERS, STATE_DIR, Vault
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -302,7 +303,7 @@ def test_iter_note_paths(vault):
 
 HOLDER = """
 import sys, time
-from vault_pipeline.vault import Vault
+from vault_pipeline.vault.files import Vault
 with Vault.open(sys.argv[1]).lock("ingest"):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -39,8 +39,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _open(vault_path: Path):
     from vault_pipeline.config import load_settings
-    from vault_pipeline.llm import CallLog
-    from vault_pipeline.vault import STATE_DIR, Vault
+    from vault_pipeline.models.llm import CallLog
+    from vault_pipeline.vault.files import STATE_DIR, Vault
 
     vault = Vault.open(vault_path)
     settings = load_settings(vault.root, os.environ)
@@ -49,14 +49,14 @@ def _open(vault_path: Path):
 
 
 def _llm(settings, model: str, log):
-    from vault_pipeline.llm import build_llm
+    from vault_pipeline.models.llm import build_llm
 
     return build_llm(model, api_base=settings.api_base, log=log)
 
 
 def _embedder(settings):
-    from vault_pipeline.embed import build_embedder
-    from vault_pipeline.llm import litellm_embed
+    from vault_pipeline.models.embed import build_embedder
+    from vault_pipeline.models.llm import litellm_embed
 
     return build_embedder(settings.embed_model, embed_fn=partial(litellm_embed, api_base=settings.api_base))
 
@@ -91,7 +91,7 @@ def _table(title: str, rows: list[tuple], headers: tuple[str, ...]):
 @app.command()
 def init(path: Annotated[Path, typer.Argument(help="Folder to make a vault (an Obsidian vault works).")]) -> None:
     """Create the vault folders and <vault>/vault.toml (existing files are left alone)."""
-    from vault_pipeline.vault import Vault
+    from vault_pipeline.vault.files import Vault
 
     vault = Vault.init(path)
     out.print(f"vault ready at {vault.root}")
@@ -154,7 +154,7 @@ def keep(notes: Annotated[Optional[list[str]], typer.Argument(help="Note ids, fi
          force: Annotated[bool, typer.Option(help="Keep named notes even if they fail the gate.")] = False,
          wait: WaitOpt = 0) -> None:
     """Promote notes to engrams (also picks up notes flipped to `status: kept` in Obsidian)."""
-    from vault_pipeline.keep import keep as run_keep
+    from vault_pipeline.ingest.keep import keep as run_keep
 
     vault, _, _ = _open(vault_path)
     report = run_keep(vault, targets=list(notes or []), all_passing=all_passing, force=force, wait=wait)
@@ -215,7 +215,7 @@ def query_cmd(text: Annotated[Optional[str], typer.Argument(help="The prompt to 
               wide: Annotated[Optional[int], typer.Option(help="Candidates retrieved before the floor and gate.")] = None) -> None:
     """Build a small, precise, cited context package for a prompt."""
     from vault_pipeline.pipeline import query as run_query
-    from vault_pipeline.query import FunnelConfig
+    from vault_pipeline.retrieve.funnel import FunnelConfig
 
     queries = _batch_queries(batch) if batch else [(text or "", intent)]
     if not batch and not (text or "").strip():
@@ -272,7 +272,7 @@ def _trace_table(package):
 def status(vault_path: VaultOpt = Path("."),
            lint: Annotated[bool, typer.Option(help="List heading levels with more than four bullets.")] = False) -> None:
     """Notes per folder, tier, status and category; index freshness; which models are remote."""
-    from vault_pipeline.llm import is_remote
+    from vault_pipeline.models.llm import is_remote
     from vault_pipeline.pipeline import status as run_status
 
     vault, settings, _ = _open(vault_path)
@@ -357,7 +357,7 @@ def check_cmd(vault_path: VaultOpt = Path("."),
     """Find broken frontmatter, dangling links and block links, duplicate ids, stale index rows, temp files."""
     from dataclasses import asdict
 
-    from vault_pipeline.check import check
+    from vault_pipeline.index.check import check
 
     vault, settings, _ = _open(vault_path)
     report = check(vault, embedder=_embedder(settings) if fix else None, fix=fix)
@@ -417,7 +417,7 @@ def _demo_clean(vault, settings, log, embedder) -> None:
 
 def _demo_queries(vault, settings, log, embedder, path: Path) -> None:
     from vault_pipeline.pipeline import query as run_query
-    from vault_pipeline.query import FunnelConfig
+    from vault_pipeline.retrieve.funnel import FunnelConfig
 
     queries = _batch_queries(path) if path.is_file() else [("Can we talk about peer review for our paper?", None)]
     packages = run_query(vault, queries, embedder=embedder, llm_plan=_llm(settings, settings.extract_model, log),
@@ -436,9 +436,9 @@ def gate_calibrate(labels: Annotated[Path, typer.Argument(help="Labels JSONL (se
                    vault_path: Annotated[Optional[Path], typer.Option("--vault", "-v", help="Take the gate model and embedder from this vault's vault.toml.")] = None,
                    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON line.")] = False) -> None:
     """Measure the fit-gate at two intent altitudes and sweep the similarity floor on labelled candidates."""
-    from vault_pipeline.calibrate import calibrate, load_labels
+    from vault_pipeline.retrieve.calibrate import calibrate, load_labels
     from vault_pipeline.config import load_settings
-    from vault_pipeline.llm import CallLog
+    from vault_pipeline.models.llm import CallLog
 
     items = load_labels(labels)
     if vault_path is not None:

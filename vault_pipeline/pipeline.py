@@ -14,11 +14,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vault_pipeline.errors import ModelError, ParseError, VaultError
-from vault_pipeline.extract import Extraction, extract_conversation, group_threads, map_thread
-from vault_pipeline.llm import StructuredLLM
-from vault_pipeline.notes import Note, atomic_note, session_note, thread_note, topic_hub
-from vault_pipeline.parse import Conversation, ParseIssue, read_export
-from vault_pipeline.vault import Vault
+from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread
+from vault_pipeline.models.llm import StructuredLLM
+from vault_pipeline.ingest.notes import atomic_note, session_note, thread_note, topic_hub
+from vault_pipeline.vault.note import Note
+from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
+from vault_pipeline.vault.files import Vault
 
 Progress = Callable[[int, int | None, str], None]
 
@@ -210,7 +211,7 @@ def _write(vault: Vault, note: Note, report: IngestReport) -> None:
 def index(vault: Vault, embedder, *, progress: Progress | None = None, rebuild: bool = False,
           verify: bool = False, wait: float = 0):
     """Bring the derived index in line with the vault (incremental by content hash)."""
-    from vault_pipeline.index import sync
+    from vault_pipeline.index.sync import sync
 
     def report_progress(done: int, total: int) -> None:
         if progress:
@@ -223,8 +224,8 @@ def index(vault: Vault, embedder, *, progress: Progress | None = None, rebuild: 
 def query(vault: Vault, queries: Iterable[tuple[str, str | None]], *, embedder, llm_plan: StructuredLLM,
           llm_gate: StructuredLLM, config=None) -> Iterable:
     """Answer each (query, intent) with a context package; the index is opened once for all."""
-    from vault_pipeline.index import Index
-    from vault_pipeline.query import run_query
+    from vault_pipeline.index.sync import Index
+    from vault_pipeline.retrieve.funnel import run_query
 
     if hasattr(embedder, "preload"):
         embedder.preload()  # the model loads while LanceDB is imported and the index opened
@@ -249,10 +250,10 @@ class VaultStatus:
 
 def status(vault: Vault, *, lint: bool = False) -> VaultStatus:
     """Notes per folder; tier/status/category counts from the index; index freshness; optional lint."""
-    from vault_pipeline.index import Index
-    from vault_pipeline.index_store import MANIFEST_FILE, opened_manifest
+    from vault_pipeline.index.sync import Index
+    from vault_pipeline.index.store import MANIFEST_FILE, opened_manifest
     from vault_pipeline.errors import IndexStateError
-    from vault_pipeline.vault import STATE_DIR
+    from vault_pipeline.vault.files import STATE_DIR
 
     paths = vault.iter_note_paths()
     result = VaultStatus(folders=Counter(p.split("/", 1)[0] if "/" in p else "(vault root)" for p in paths))
@@ -284,7 +285,7 @@ def _pending(vault: Vault, paths: list[str], entries: dict) -> dict[str, int]:
 
 
 def _lint(vault: Vault, paths: list[str]) -> list[tuple[str, str, int]]:
-    from vault_pipeline.chunk import lint_levels
+    from vault_pipeline.index.chunk import lint_levels
     from vault_pipeline.errors import FrontmatterError
 
     findings = []
@@ -310,8 +311,8 @@ def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress
 
 
 def _plan_held(vault: Vault, embedder, llm: StructuredLLM, progress: Progress | None):
-    from vault_pipeline.clean import plan
-    from vault_pipeline.index import Index, sync
+    from vault_pipeline.clean.plan import plan
+    from vault_pipeline.index.sync import Index, sync
 
     def report_progress(done: int, total: int) -> None:
         if progress:
@@ -323,8 +324,8 @@ def _plan_held(vault: Vault, embedder, llm: StructuredLLM, progress: Progress | 
 
 def clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None, wait: float = 0):
     """Plan and apply the sweep (journaled, undoable), then re-sync the index."""
-    from vault_pipeline.clean_apply import apply_held
-    from vault_pipeline.index import sync
+    from vault_pipeline.clean.apply import apply_held
+    from vault_pipeline.index.sync import sync
 
     # One lock across plan, apply and re-index: no other writer slips in between the steps.
     with vault.lock("clean", wait=wait):
@@ -335,8 +336,8 @@ def clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | No
 
 def undo_clean(vault: Vault, run_id: str, *, embedder=None, wait: float = 0):
     """Restore every file a sweep run changed, byte for byte (files changed since are left alone)."""
-    from vault_pipeline.clean_apply import undo_held
-    from vault_pipeline.index import sync
+    from vault_pipeline.clean.apply import undo_held
+    from vault_pipeline.index.sync import sync
 
     with vault.lock("undo", wait=wait):
         report = undo_held(vault, run_id)

@@ -1,0 +1,394 @@
+"""The cleaning sweep: plan, apply and undo (seed 004, "The engram lifecycle").
+
+``plan`` reads every active atomic note (the vault is the truth; the index gives the
+vectors; the caller syncs the index first), builds candidate pairs (``candidates.py``:
+vector neighbours combined with a lexical signal), has them judged (``judge.py``) and
+turns the judgements into ordered actions. Nothing is written. ``apply`` performs a plan
+through ``vault.py`` under the vault lock, skipping any note edited since planning, and
+journals every touched file; ``undo`` puts every file back, byte for byte, unless it
+changed after the run. Policy, in the order the plan applies it:
+
+* duplicates: judged-duplicate pairs form clusters (transitively); each cluster keeps one
+  canonical note - provenance first (a kept engram never yields to a chat note), then the
+  richer note (more source messages, a Context line), then the newer, then the id - which
+  absorbs the others' source message ids, related links and tags; the others are archived
+  with ``duplicate_of``.
+* contradictions: the newer note supersedes the older (``supersedes`` / ``superseded_by``);
+  the older is archived, kept as a record. Each note is superseded once, by its nearest newer
+  contradictor, so May 3 -> May 10 -> May 17 stays a chain. When the older note has better
+  provenance (a kept engram against a provisional chat note), or the two cannot be ordered in
+  time, the plan relates them instead and says why.
+* related: both notes get a ``related`` link when the pair's cosine clears the embedder's
+  related floor (HIPPOCAMPUS' 0.7-0.9 "related" band, re-measured for our embedders).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import PurePosixPath
+from typing import Any, Protocol, assert_never
+
+import numpy as np
+
+from vault_pipeline.clean.pairs import Candidate, CandidateSettings, candidate_pairs
+from vault_pipeline.clean.apply import ARCHIVE, CleanReport, UndoReport, apply, as_list, link_stem, undo
+from vault_pipeline.errors import VaultError
+from vault_pipeline.clean.judge import (Contradiction, Duplicate, PairText, Related, Relation, Unrelated, judge_pairs,
+                                  parse_claim, relation_name)
+from vault_pipeline.models.llm import StructuredLLM
+from vault_pipeline.vault.note import TIER_WEIGHTS, note_tier
+from vault_pipeline.vault.files import Vault
+
+__all__ = ["Action", "CleanReport", "Plan", "SweepNote", "UndoReport", "apply", "load_notes", "plan", "undo"]
+
+Progress = Callable[[int, int], None]
+PARALLEL_READ_FROM = 20_000  # notes; below this a process pool costs more than it saves
+# HIPPOCAMPUS (seed 003, 4.5a) merges above cosine 0.9 and links 0.7-0.9. Re-measured for
+# MiniLM on short atomic notes (benchmarks/bench_clean.py, 10,000 notes): same-subject related
+# pairs p5 0.64 / p10 0.67 / median 0.82; duplicates median 0.92; different-subject look-alikes
+# median 0.82, p90 0.90. So cosine never merges here (a >0.9 rule would merge ~10% of look-alikes
+# and miss half the duplicates: the judge decides), and the band keeps only its lower edge: a
+# judged-related pair is linked when its cosine is >= 0.60 (~p3 of true relations); below that
+# the relation is too loose to be worth an edge. Unknown embedders get a permissive 0.30.
+RELATED_FLOOR = {"minilm-l6-v2-int8": 0.60}
+DEFAULT_RELATED_FLOOR = 0.30
+
+
+class VectorSource(Protocol):
+    """What the sweep needs of the index: one vector per active atomic note."""
+
+    def all_vectors(self) -> tuple[list[str], list[str], np.ndarray]:
+        """(note ids, paths, unit float32 vectors)."""
+        ...
+
+
+# --------------------------------------------------------------------------- notes
+
+
+@dataclass(frozen=True)
+class SweepNote:
+    """What the sweep knows of one atomic note, read from the vault at planning time."""
+
+    id: str
+    path: str
+    stem: str
+    text: str            # the claim sentence
+    context: str         # the Context: line, if any
+    created: str
+    status: str
+    tier: str
+    messages: tuple[str, ...]
+    related: frozenset[str]  # stems linked in ``related``
+    sha256: str
+    category: str = ""
+
+    @property
+    def provenance(self) -> tuple[float, bool]:
+        """Tier weight, then kept-ness: a kept engram outranks everything."""
+        return TIER_WEIGHTS.get(self.tier, 0.0), self.status == "kept"
+
+
+def _claim(body: str) -> tuple[str, str]:
+    """The claim sentence and the Context: qualifier of an atomic note's body."""
+    sentence, context = "", ""
+    for line in (raw.strip() for raw in body.splitlines()):
+        if line.lower().startswith("context:"):
+            context = context or line.split(":", 1)[1].strip()
+        elif line and not sentence and not line.lower().startswith("source:") and not line.startswith("#"):
+            sentence = line
+    return sentence, context
+
+
+def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sha: str) -> SweepNote | None:
+    """A SweepNote, or None when the note is not an active atomic note (archived, superseded ...)."""
+    inactive = fm.get("status") == "archived" or fm.get("superseded_by") or fm.get("duplicate_of")
+    if fm.get("type") != "atomic" or inactive or relpath.startswith(f"{ARCHIVE}/"):
+        return None
+    source = fm.get("source") if isinstance(fm.get("source"), dict) else {}
+    sentence, context = _claim(body)
+    return SweepNote(id=str(fm.get("id") or note_id), path=relpath, stem=PurePosixPath(relpath).stem,
+                     text=sentence, context=context, created=str(fm.get("created") or ""),
+                     status=str(fm.get("status") or ""), tier=note_tier(dict(fm), relpath),
+                     messages=tuple(str(m) for m in as_list(source.get("messages"))),
+                     related=frozenset(link_stem(v) for v in as_list(fm.get("related"))), sha256=sha,
+                     category=str(fm.get("category") or ""))
+
+
+def load_notes(vault: Vault, ids: Sequence[str], paths: Sequence[str]) -> tuple[list[SweepNote], list[int], list[str]]:
+    """Read the indexed notes from disk: (active atomic notes, their index rows, skip reasons)."""
+    items = list(zip(ids, paths))
+    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, 4)
+    if len(items) < PARALLEL_READ_FROM or workers < 2 or not sys.platform.startswith("linux"):
+        results = _read_notes(str(vault.root), items)
+    else:
+        # YAML parsing holds the GIL, so processes, not threads. Forked, not spawned: spawn
+        # re-imports the caller's __main__ (an unguarded script would recurse). The children
+        # only read and parse note files; they never touch LanceDB or its threads.
+        size = -(-len(items) // (workers * 4))
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="lancedb fork support", category=RuntimeWarning)
+            with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+                results = [r for part in pool.map(_read_notes, [str(vault.root)] * len(chunks), chunks)
+                           for r in part]
+    notes, rows, skipped = [], [], []
+    for row, (note, why) in enumerate(results):
+        if why:
+            skipped.append(why)
+        elif note is not None and note.text:
+            notes.append(note)
+            rows.append(row)
+    return notes, rows, skipped
+
+
+def _read_notes(root: str, items: Sequence[tuple[str, str]]) -> list[tuple[SweepNote | None, str]]:
+    """(note or None, skip reason) per (id, path); module-level so a worker process can run it."""
+    vault, out = Vault(root), []
+    for note_id, relpath in items:
+        try:
+            fm, body, sha = vault.read(relpath)
+        except (OSError, VaultError) as exc:
+            out.append((None, f"{relpath}: unreadable or gone since the last index sync ({exc}); "
+                              "run `vault index`"))
+            continue
+        out.append((_sweep_note(note_id, relpath, fm, body, sha), ""))
+    return out
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class Action:
+    """One planned change; ``notes`` is [canonical, *others] | [newer, older] | [a, b]."""
+
+    action: str  # "duplicate" | "supersede" | "relate"
+    notes: tuple[str, ...]
+    reason: str
+    paths: Mapping[str, str]
+    expected_sha256: Mapping[str, str]
+    canonical: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` shape: action, notes, reason, then the extra keys apply needs."""
+        out: dict[str, Any] = {"action": self.action, "notes": list(self.notes), "reason": self.reason}
+        if self.canonical:
+            out["canonical"] = self.canonical
+        out["paths"] = dict(self.paths)
+        out["expected_sha256"] = dict(self.expected_sha256)
+        return out
+
+
+@dataclass
+class Plan:
+    """Ordered actions plus what the sweep looked at and left alone."""
+
+    actions: list[Action] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: int = 0
+    candidates: int = 0
+    judged: Counter = field(default_factory=Counter)
+    judgements: list[tuple[str, str, str]] = field(default_factory=list)  # (older id, newer id, relation)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    seconds: float = 0.0
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The plan as printed by ``vault clean --dry-run --json``."""
+        return [action.to_dict() for action in self.actions]
+
+
+@dataclass(frozen=True)
+class _Judged:
+    older: SweepNote
+    newer: SweepNote
+    relation: Relation
+    cosine: float
+
+
+def plan(vault: Vault, index: VectorSource, llm: StructuredLLM, *, progress: Progress | None = None,
+         settings: CandidateSettings = CandidateSettings()) -> Plan:
+    """Candidates -> judgements -> ordered actions; reads only, writes nothing."""
+    clock = _Clock()
+    ids, paths, vectors = index.all_vectors()
+    notes, rows, skipped = load_notes(vault, ids, paths)
+    result = Plan(skipped=skipped, notes=len(notes))
+    vectors = np.asarray(vectors, dtype=np.float32)[rows] if rows else np.zeros((0, 1), np.float32)
+    clock.lap(result, "read")
+    cands = [c for c in candidate_pairs([parse_claim(n.text).stems for n in notes], vectors, settings)
+             if not _linked(notes[c.a], notes[c.b])]  # linked pairs were judged related before
+    result.candidates = len(cands)
+    clock.lap(result, "candidates")
+    judged = _judge(llm, notes, cands, result, progress)
+    clock.lap(result, "judge")
+    floor = RELATED_FLOOR.get(str(getattr(index, "meta", {}).get("embedder", "")), DEFAULT_RELATED_FLOOR)
+    result.actions = _actions(judged, floor, result.skipped)
+    clock.lap(result, "actions")
+    result.seconds = round(sum(result.timings.values()), 3)
+    return result
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self, plan: Plan, stage: str) -> None:
+        """Record the seconds since the last lap under ``stage``."""
+        now = time.perf_counter()
+        plan.timings[stage] = round(now - self.last, 3)
+        self.last = now
+
+
+def _linked(a: SweepNote, b: SweepNote) -> bool:
+    return b.stem in a.related and a.stem in b.related
+
+
+def _order(a: SweepNote, b: SweepNote) -> tuple[SweepNote, SweepNote]:
+    return (a, b) if (_time(a), a.id) <= (_time(b), b.id) else (b, a)
+
+
+def _time(note: SweepNote) -> float:
+    try:
+        stamp = datetime.fromisoformat(note.created.replace("Z", "+00:00"))
+    except ValueError:
+        return float("-inf")
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _judge(llm: StructuredLLM, notes: list[SweepNote], cands: list[Candidate], result: Plan,
+           progress: Progress | None) -> list[_Judged]:
+    pairs, meta = [], {}
+    for n, cand in enumerate(cands):
+        older, newer = _order(notes[cand.a], notes[cand.b])
+        key = f"p{n}"
+        meta[key] = (older, newer, cand.cosine)
+        pairs.append(PairText(key, _shown(older), _shown(newer), older.created, newer.created))
+    verdicts = judge_pairs(llm, pairs, progress=progress)
+    for key, why in verdicts.failed.items():
+        result.skipped.append(f"{meta[key][0].id} / {meta[key][1].id}: {why}; left as they are")
+    out = []
+    for key, relation in verdicts.relations.items():
+        older, newer, cosine = meta[key]
+        result.judged[relation_name(relation)] += 1
+        result.judgements.append((older.id, newer.id, relation_name(relation)))
+        out.append(_Judged(older, newer, relation, cosine))
+    return out
+
+
+def _shown(note: SweepNote) -> str:
+    return f"{note.text}\nContext: {note.context}" if note.context else note.text
+
+
+def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Action]:
+    """Duplicates first, then supersessions, then links; each note archived at most once."""
+    dups = [j for j in judged if isinstance(j.relation, Duplicate)]
+    actions, alias = _duplicate_actions(dups)
+    archived = set(alias)
+    supersede: dict[str, list[tuple[SweepNote, SweepNote, str]]] = {}
+    relate: dict[tuple[str, str], tuple[SweepNote, SweepNote, str]] = {}
+    loose = 0
+    for j in sorted(judged, key=lambda j: (j.older.id, j.newer.id)):
+        older, newer = _order(alias.get(j.older.id, j.older), alias.get(j.newer.id, j.newer))
+        if older.id == newer.id:
+            continue
+        match j.relation:
+            case Duplicate() | Unrelated():
+                continue
+            case Contradiction(reasoning=why) if "topic" in (older.category, newer.category):
+                # A topic names what a conversation is about; it is not a claim a newer one replaces.
+                relate.setdefault((older.id, newer.id), (older, newer, f"topics, not claims: {why}"))
+            case Contradiction(reasoning=why):
+                _contradiction(older, newer, why, supersede, relate)
+            case Related(reasoning=why, downgraded=downgraded):
+                if downgraded:
+                    relate[(older.id, newer.id)] = (older, newer, f"model said contradiction, downgraded "
+                                                                  f"to related: {downgraded}. {why}")
+                elif j.cosine >= floor:
+                    relate.setdefault((older.id, newer.id), (older, newer, why))
+                else:
+                    loose += 1
+            case _:
+                assert_never(j.relation)
+    for older_id in sorted(supersede):
+        newer, older, why = min(supersede[older_id], key=lambda t: (_time(t[0]), t[0].id))
+        archived.add(older_id)
+        actions.append(_action("supersede", [newer, older], f"{newer.id} supersedes {older.id}: {why}"))
+    for (a_id, b_id), (a, b, why) in sorted(relate.items()):
+        if a_id in archived or b_id in archived or _linked(a, b):
+            continue
+        actions.append(_action("relate", sorted([a, b], key=lambda n: n.id), why))
+    if loose:
+        skipped.append(f"{loose} related pair(s) below the related floor (cosine {floor:.2f}) not linked")
+    return actions
+
+
+def _contradiction(older: SweepNote, newer: SweepNote, why: str, supersede: dict, relate: dict) -> None:
+    """Plan a supersession unless time or provenance says the older note must stay."""
+    if _time(older) == _time(newer):
+        relate[(older.id, newer.id)] = (older, newer, f"contradiction, but both notes have the same "
+                                                      f"creation time, so neither can supersede: {why}")
+    elif older.provenance > newer.provenance:
+        relate[(older.id, newer.id)] = (older, newer, f"contradiction, but {older.id} ({older.tier}, "
+                                                      f"{older.status}) outranks the newer {newer.id} "
+                                                      f"({newer.tier}, {newer.status}) by provenance; "
+                                                      f"not archived, review: {why}")
+    else:
+        supersede.setdefault(older.id, []).append((newer, older, why))
+
+
+def _duplicate_actions(dups: list[_Judged]) -> tuple[list[Action], dict[str, SweepNote]]:
+    """Union-find clusters of duplicates, one action per cluster, and member -> canonical."""
+    parent: dict[str, str] = {}
+    by_id: dict[str, SweepNote] = {}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    reasons: dict[str, str] = {}
+    for j in dups:
+        for note in (j.older, j.newer):
+            by_id[note.id] = note
+            parent.setdefault(note.id, note.id)
+        parent[find(j.newer.id)] = find(j.older.id)
+        reasons.setdefault(j.newer.id, j.relation.reasoning)
+    clusters: dict[str, list[SweepNote]] = {}
+    for note_id in sorted(parent):
+        clusters.setdefault(find(note_id), []).append(by_id[note_id])
+    actions, alias = [], {}
+    for members in sorted(clusters.values(), key=lambda m: m[0].id):
+        canon = min(members, key=_canonical_key)
+        others = [m for m in members if m.id != canon.id]
+        alias.update({m.id: canon for m in others})
+        why = next((reasons[m.id] for m in members if m.id in reasons), "")
+        actions.append(_action("duplicate", [canon, *others], f"{len(members)} notes state one claim; "
+                               f"{canon.id} kept ({_why_canonical(canon, others)}). {why}", canonical=canon.id))
+    return actions, alias
+
+
+def _canonical_key(note: SweepNote) -> tuple:
+    weight, kept = note.provenance
+    return (-weight, not kept, -len(note.messages), not note.context, -_time(note), note.id)
+
+
+def _why_canonical(canon: SweepNote, others: list[SweepNote]) -> str:
+    if any(o.provenance < canon.provenance for o in others):
+        return f"provenance: {canon.tier}, {canon.status}"
+    if any(len(o.messages) < len(canon.messages) or (canon.context and not o.context) for o in others):
+        return "richer: more source messages or a Context line"
+    return "newer" if any(_time(o) < _time(canon) for o in others) else "lowest id"
+
+
+def _action(kind: str, notes: list[SweepNote], reason: str, canonical: str = "") -> Action:
+    return Action(kind, tuple(n.id for n in notes), reason, {n.id: n.path for n in notes},
+                  {n.id: n.sha256 for n in notes}, canonical)

@@ -1,0 +1,155 @@
+"""`vault check`: find what is broken in a vault without touching a user's note.
+
+Reports notes whose frontmatter does not parse, wikilinks and block links that resolve to
+nothing, ids used by more than one file, index rows whose file changed or vanished, and temp
+files left by an interrupted write. ``fix=True`` repairs only what is ours to repair: it
+removes stale temp files and re-syncs the index with every file re-hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from vault_pipeline.errors import FrontmatterError
+from vault_pipeline.index.sync import sync
+from vault_pipeline.index.store import MANIFEST_FILE, opened_manifest
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.files import STATE_DIR, Vault
+
+_LINK = re.compile(r"(?<!`)\[\[([^\]|#^]*)(?:#\^?([^\]|]*))?(?:\|[^\]]*)?\]\]")
+_BLOCK = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
+_TEMP = re.compile(r"^\..+\.vp-tmp-(\d+)$")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+
+
+@dataclass
+class CheckReport:
+    """Every problem found, by kind; ``fixed`` lists what ``--fix`` repaired."""
+
+    notes: int = 0
+    invalid: list[tuple[str, str]] = field(default_factory=list)
+    dangling_links: list[tuple[str, str]] = field(default_factory=list)
+    dangling_blocks: list[tuple[str, str]] = field(default_factory=list)
+    duplicate_ids: dict[str, list[str]] = field(default_factory=dict)
+    index_mismatches: list[tuple[str, str]] = field(default_factory=list)
+    temp_files: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> int:
+        """How many problems were found (before any fix)."""
+        return (len(self.invalid) + len(self.dangling_links) + len(self.dangling_blocks)
+                + len(self.duplicate_ids) + len(self.index_mismatches) + len(self.temp_files))
+
+
+@dataclass
+class _Scan:
+    stems: dict[str, str] = field(default_factory=dict)  # file stem -> relpath
+    blocks: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    links: list[tuple[str, str, str]] = field(default_factory=list)  # (from, target, block)
+    ids: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    files: set[str] = field(default_factory=set)  # every file name in the vault, attachments too
+
+
+def check(vault: Vault, *, embedder=None, fix: bool = False) -> CheckReport:
+    """Check every note and the index; with ``fix``, remove stale temp files and re-sync the index."""
+    report, scan = CheckReport(), _Scan()
+    paths = vault.iter_note_paths()
+    report.notes = len(paths)
+    for relpath in paths:
+        _scan_note(vault, relpath, scan, report)
+    scan.files = {name for _, _, names in os.walk(vault.root) for name in names}
+    _resolve_links(scan, report)
+    report.duplicate_ids = {i: sorted(p) for i, p in sorted(scan.ids.items()) if len(p) > 1}
+    report.temp_files = _temp_files(vault)
+    report.index_mismatches = _index_mismatches(vault, paths)
+    if fix:
+        _fix(vault, report, embedder)
+    return report
+
+
+def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> None:
+    stem = PurePosixPath(relpath).stem
+    scan.stems.setdefault(stem, relpath)
+    try:
+        text = (vault.root / relpath).read_text(encoding="utf-8")
+        frontmatter, body = split_frontmatter(text, relpath)
+    except (FrontmatterError, UnicodeDecodeError, OSError) as exc:
+        report.invalid.append((relpath, str(getattr(exc, "reason", exc))))
+        return
+    if frontmatter.get("id"):
+        scan.ids[str(frontmatter["id"])].append(relpath)
+    prose = _FENCE.sub("", body)
+    scan.blocks[stem].update(_BLOCK.findall(prose))
+    scan.links += [(relpath, target.strip(), block.strip()) for target, block in _LINK.findall(prose)]
+
+
+def _resolve_links(scan: _Scan, report: CheckReport) -> None:
+    for source, target, block in scan.links:
+        if not target:
+            continue  # [[#^block]] points into the same note; Obsidian resolves it there
+        name = PurePosixPath(target).name
+        stem = name[:-3] if name.endswith(".md") else name
+        if stem not in scan.stems:
+            if "." in name and not name.endswith(".md") and name in scan.files:
+                continue  # an attachment such as ![[diagram.png]]
+            report.dangling_links.append((source, target))
+        elif block and block not in scan.blocks.get(stem, set()):
+            report.dangling_blocks.append((source, f"{target}#^{block}"))
+
+
+def _temp_files(vault: Vault) -> list[str]:
+    """Temp files of our atomic writes whose writing process is gone."""
+    found = []
+    for folder, dirs, names in os.walk(vault.root):
+        dirs[:] = [d for d in dirs if d not in (".git", ".trash")]
+        for name in names:
+            match = _TEMP.match(name)
+            if match and not _alive(int(match.group(1))):
+                found.append(str((Path(folder) / name).relative_to(vault.root)))
+    return sorted(found)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _index_mismatches(vault: Vault, paths: list[str]) -> list[tuple[str, str]]:
+    """Index manifest entries whose file is gone or whose content hash no longer matches."""
+    manifest_path = vault.root / STATE_DIR / MANIFEST_FILE
+    if not manifest_path.exists():
+        return []
+    with opened_manifest(manifest_path) as manifest:
+        entries = manifest.entries()
+    present, out = set(paths), []
+    for relpath, entry in sorted(entries.items()):
+        if relpath not in present:
+            out.append((relpath, "indexed but gone from the vault"))
+            continue
+        digest = hashlib.sha256((vault.root / relpath).read_bytes()).hexdigest()
+        if digest != entry.sha256:
+            out.append((relpath, "changed since it was indexed"))
+    out += [(p, "not indexed yet") for p in sorted(present - set(entries))]
+    return out
+
+
+def _fix(vault: Vault, report: CheckReport, embedder) -> None:
+    for relpath in report.temp_files:
+        (vault.root / relpath).unlink(missing_ok=True)  # our own leftover, never a user's note
+        report.fixed.append(f"removed stale temp file {relpath}")
+    if embedder is not None and report.index_mismatches:
+        with vault.lock("check --fix"):
+            result = sync(vault, embedder, verify=True)
+        report.fixed.append(f"re-synced the index: {result.embedded_notes} note(s) re-embedded, "
+                            f"{result.removed} removed, {result.repaired} repaired")

@@ -1,0 +1,402 @@
+"""The derived index: an incremental, self-checking sync from the vault into LanceDB.
+
+``sync`` walks the vault, skips files whose size and mtime match the manifest, hashes the
+rest, and re-chunks and re-embeds only what changed (a chunk whose text did not change keeps
+its vector, so a status flip or a move to archive/ costs no embedding). Rows are replaced per
+batch with one delete predicate and one add. Every run first checks the table against the
+manifest (seed 004: index integrity belongs in the ingestion path, after a migration once welded
+ids to other rows' content): a table moved on since the last finished sync, or whose row count
+disagrees with the manifest, is checked path by path and row by row; a path that disagrees is
+re-embedded and reported as repaired. ``--verify`` forces the full check.
+
+The reading side, ``Index`` and ``Row``, and the storage details live in ``index_store.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vault_pipeline.index.chunk import Chunk, chunks_for_note
+from vault_pipeline.models.embed import Embedder, l2_normalise
+from vault_pipeline.errors import FrontmatterError, ModelError
+from vault_pipeline.index.store import (CONTENT_COLUMNS, INDEX_DIR, LAYOUT_COLUMNS, MANIFEST_FILE, SCHEMA_VERSION,
+                                        TABLE, ChunkTable, Index, Manifest, ManifestEntry, Row, connect,
+                                        content_faults, layout_faults, opened_manifest, rows_table, table_exists,
+                                        text_key, to_json_list, vectors_of)
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.note import iso, note_tier
+from vault_pipeline.vault.files import STATE_DIR, Vault
+
+__all__ = ["Index", "IndexReport", "Row", "sync", "user_note_id", "note_columns"]
+
+Progress = Callable[[int, int], None]
+
+EMBED_CALL = 256  # texts per embed call: large enough to keep the model busy, small for progress
+BATCH_CHUNKS = 2048  # chunks per write batch: one delete predicate and one add per batch
+BATCH_NOTES = 4096  # notes per batch, so notes without chunks still flush
+
+
+@dataclass
+class IndexReport:
+    """What a sync looked at, embedded, removed and repaired, and how long it took."""
+
+    embedder: str = ""
+    scanned: int = 0  # note files in the vault
+    unchanged: int = 0  # files left as they were (stat or content hash matched)
+    added: int = 0
+    changed: int = 0
+    moved: int = 0  # same note id at a new path
+    removed: int = 0  # files whose rows were dropped (gone from the vault, or now unreadable)
+    repaired: int = 0  # paths whose rows disagreed with the manifest, rewritten or dropped
+    embedded_notes: int = 0  # notes with at least one chunk sent to the embedder
+    embedded_chunks: int = 0  # texts sent to the embedder
+    reused_chunks: int = 0  # rewritten chunks whose text was unchanged, so their vector was kept
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    repairs: list[tuple[str, str]] = field(default_factory=list)  # (path, fault found)
+    rebuilt: bool = False
+    rebuild_reason: str = ""
+    # "version": the table is as the last sync left it; "layout": rows per path checked against the
+    # manifest; "layout+content": every row's check recomputed too.
+    integrity: str = "layout"
+    optimized: bool = False  # compaction and index refresh ran (after large or many writes)
+    ann_index_built: bool = False
+    rows: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0  # inside the embedder; the rest of ``seconds`` is the pipeline's own cost
+
+
+@dataclass
+class _Note:
+    """A parsed file ready to be written: its rows' shared columns, chunks, and what it replaces."""
+
+    entry: ManifestEntry
+    columns: dict[str, Any]
+    chunks: list[Chunk]
+    kind: str  # added | changed | moved | repaired
+    replaces: tuple[str, ...]  # paths whose rows this write deletes
+    reuse_from: tuple[str, ...]  # paths whose rows may lend vectors for unchanged texts
+
+
+def sync(vault: Vault, embedder: Embedder, *, progress: Progress | None = None,
+         rebuild: bool = False, verify: bool = False) -> IndexReport:
+    """Bring the index in line with the vault (the caller holds ``vault.lock("index")``)."""
+    started = time.perf_counter()
+    report = IndexReport(embedder=embedder.name)
+    state = Path(vault.root) / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    loading = embedder.preload() if hasattr(embedder, "preload") else None  # overlaps LanceDB's import
+    try:
+        _sync(vault, embedder, state, report, progress, rebuild, verify)
+    finally:
+        if loading is not None:
+            loading.join()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _sync(vault: Vault, embedder: Embedder, state: Path, report: IndexReport, progress: Progress | None,
+          rebuild: bool, verify: bool) -> None:
+    with opened_manifest(state / MANIFEST_FILE) as manifest:
+        identity = {"embedder": embedder.name, "dim": str(int(embedder.dim)), "schema_version": str(SCHEMA_VERSION)}
+        db = connect(state / INDEX_DIR)
+        reason = _rebuild_reason(manifest.meta(), identity, db, rebuild)
+        if reason:
+            _reset(db, manifest)
+            report.rebuilt, report.rebuild_reason = True, reason
+        manifest.set_meta(**identity)
+        table = ChunkTable(db, int(embedder.dim), identity)
+        meta = manifest.meta()
+        _Run(vault, embedder, table, manifest, report, progress).execute(meta, verify)
+        updates = table.finish(meta, force=report.rebuilt or verify or not meta.get("table_version"))
+        report.optimized, report.ann_index_built = table.optimized, "ann_rows" in updates
+        report.rows = table.count()
+        manifest.set_meta(**updates, table_version=table.version,
+                          last_sync=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def _rebuild_reason(meta: dict[str, str], identity: dict[str, str], db, requested: bool) -> str:
+    """Why the index must be rebuilt from scratch, or '' (vectors of two embedders never mix)."""
+    exists = table_exists(db)
+    if requested:
+        return "requested"
+    if not meta.get("embedder"):
+        return "index has no recorded embedder (manifest missing)" if exists else ""
+    for key, label in (("schema_version", "index schema version"), ("embedder", "embedder"), ("dim", "dimension")):
+        if meta.get(key) != identity[key]:
+            return f"{label} changed: {meta.get(key)} -> {identity[key]}"
+    if not exists:
+        return "index table missing"
+    stored = db.open_table(TABLE).schema.field("vector").type.list_size
+    return "" if str(stored) == identity["dim"] else f"table holds {stored}-d vectors, embedder gives {identity['dim']}"
+
+
+def _reset(db, manifest: Manifest) -> None:
+    """Drop the table and forget every indexed file."""
+    if table_exists(db):
+        db.drop_table(TABLE)
+    manifest.clear()
+
+
+def user_note_id(relpath: str) -> str:
+    """The id of a note without one in its frontmatter: stable for its path."""
+    return "u-" + hashlib.sha256(relpath.encode("utf-8")).hexdigest()[:12]
+
+
+class _Run:
+    """One sync: plan from stats, then read, parse, chunk, embed and write in batches."""
+
+    def __init__(self, vault: Vault, embedder: Embedder, table: ChunkTable, manifest: Manifest,
+                 report: IndexReport, progress: Progress | None):
+        self.root = Path(vault.root)
+        self.vault, self.embedder, self.table, self.manifest = vault, embedder, table, manifest
+        self.report, self.progress = report, progress
+        self.entries: dict[str, ManifestEntry] = {}
+        self.faults: dict[str, str] = {}
+        self.owners: dict[str, str] = {}  # note id -> the path that holds it
+        self.gone_by_id: dict[str, str] = {}  # note id -> a path that left the vault
+        self.batch: list[_Note] = []
+        self.batch_chunks = 0
+        self.moved_from: set[str] = set()
+        self.drop: set[str] = set()  # indexed paths now unreadable: rows and entries go
+        self.touch: list[ManifestEntry] = []  # same content, new stat
+        self.done = self.total = 0
+
+    def execute(self, meta: dict[str, str], verify: bool) -> None:
+        """Check integrity, plan, process every candidate file, then drop what left the vault."""
+        self.entries = self.manifest.entries()
+        self.faults = self._integrity(meta, verify)
+        paths = self.vault.iter_note_paths()
+        present = set(paths)
+        self.report.scanned = len(paths)
+        gone = {p for p in self.entries if p not in present}
+        self.gone_by_id = {self.entries[p].note_id: p for p in sorted(gone) if p not in self.faults}
+        self.owners = {e.note_id: p for p, e in self.entries.items() if p in present and p not in self.faults}
+        candidates = self._candidates(paths, verify)
+        self.total = len(candidates)
+        for relpath, st, kind in candidates:
+            self._consider(relpath, st, kind)
+            if len(self.batch) >= BATCH_NOTES or self.batch_chunks >= BATCH_CHUNKS:
+                self._flush()
+        self._flush()
+        self._finish(gone, present)
+
+    def _integrity(self, meta: dict[str, str], verify: bool) -> dict[str, str]:
+        """Faulty paths. A table at the version the last finished sync recorded, holding as many
+        rows as the manifest vouches for, is as that sync left it: nothing to scan. Otherwise the
+        layout (rows per path against the manifest), plus every row's content check when asked or
+        when the table changed behind the manifest's back (another writer, or a crash mid-sync)."""
+        full = verify or meta.get("table_version") != str(self.table.version)
+        if not full and self.table.count() == sum(e.chunks for e in self.entries.values()):
+            self.report.integrity = "version"
+            return {}
+        faults = layout_faults(self.table.scan(LAYOUT_COLUMNS), self.entries)
+        if full:
+            self.report.integrity = "layout+content"
+            for path, reason in content_faults(self.table.scan(CONTENT_COLUMNS)).items():
+                faults.setdefault(path, reason)
+        return faults
+
+    def _candidates(self, paths: list[str], verify: bool) -> list[tuple[str, os.stat_result, str]]:
+        """Files to read: new, faulty, or with a changed stat (all of them when verifying)."""
+        out = []
+        root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)  # stat by relative path: no joins
+        try:
+            for relpath in paths:
+                try:
+                    st = os.stat(relpath, dir_fd=root)
+                except OSError as exc:
+                    self._skip(relpath, f"cannot stat: {exc.strerror or exc}")
+                    continue
+                entry = self.entries.get(relpath)
+                if relpath in self.faults:
+                    out.append((relpath, st, "repaired"))
+                elif entry is None:
+                    out.append((relpath, st, "added"))
+                elif verify or (entry.size, entry.mtime_ns) != (st.st_size, st.st_mtime_ns):
+                    out.append((relpath, st, "changed"))
+                else:
+                    self.report.unchanged += 1
+        finally:
+            os.close(root)
+        return out
+
+    def _consider(self, relpath: str, st: os.stat_result, kind: str) -> None:
+        """Read and hash one candidate; queue it for writing unless its content is unchanged."""
+        try:
+            data = (self.root / relpath).read_bytes()
+        except OSError as exc:
+            self._skip(relpath, f"cannot read: {exc.strerror or exc}")
+            return self._advance(1)
+        sha = hashlib.sha256(data).hexdigest()
+        entry = self.entries.get(relpath)
+        if kind == "changed" and entry is not None and entry.sha256 == sha:
+            self.report.unchanged += 1
+            if (entry.size, entry.mtime_ns) != (st.st_size, st.st_mtime_ns):
+                self.touch.append(ManifestEntry(relpath, entry.note_id, sha, st.st_size, st.st_mtime_ns, entry.chunks))
+            return self._advance(1)
+        note = self._parse(relpath, data, sha, st, kind)
+        if note is None:
+            return self._advance(1)
+        self.batch.append(note)
+        self.batch_chunks += len(note.chunks)
+
+    def _parse(self, relpath: str, data: bytes, sha: str, st: os.stat_result, kind: str) -> _Note | None:
+        """Frontmatter, id, chunks and row columns of one file (None, reported, if unreadable)."""
+        try:
+            frontmatter, body = split_frontmatter(data.decode("utf-8"), relpath)
+        except UnicodeDecodeError:
+            return self._skip(relpath, "not UTF-8 text")
+        except FrontmatterError as exc:
+            # One line per file: YAML errors span several lines with their context marks.
+            return self._skip(relpath, " ".join(exc.reason.split()))
+        note_id = str(frontmatter.get("id") or "").strip() or user_note_id(relpath)
+        owner = self.owners.get(note_id)
+        if owner is not None and owner != relpath:
+            return self._skip(relpath, f"id {note_id} is already used by {owner}")
+        self._claim(relpath, note_id)
+        moved_from = self.gone_by_id.pop(note_id, None) if relpath not in self.entries else None
+        if moved_from is not None:
+            self.moved_from.add(moved_from)
+            kind = "moved" if kind == "added" else kind
+        had_rows = relpath in self.entries or relpath in self.faults
+        replaces = tuple(p for p in (relpath if had_rows else None, moved_from) if p)
+        # A repair never trusts the old rows, not even for vectors.
+        reuse = () if kind == "repaired" else tuple(p for p in replaces if p not in self.faults)
+        chunks = chunks_for_note(note_id, body)
+        entry = ManifestEntry(relpath, note_id, sha, st.st_size, st.st_mtime_ns, len(chunks))
+        return _Note(entry, note_columns(frontmatter, relpath), chunks, kind, replaces, reuse)
+
+    def _claim(self, relpath: str, note_id: str) -> None:
+        """Make ``relpath`` the owner of ``note_id``, releasing the id it had before."""
+        old = self.entries.get(relpath)
+        if old is not None and self.owners.get(old.note_id) == relpath:
+            del self.owners[old.note_id]
+        self.owners[note_id] = relpath
+
+    def _skip(self, relpath: str, reason: str) -> None:
+        """Report a file we cannot index; rows it had before are dropped with it."""
+        self.report.skipped.append((relpath, reason))
+        if relpath in self.entries or relpath in self.faults:
+            self.drop.add(relpath)
+
+    def _advance(self, n: int) -> None:
+        self.done += n
+        if self.progress is not None and n:
+            self.progress(self.done, self.total)
+
+    def _flush(self) -> None:
+        """Embed what the batch needs, replace its rows (one delete, one add), then record it."""
+        batch, self.batch, self.batch_chunks = self.batch, [], 0
+        if not batch:
+            return
+        texts = [c.text for n in batch for c in n.chunks]
+        vectors, embedded = self._vectors(batch, texts)
+        self.table.delete_paths(p for n in batch for p in n.replaces)
+        self.table.add(rows_table([(n.entry, n.columns, n.chunks) for n in batch], vectors, self.table.dim))
+        # The manifest moves only after the rows are written: a crash in between leaves rows
+        # the manifest does not vouch for, which the next run's integrity check repairs.
+        self.manifest.apply(upserts=[n.entry for n in batch],
+                            deletes=[p for n in batch for p in n.replaces if p != n.entry.relpath])
+        self._count(batch, embedded)
+
+    def _vectors(self, batch: list[_Note], texts: list[str]) -> tuple[np.ndarray, set[int]]:
+        """Vectors for ``texts``: carried over where the text is unchanged, embedded otherwise."""
+        pool: dict[str, np.ndarray] = {}
+        sources = [p for n in batch for p in n.reuse_from]
+        if sources:
+            old = self.table.scan(("text", "vector"), sources)
+            pool = dict(zip(map(text_key, old["text"].to_pylist()), vectors_of(old["vector"], self.table.dim)))
+        out = np.zeros((len(texts), self.table.dim), dtype=np.float32)
+        need = []
+        for i, text in enumerate(texts):
+            vector = pool.get(text_key(text)) if pool else None
+            if vector is None:
+                need.append(i)
+            else:
+                out[i] = vector
+        # Length-sorted calls keep padding small for transformer embedders.
+        need.sort(key=lambda i: (len(texts[i]), i))
+        shown = 0
+        for start in range(0, len(need), EMBED_CALL):
+            rows = need[start:start + EMBED_CALL]
+            out[rows] = self._embed([texts[i] for i in rows])
+            reached = len(batch) * (start + len(rows)) // len(need)
+            self._advance(reached - shown)
+            shown = reached
+        self._advance(len(batch) - shown)
+        return out, set(need)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """One embed call, validated at the boundary."""
+        started = time.perf_counter()
+        vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        self.report.embed_seconds += time.perf_counter() - started
+        if vectors.shape != (len(texts), self.table.dim) or not np.isfinite(vectors).all():
+            raise ModelError("embed", self.embedder.name,
+                             f"expected {len(texts)} finite vectors of {self.table.dim} dims, got {vectors.shape}")
+        return l2_normalise(vectors)
+
+    def _count(self, batch: list[_Note], embedded: set[int]) -> None:
+        start = 0
+        for note in batch:
+            n = len(note.chunks)
+            hits = sum(1 for j in range(start, start + n) if j in embedded)
+            start += n
+            self.report.embedded_notes += 1 if hits else 0
+            self.report.embedded_chunks += hits
+            self.report.reused_chunks += n - hits
+            if note.kind == "repaired":
+                self.report.repairs.append((note.entry.relpath, self.faults[note.entry.relpath]))
+            else:
+                setattr(self.report, note.kind, getattr(self.report, note.kind) + 1)
+
+    def _finish(self, gone: set[str], present: set[str]) -> None:
+        """Drop rows of files gone or unreadable, and of paths only the table knew."""
+        left = (gone - self.moved_from) | self.drop
+        orphans = {p for p in self.faults if p not in present and p not in self.entries}
+        self.table.delete_paths(left | orphans)
+        self.manifest.apply(upserts=self.touch, deletes=left)
+        self.report.removed += len(left)
+        self.report.repairs.extend((p, self.faults[p]) for p in orphans)
+        self.report.repairs.sort()
+        self.report.repaired = len(self.report.repairs)
+
+
+def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:
+    """The row columns a note's chunks share, from its frontmatter and folder."""
+    source = frontmatter.get("source") if isinstance(frontmatter.get("source"), dict) else {}
+    archived = relpath.startswith("archive/")  # the archive folder is out of default retrieval
+    status = _text(frontmatter.get("status")) or ("archived" if archived else "")
+    superseded_by, duplicate_of = _text(frontmatter.get("superseded_by")), _text(frontmatter.get("duplicate_of"))
+    messages = source.get("messages") or []
+    return {
+        "type": _text(frontmatter.get("type")), "tier": note_tier(frontmatter, relpath), "status": status,
+        "category": _text(frontmatter.get("category")), "speaker": _text(frontmatter.get("speaker")),
+        "created": iso(frontmatter.get("created")),
+        "source_kind": _text(frontmatter.get("source_kind") or source.get("kind")),
+        "source_conversation": _text(frontmatter.get("source_conversation") or source.get("conversation")),
+        "source_messages": to_json_list(messages if isinstance(messages, list) else [messages]),
+        "superseded_by": superseded_by, "duplicate_of": duplicate_of,
+        # Default retrieval leaves out archived, superseded and duplicate notes.
+        "active": not archived and status != "archived" and not superseded_by and not duplicate_of,
+    }
+
+
+def _text(value: Any) -> str:
+    """A frontmatter value as one string (dates as ISO, lists comma-joined, None as '')."""
+    if value is None:
+        return ""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_text(v) for v in value if v is not None)
+    return str(value).strip()

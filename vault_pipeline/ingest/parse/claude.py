@@ -1,0 +1,88 @@
+"""Claude.ai ``conversations.json``: text from ``content`` blocks, branches from parent_message_uuid."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from vault_pipeline.ingest.parse.common import clean_id, clean_text, from_iso, need, type_name
+from vault_pipeline.ingest.parse.types import Conversation, Message, RecordError
+
+ROOT = "00000000-0000-4000-8000-000000000000"
+_ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conversation]:
+    """One Claude conversation record -> [Conversation]; RecordError when unusable, ``notes`` for bad messages."""
+    raw = need(record, "chat_messages", list, "conversation")
+    conv_id = clean_id(need(record, "uuid", str))
+    if conv_id is None:
+        raise RecordError("'uuid' is blank")
+    items = []
+    for i, item in enumerate(raw):
+        if isinstance(item, dict):
+            items.append(item)
+        else:
+            notes.append(f"chat_messages[{i}] is {type_name(item)}, not an object; skipped")
+    branch = _main_branch(items)
+    messages = tuple(m for m in (_message(item) for item in branch) if m is not None)
+    if not messages:
+        raise RecordError("no user or assistant messages")
+    on_branch = {id(item) for item in branch}
+    alternates = sum(1 for item in items if id(item) not in on_branch and _message(item) is not None)
+    return [Conversation(kind="claude", id=conv_id, title=clean_id(record.get("name")) or "Untitled conversation",
+                         created=from_iso(record.get("created_at")),
+                         updated=from_iso(record.get("updated_at")), messages=messages, source=source,
+                         thread=_project(record), alternates=alternates)]
+
+
+def _project(record: dict) -> str | None:
+    """The project uuid, if the export gives one (``project_uuid`` or ``project.uuid``)."""
+    value = record.get("project_uuid")
+    project = record.get("project")
+    if not isinstance(value, str) and isinstance(project, dict):
+        value = project.get("uuid")
+    return clean_id(value)
+
+
+def _main_branch(items: list[dict]) -> list[dict]:
+    """The path back from the newest leaf when messages carry parents; else the list as given."""
+    if not any(isinstance(item.get("parent_message_uuid"), str) for item in items):
+        return items  # older exports: a linear list (a null parent everywhere means the same)
+    by_id = {item["uuid"]: item for item in items if isinstance(item.get("uuid"), str)}
+    parents = {item["parent_message_uuid"] for item in items if isinstance(item.get("parent_message_uuid"), str)}
+    leaves = [i for i, item in enumerate(items) if item.get("uuid") not in parents]
+    newest = max(leaves or range(len(items)), key=lambda i: (from_iso(items[i].get("created_at")) or _NEVER, i))
+    path: list[dict] = []
+    seen: set[int] = set()
+    item: dict | None = items[newest]
+    while item is not None and id(item) not in seen:
+        seen.add(id(item))
+        path.append(item)
+        parent = item.get("parent_message_uuid")
+        item = by_id.get(parent) if isinstance(parent, str) and parent != ROOT else None
+    return path[::-1]
+
+
+def _message(item: dict) -> Message | None:
+    """A user/assistant turn with visible text; None otherwise."""
+    role = _ROLES.get(item.get("sender")) if isinstance(item.get("sender"), str) else None
+    msg_id = clean_id(item.get("uuid"))
+    if role is None or msg_id is None:
+        return None
+    text = _text(item)
+    if not text:
+        return None
+    return Message(id=msg_id, role=role, speaker=role, text=text, created=from_iso(item.get("created_at")))
+
+
+def _text(item: dict) -> str:
+    """Only ``text`` blocks: the top-level text can glue the thinking block to the answer."""
+    content = item.get("content")
+    if isinstance(content, list):
+        blocks = [clean_text(b["text"]) for b in content
+                  if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+        return "\n\n".join(b for b in blocks if b)
+    text = item.get("text")
+    return clean_text(text) if isinstance(text, str) else ""

@@ -1,0 +1,170 @@
+"""Detect an export's format by content, peeking only at the start of the file."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from vault_pipeline.errors import ParseError
+from vault_pipeline.ingest.parse.types import Kind
+
+TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
+PEEK = 1 << 16
+MAX_PEEK = 1 << 23  # LoCoMo puts a long "qa" list before "conversation": look that far, no further
+# Leading records can be broken and lack the telling keys; this many undecided ones in a row mean "unknown".
+MAX_UNDECIDED = 32
+EMPTY = "empty"  # a top-level [] : nothing to read, nothing to detect
+# Companions of the conversations in ChatGPT / Claude exports: not conversations, not worth an issue.
+# Claude's projects.json (project documents, resource-tier material) is skipped for now, not yet ingested.
+IGNORED_NAMES = frozenset({"users.json", "user.json", "memories.json", "projects.json", "message_feedback.json",
+                           "shared_conversations.json", "model_comparisons.json", "chat.html",
+                           "conversation_templates.json", "user_settings.json"})
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def detect_kind(path: str | Path) -> Kind:
+    """A file's format from its suffix (transcripts) or its first records' keys; a folder or zip: its first export's."""
+    path = Path(path)
+    if path.is_dir():
+        return _folder_kind(path)
+    if path.suffix.lower() in TEXT_SUFFIXES:
+        return "transcript"
+    try:
+        if path.suffix.lower() == ".zip" or (path.suffix.lower() != ".json" and zipfile.is_zipfile(path)):
+            found = _zip_kind(path)
+        else:
+            with path.open("rb") as fh:
+                found = detect_stream(fh.read, str(path))
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ParseError(path, f"cannot read: {exc}") from None
+    if found == EMPTY:
+        raise ParseError(path, "an empty JSON array: nothing to detect")
+    return found  # type: ignore[return-value]
+
+
+def _folder_kind(folder: Path) -> Kind:
+    """The kind of the first export file in a folder (sorted order), as for a zip."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
+                   and p.name.lower() not in IGNORED_NAMES and p.suffix.lower() in TEXT_SUFFIXES | {".json", ".zip"})
+    for file in files:
+        try:
+            return detect_kind(file)
+        except ParseError:
+            continue
+    raise ParseError(folder, "no ChatGPT, Claude, LoCoMo or transcript file in the folder")
+
+
+def _zip_kind(path: Path) -> str:
+    """The kind of the first conversations file in an export zip (sorted order)."""
+    with zipfile.ZipFile(path) as archive:
+        names = sorted(n for n in archive.namelist() if n.lower().endswith(".json")
+                       and n.rsplit("/", 1)[-1].lower() not in IGNORED_NAMES)
+        for name in names:
+            with archive.open(name) as raw:
+                try:
+                    return detect_stream(raw.read, f"{path}!{name}")
+                except ParseError:
+                    continue
+    raise ParseError(path, "no ChatGPT, Claude or LoCoMo conversations file in the zip")
+
+
+def detect_stream(read: Callable[[int], bytes], source: str) -> str:
+    """A Kind (or EMPTY) from the head of a byte stream; ParseError when it is no known export."""
+    head = b""
+    while True:
+        more = read(max(PEEK, len(head)))  # the head doubles: re-scanning it stays linear overall
+        head += more
+        text = head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+        if not text.startswith(("[", "{")):
+            raise ParseError(source, "not a recognised export (not JSON, not a .md/.txt transcript)")
+        kind, final = kind_from_head(text)
+        if kind is not None:
+            return kind
+        if final or not more or len(head) >= MAX_PEEK:
+            raise ParseError(source, "JSON of an unknown shape (expected a ChatGPT, Claude or LoCoMo export)")
+
+
+def kind_from_head(text: str) -> tuple[str | None, bool]:
+    """(Kind, EMPTY or None; whether more text could not change it) from the records in a file's head."""
+    undecided = 0
+    for keys, complete in record_keys(text):
+        kind = kind_from_keys(keys)
+        if kind is not None:
+            return kind, True
+        if not complete:
+            return None, False
+        undecided += 1
+        if undecided >= MAX_UNDECIDED:
+            return None, True
+    return None, True
+
+
+def kind_from_keys(keys: set[str] | None) -> str | None:
+    """The Kind the first record's keys show, EMPTY for an empty array, None while undecided."""
+    if keys is None:
+        return EMPTY
+    if "mapping" in keys or "current_node" in keys:
+        return "chatgpt"
+    if "chat_messages" in keys:
+        return "claude"
+    if "conversation" in keys and ("qa" in keys or "sample_id" in keys):
+        return "locomo"
+    return None
+
+
+def record_keys(text: str) -> Iterator[tuple[set[str] | None, bool]]:
+    """Keys of each record in ``[{...}, ...]``, ``{"conversations": [{...}, ...]}`` or a lone ``{...}``, in order.
+
+    Yields (keys, whether the record was seen to its end); keys is None for an empty list. The last
+    record yielded may be cut short by the end of ``text``.
+    """
+    stack: list[tuple[str, int]] = []
+    top: set[str] = set()
+    rec: set[str] = set()
+    rec_depth, last_top, expect_key, i = 0, "", False, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            match = _STRING.match(text, i)
+            if match is None:
+                break  # the head ends inside a string
+            if expect_key and len(stack) == 1:
+                last_top = match.group()[1:-1]
+                top.add(last_top)
+            elif expect_key and len(stack) == rec_depth:
+                rec.add(match.group()[1:-1])
+            i = match.end()
+            continue
+        if ch in "{[":
+            stack.append((ch, i))
+            if ch == "{" and not rec_depth and _is_record_start([c for c, _ in stack], last_top):
+                rec_depth = len(stack)
+            expect_key = ch == "{"
+        elif ch in "}]":
+            if len(stack) == rec_depth:
+                yield rec, True
+                rec, rec_depth = set(), 0
+            elif not rec_depth and ch == "]" and _is_record_list([c for c, _ in stack], last_top) \
+                    and not text[stack[-1][1] + 1:i].strip():
+                yield None, True  # the list closed before any record
+                return
+            elif len(stack) == 1:
+                yield (top if ch == "}" else set()), True  # a lone top-level object is itself the record
+                return
+            stack.pop()
+            expect_key = False
+        elif ch in ",:":
+            expect_key = ch == "," and bool(stack) and stack[-1][0] == "{"
+        i += 1
+    yield (rec if rec_depth else top), False
+
+
+def _is_record_list(stack: list[str], last_top: str) -> bool:
+    return stack == ["["] or (stack == ["{", "["] and last_top == "conversations")
+
+
+def _is_record_start(stack: list[str], last_top: str) -> bool:
+    return _is_record_list(stack[:-1], last_top) and stack[-1] == "{"

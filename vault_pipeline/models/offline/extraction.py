@@ -1,0 +1,293 @@
+"""Offline extraction, summaries and thread maps: deterministic rules, no model.
+
+A baseline so the pipeline runs with no key: sentence segmentation, category cues per clause,
+compression to 15 words, decisions only from the user's turns. Real quality needs a model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vault_pipeline.models.offline.text import as_context, compress, count_words, finish, sentences
+
+_PLEASANTRY = re.compile(
+    r"^(sure|certainly|of course|absolutely|great|thanks|thank you|you're welcome|hi|hello|hey|ok|okay|"
+    r"good question|great question|no problem|glad to help|happy to help|good luck|happy coding|cheers|"
+    r"graag gedaan|geen probleem|natuurlijk|zeker|bedankt|dank je|dank u|hallo|succes|kind regards|best regards|"
+    r"warm regards|regards|sincerely|best wishes|met vriendelijke groet(?:en)?|groeten)\b[^.!?]*[.!?]?$"
+    r"|^(i hope (this|that|these) helps?|hopefully this helps|let me know if|feel free to|here is|here's|"
+    r"here are|below is|below are|i'd be happy to|i'm happy to|i would be happy to|i'd be glad to|"
+    r"i would be glad to|i'm glad to|i am glad to|i can help|ik hoop dat|laat me weten|"
+    r"hier is|hier zijn)\b", re.I)
+# Assistant turns that only manage the conversation: offers, sign-posts.
+_META = re.compile(r"^(would you like|do you want me to|shall i|should i|want me to|if you(?:'d| would) like|"
+                   r"if you want|i can also|let me|let's (?:break|go through|go over|walk|take a look|look|start|dive)|"
+                   r"i'll (?:explain|show|walk|provide|give|help|outline|break|go through|write|now)|"
+                   r"i will (?:explain|show|walk|provide|give|help|outline|break|go through|write|now))\b", re.I)
+# The user talking about the chat itself ("I will give you part of my CV"): no decision.
+_USER_META = re.compile(r"^(i will|i'll|i am going to|i'm going to|next,? i will|i want you to|you will|now i will)"
+                        r"\s+(give|provide|send|share|paste|show|tell|ask|upload|copy|post|write|act|describe|"
+                        r"explain)\b", re.I)
+# A hedge outranks every other cue: PROVISIONAL exists so an exploratory idea is never tightened.
+_HEDGE = re.compile(r"\b(maybe|perhaps|might|possibly|probably|what if|i wonder|wondering|not sure|unsure|"
+                    r"i'm considering|i am considering|thinking about|could be|i guess|i suppose)\b"
+                    r"|(?<!\bwe )(?<!\byou )(?<!\bi )(?<!\bthey )\bcould\b(?! you\b)", re.I)
+# A decision cue opens the sentence, or follows one short lead-in clause ("For the index, we'll use X").
+_DECISION = re.compile(r"^(?:[^,.?!]{0,60},\s*)?(?:then |so |ok |okay |now |for now |instead )?"
+                       r"(i'll|i will|we'll|we will|let's|let us|i decided|we decided|i've decided|"
+                       r"we've decided|going with|go with|i want to use|we chose|i chose|i'm going to|"
+                       r"we're going to|i choose|we choose|i prefer to use|my choice is|i settled on)\b", re.I)
+_USER_ACTION = re.compile(r"^(todo|to do|next step|remember to|please|don't forget|make sure)\b|"
+                          r"^.{0,30}\b(i need to|we need to|i have to|we have to|i must|we must|i should|we should)\b",
+                          re.I)
+_ASSISTANT_ACTION = re.compile(r"\b(you should|you need to|you'll need to|you will need to|you must|you have to|"
+                               r"make sure|remember to|don't forget)\b|^(run|install|create|add|configure|set|use|"
+                               r"open|make|check|write|update|remove|define|import|start|stop|enable|disable|"
+                               r"replace|edit|change|click|navigate|select|save|copy|enter)\b", re.I)
+_CONSTRAINT = re.compile(r"\b(must|must not|cannot|can't|can not|(?<!not )only|at most|at least|never|required|"
+                         r"requires|deadline|no more than|no later than|limits?|limited to|not allowed|should not|"
+                         r"shouldn't|mandatory|maximum|minimum)\b", re.I)
+_IDEA = re.compile(r"\b(idea|how about|we could|you could|i could|one option|an option|another option|"
+                   r"alternatively|consider|i recommend|i suggest|i'd suggest|i would recommend|i'd recommend|"
+                   r"it's worth|it is worth|a good approach|a better approach)\b", re.I)
+_ASKS_USER = re.compile(r"^(do|does|did|are|is|have|has|can|could|what|which|how|where|when|who|will)\b.*"
+                        r"\b(you|your|you're|you've)\b", re.I)
+_LETTER_WORD = re.compile(r"[^\W\d_]{2,}", re.UNICODE)
+_MARKUP = re.compile(r"</?[a-zA-Z][\w-]*(?:\s[^>]*)?/?>|\{[{%$*#/]|\{(?:if|else|foreach|block|include)\b")
+# Code pasted without a fence: imports, arrows, $variables, quoted value lists, SQL rows and columns.
+_CODE = re.compile(r"^[Ff]rom [\w.]+ import\b|\w->\w|\w::\w+\(|\)\s*=>|\$[a-z_]\w*\s*(?:=|\[)|'\s*,\s*'"
+                   r"|(?-i:\bVALUES\s*\()|\b(?:var)?char\(\d+\)|\b(?:int|integer|bigint|datetime|date|text|decimal|"
+                   r"boolean|bool)\s+(?:not\s+)?null\b", re.I)
+_LOWER_AFTER_HEDGE = frozenset("the a an this that these those it its it's that's there's here's we we'll you you'll "
+                               "they there our your their some any each one use add try run make keep if for when "
+                               "in on with to after before then also another such as by from be".split())
+
+
+def classify(sentence: str, role: str) -> str | None:
+    """The category of one sentence from its cues; None for an assistant question that asks nothing."""
+    if _HEDGE.search(sentence):
+        return "provisional"
+    if sentence.rstrip("\"'”’)]").endswith("?"):
+        return "open-question" if role == "user" or _ASKS_USER.match(sentence) else None
+    if role == "user":
+        if _DECISION.search(sentence):
+            return "decision"
+        if _USER_ACTION.search(sentence):
+            return "action-item"
+    elif _ASSISTANT_ACTION.search(sentence):
+        return "action-item"
+    if _CONSTRAINT.search(sentence):
+        return "constraint"
+    if _IDEA.search(sentence) or (role == "assistant" and _DECISION.search(sentence)):
+        return "idea"  # what the assistant proposes is an idea; only the user decides
+    return "fact"
+
+
+def _is_prose(text: str) -> bool:
+    """At least two real words, mostly words rather than numbers or symbols, and no markup or template code."""
+    tokens = text.split()
+    wordy = sum(1 for t in tokens if _LETTER_WORD.search(t))
+    if wordy < 2 or wordy < 0.6 * len(tokens) or _MARKUP.search(text) or _CODE.search(text):
+        return False
+    return sum(text.count(c) for c in "{}<>;=$|") <= 2
+
+
+def _hedged(text: str) -> str:
+    """Keep an exploratory piece tentative after a split cut off its hedge word."""
+    if _HEDGE.search(text):
+        return text
+    first, _, rest = text.partition(" ")
+    common = first.lower() in _LOWER_AFTER_HEDGE or (first[1:].islower() and first.lower().endswith("ing"))
+    first = first.lower() if common else first  # 'Possibly, having X' but 'Possibly, Django X'
+    return f"Possibly, {first} {rest}".rstrip()
+
+
+def _skip(sentence: str, role: str) -> bool:
+    """Pleasantries and conversation management carry no unit of meaning."""
+    if _PLEASANTRY.search(sentence) and count_words(sentence) <= 12:
+        return True
+    return (_META if role == "assistant" else _USER_META).match(sentence) is not None
+
+
+def _units_of(message: Mapping[str, Any]) -> tuple[list[dict], int]:
+    """The units of one message, each clause categorised on its own; (units, hard cuts)."""
+    role = "user" if message.get("role") == "user" else "assistant"
+    units, cuts = [], 0
+    for sentence in sentences(str(message.get("text", ""))):
+        kind = None if _skip(sentence, role) else classify(sentence, role)
+        if kind is None:
+            continue
+        pieces, n = compress(sentence, question=kind == "open-question", limit=13 if kind == "provisional" else 15)
+        cuts += n
+        hedged, first = False, len(units)  # a hedge covers its own clause and the ones after it, not before
+        for piece in pieces:
+            if not _is_prose(piece):
+                continue  # log lines, numbers, stray symbols: no unit of meaning
+            if _qualifies(units, first, piece, kind):
+                continue
+            hedged = hedged or (kind == "provisional" and _HEDGE.search(piece) is not None)
+            text, category = piece, kind if piece.endswith("?") else classify(piece, role) or "fact"
+            if hedged and category != "provisional" and not piece.startswith("This "):
+                text, category = _hedged(piece), "provisional"
+            units.append({"text": text, "category": category, "source_ids": [str(message["id"])],
+                          "speaker": role, "context": None})
+    return units, cuts
+
+
+def _qualifies(units: list[dict], first: int, piece: str, kind: str) -> bool:
+    """Attach a split-off condition ('This applies if X.') to the unit before it from the same sentence.
+
+    A question's purpose ('This is for X.') is attached too; a statement's stays a unit of its own.
+    """
+    qualifier = as_context(piece)
+    if qualifier is None or len(units) <= first or units[-1]["context"] or count_words(qualifier) > 12:
+        return False
+    if kind != "open-question" and not piece.startswith("This applies "):
+        return False
+    units[-1]["context"] = qualifier
+    return True
+
+
+_STOP = frozenset(
+    "that this with from have will your what when where which there their they them then than these those "
+    "would could should about into more most some such also only just like been were here each other make "
+    "using used want need does over very much many well first second example following code file want "
+    "sure thanks please following below above same different because while after before being both needs "
+    "uses makes gives takes helps shows provides include includes "
+    "voor niet maar zijn deze door naar meer ook wordt worden heeft hebben kunnen moet waar want over "
+    "onder tussen zoals omdat alle andere eerste jouw mijn onze".split())
+
+
+def _key_terms(messages: Sequence[Mapping[str, Any]], exclude: set[str]) -> list[tuple[str, str]]:
+    """Up to three (term, first message id) that recur at least three times, most frequent first."""
+    counts: Counter[str] = Counter()
+    forms: dict[str, Counter[str]] = {}
+    first: dict[str, str] = {}
+    for message in messages:
+        for word in re.findall(r"[^\W\d_]{4,}", " ".join(sentences(str(message.get("text", ""))))):
+            key = word.lower()
+            if key in _STOP or key in exclude:
+                continue
+            counts[key] += 1
+            forms.setdefault(key, Counter())[word] += 1
+            first.setdefault(key, str(message["id"]))
+    top = sorted((k for k, n in counts.items() if n >= 3), key=lambda k: (-counts[k], k))[:3]
+    return [(forms[k].most_common(1)[0][0], first[k]) for k in top]
+
+
+def _topics(title: str, messages: list[Mapping[str, Any]], part: int = 1) -> list[dict]:
+    """What the conversation is about, once, in its first part: the title and the words that recur there."""
+    if not messages or part != 1:
+        return []
+    roles = {str(m["id"]): "user" if m.get("role") == "user" else "assistant" for m in messages}
+    first = str(messages[0]["id"])
+    units = []
+    name = " ".join(title.split()[:10]).strip().rstrip(".!?")
+    if name and name.lower() not in ("untitled conversation", "new chat", "untitled"):
+        units.append({"text": finish(f"The conversation is about {name}"), "category": "topic",
+                      "source_ids": [first], "speaker": roles[first], "context": None})
+    terms = _key_terms(messages, {w.lower() for w in re.findall(r"\w+", title)})
+    if terms:
+        names = [t for t, _ in terms]
+        listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+        sentence = f"Recurring terms here are {listed}." if len(names) > 1 else f"A recurring term here is {listed}."
+        source = terms[0][1]
+        units.append({"text": sentence, "category": "topic",
+                      "source_ids": [source], "speaker": roles[source], "context": None})
+    return units
+
+
+def extract_units(variables: Mapping[str, Any]) -> dict:
+    """Every sentence-level unit of the window's messages, compressed and categorised."""
+    messages = list(variables.get("messages", []))
+    units = _topics(str(variables.get("title", "")), messages, int(variables.get("part", 1)))
+    for message in messages:
+        units += _units_of(message)[0]
+    return {"units": units}
+
+
+def truncation_rate(variables: Mapping[str, Any]) -> tuple[int, int]:
+    """(hard cuts, units) for a window: how often compression had to cut at 15 words."""
+    cuts = total = 0
+    for message in variables.get("messages", []):
+        units, n = _units_of(message)
+        cuts, total = cuts + n, total + len(units)
+    return cuts, total
+
+
+SUMMARY_BUDGET = 390  # words; the validator allows 400
+SENTENCE_CAP = 25  # a long sentence enters a crowded summary cut to this many words
+
+
+def summarize(variables: Mapping[str, Any]) -> dict:
+    """An extractive summary: a title line, then the user's asks and the assistant's points in turn order.
+
+    A session that fits is given whole. A longer one fills the budget breadth-first: first
+    sentences before second ones, user turns before assistant turns, turns spread evenly over
+    the session, pleasantries last.
+    """
+    messages = list(variables.get("messages", []))
+    title = " ".join(str(variables.get("title", "")).split()[:20]) or "Untitled conversation"
+    opening = f"Session “{title}”: {len(messages)} turns between the user and the assistant."
+    turns = [("user" if m.get("role") == "user" else "assistant", sentences(str(m.get("text", ""))))
+             for m in messages]
+    budget = SUMMARY_BUDGET - count_words(opening)
+    whole = sum(count_words(s) for _, ss in turns for s in ss) + sum(1 for _, ss in turns if ss)
+    chosen = [list(ss) for _, ss in turns] if whole <= budget else _select(turns, budget)
+    lines = [opening]
+    for (role, _), picked in zip(turns, chosen):
+        if picked:
+            lines.append(("User: " if role == "user" else "Assistant: ") + " ".join(picked))
+    return {"summary": "\n\n".join(lines)}
+
+
+def _select(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:
+    """Greedy fill in priority order; every picked sentence goes back to its place in its turn."""
+    pairs = range((len(turns) + 1) // 2)
+    spread = {p: rank for rank, p in enumerate(sorted(pairs, key=lambda p: (_bit_reverse(p), p)))}
+    candidates = sorted(  # exchanges (a user turn and its answer) spread evenly, the user's ask first
+        ((_skip(s, role) or not _is_prose(s), depth, spread[i // 2], i, depth)
+         for i, (role, ss) in enumerate(turns) for depth, s in enumerate(ss)))
+    picked: dict[int, dict[int, str]] = {}
+    for *_, i, depth in candidates:
+        text = _fit(turns[i][1][depth], SENTENCE_CAP)
+        cost = count_words(text) + (0 if i in picked else 1)  # the "User:" label
+        if cost <= budget:
+            picked.setdefault(i, {})[depth] = text
+            budget -= cost
+        if budget < 3:
+            break
+    return [[picked[i][d] for d in sorted(picked[i])] if i in picked else [] for i in range(len(turns))]
+
+
+def _bit_reverse(i: int, bits: int = 16) -> int:
+    """Van der Corput order: 0, 8, 4, 12, ... visits a long session evenly instead of front first."""
+    return int(format(i % (1 << bits), f"0{bits}b")[::-1], 2)
+
+
+def _fit(sentence: str, limit: int) -> str:
+    """The sentence, or its first ``limit`` words marked as cut."""
+    if count_words(sentence) <= limit:
+        return sentence
+    return " ".join(sentence.split()[:limit]) + " …"
+
+
+_LABEL = re.compile(r"^(?:The )?(?:user|assistant)\s*:\s*", re.I)
+
+
+def thread_map(variables: Mapping[str, Any]) -> dict:
+    """One step per session (its title and first ask, at most 25 words), and the questions it left."""
+    steps, questions = [], []
+    for session in variables.get("sessions", []):
+        summary = sentences(str(session.get("summary", "")))
+        body = [_LABEL.sub("", s) for s in summary if not s.startswith("Session “")]
+        title = str(session.get("title", "")).strip()
+        lead = next((s for s in body if count_words(s) >= 3), "")
+        step = f"{title}: {lead}" if title and lead else (title or lead or "Session held.")
+        steps.append({"session_id": str(session.get("id")), "step": _fit(step, 25)})
+        questions += [s for s in body if s.endswith("?")]
+    return {"title": str(variables.get("title", "")).strip() or "Line of work", "steps": steps,
+            "open_questions": list(dict.fromkeys(questions))}

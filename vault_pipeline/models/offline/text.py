@@ -1,0 +1,320 @@
+"""Text handling for the offline extractor: Markdown cleaning, sentences, compression to 15 words."""
+
+from __future__ import annotations
+
+import re
+
+# The validator's own notions of a word and of a sentence end: the splitter must cut wherever
+# the validator sees a break, or its units would fail validation.
+from vault_pipeline.ingest.extract import count_words, is_abbreviation
+
+MAX_WORDS = 15
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
+_INLINE_CODE = re.compile(r"`([^`]*)`")
+_CITATION = re.compile(r"【[^】]*】")
+_DROPPED_CODE = re.compile(r",?\s*\(\s*\0\s*\)|,\s*\0\s*,|\s*\0")  # a removed long code span and its frame
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|[a-zA-Z]\))\s+")
+_HEADING = re.compile(r"^\s*#{1,6}\s+")
+_BREAK = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[A-Z0-9\"'“‘(\[¿¡]|[^\x00-\x7F])")
+_WORD = re.compile(r"\w", re.UNICODE)
+
+_FILLERS = [
+    (re.compile(r"^(so|well|okay|ok|basically|actually|honestly|also|yes|yeah|alright|great|right|now)\s*,\s*",
+                re.I), ""),
+    (re.compile(r"\bI (?:think|believe|feel) (?:that )?", re.I), ""),
+    (re.compile(r"\b(basically|actually|really|just|simply|quite|very|definitely|certainly)\s+", re.I), ""),
+    (re.compile(r"\bin order to\b", re.I), "to"),
+    (re.compile(r"\bit is important to note that\s+", re.I), ""),
+    (re.compile(r"\b(?:please )?note that\s+|^(?:please )?note:\s*", re.I), ""),
+    (re.compile(r"\bas well as\b", re.I), "and"),
+    (re.compile(r"\bdue to the fact that\b", re.I), "because"),
+    (re.compile(r"\ba (?:large|great) number of\b", re.I), "many"),
+]
+# Strong clause boundaries: ";", ":" before a clause, ", and/but/which/because ...".
+_CLAUSE = re.compile(r";\s+|:\s+(?=\S+\s+\S+\s+\S+)|,\s+(?=(?:and|but|so|which|because|while|whereas|although|or)\b)"
+                     r"|\s+(?=(?:because|whereas|although)\b)", re.I)
+# Softer boundaries, used only when no strong one is left: a comma or a joining word.
+_SOFT = re.compile(r",\s+|\s+(?=(?:and|or|but|then|when|if|where|unless|while|whereas|so that|before|after|"
+                   r"until|because|since|by(?=\s+\w+ing\b)|using|for|en|maar|of)\s)", re.I)
+# "an engine that allows X": 'that' before one of these verbs opens a relative clause ("This allows X").
+_RELATIVE_THAT = re.compile(
+    r"that\s+(?=(?:is|are|was|were|has|have|had|can|could|will|would|should|may|might|must|allows?|lets?|"
+    r"makes?|provides?|supports?|stores?|runs?|uses?|contains?|includes?|helps?|enables?|handles?|requires?|"
+    r"gives?|takes?|keeps?|returns?|creates?|holds?|describes?|defines?|represents?|shows?)\b)", re.I)
+_LEADING_JOIN = re.compile(r"^(?:and|but|so|or|then|also|plus|en|maar|of)\s+(?=\S)", re.I)
+_DEPENDENT = re.compile(r"^(if|when|whenever|once|after|before|unless|until|since|where|depending on|as long as|"
+                        r"provided that|in case|because|so that|to|which|whereas|while|although|though|"
+                        r"even though|by|using|for(?! example| instance))\b\s*", re.I)
+_REORDER = frozenset(("if", "when", "whenever", "once", "after", "before", "unless", "until", "since", "because",
+                      "although", "though", "even though", "as long as", "provided that", "in case", "to", "for"))
+_CAPITALISE = re.compile(r"^[a-z][a-z']*\b")
+_INTERROGATIVE = re.compile(
+    r"^(?:and |or |but |so )?(?:what|which|who|whom|whose|why|how|where|when|is|are|was|were|do|does|did|can|"
+    r"could|should|would|will|shall|may|might|must|have|has|had|am|isn't|aren't|don't|doesn't|didn't|can't|"
+    r"won't|shouldn't|wouldn't|wat|hoe|waarom|welke|wie|waar|wanneer|kan|kun|kunt|kunnen|moet|moeten|zijn|"
+    r"heb|hebben|heeft|wordt|zal|zou)\b", re.I)
+_QUALIFIER = re.compile(r"^This (applies|is for|is to) (.+?)\.$")
+# Same meaning in fewer words, tried only on a sentence still over the limit.
+_TIGHTER = [(re.compile(pattern, re.I), short) for pattern, short in (
+    (r"\bwill have to\b", "must"), (r"\b(?:is|are) able to\b", "can"), (r"\bwas able to\b", "could"),
+    (r"\bmake sure (?:that )?", "ensure "), (r"\ba lot of\b|\blots of\b", "many"), (r"\ba number of\b", "several"),
+    (r"\bprior to\b", "before"), (r"\bwith regard to\b|\bwith respect to\b", "about"),
+    (r"\bfor the purpose of\b", "for"), (r"\bin addition to\b", "besides"), (r"\bat this point in time\b", "now"),
+    (r"\bin the event that\b", "if"), (r"\bthe majority of\b", "most"), (r"\bis capable of\b", "can"))]
+_ARTICLE = re.compile(r"\b(?:the|a|an)\s+(?=\S)", re.I)
+MAX_ARTICLES_DROPPED = 2  # beyond that the sentence reads like a telegram; cut or split instead
+# A hard cut never ends on a word that needs a continuation ("... via a.", "... created as.").
+_DANGLING = frozenset("a an the to of in on at by for with via from into onto near about over under between "
+                      "through during without within across after before like per until upon toward towards around "
+                      "and or but nor as than then that which who whose whom if when while because so this these "
+                      "those their its your our my "
+                      "is are was were be been being has have had do does can could will would should must "
+                      "de het een en of van voor met naar in op aan bij".split())
+
+
+def clean_markdown(text: str) -> list[str]:
+    """Markdown to plain prose lines: code and tables dropped, bullets and headings become lines."""
+    text = _CITATION.sub("", _FENCE.sub("\n", text))
+    lines = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("|") or set(line) <= set("-=*_ >"):
+            continue
+        line = _HEADING.sub("", _BULLET.sub("", line)).lstrip("> ").strip()
+        line = _INLINE_CODE.sub(lambda m: m.group(1) if len(m.group(1)) <= 30 else "\0", line)
+        line = _DROPPED_CODE.sub("", line)  # 'The error, `<long code>`, is ...' -> 'The error is ...'
+        line = _BULLET.sub("", _EMPHASIS.sub(r"\2", _LINK.sub(r"\1", line)))  # "**3. Step**" is a list item too
+        if _WORD.search(line):
+            lines.append(" ".join(line.split()))
+    return lines
+
+
+def _split_line(line: str) -> list[str]:
+    """Cut one line at sentence ends; 'e.g. SQLite', 'Dr. Li', 'v3.5' and initials are not ends."""
+    pieces, start = [], 0
+    for match in _BREAK.finditer(line):
+        head = line[start: match.start()]
+        token = head.rsplit(None, 1)[-1] if head.strip() else ""
+        if line[match.start()] == "." and is_abbreviation(token):
+            continue
+        pieces.append(line[start: match.end()].strip())
+        start = match.end()
+    pieces.append(line[start:].strip())
+    return pieces
+
+
+def sentences(text: str) -> list[str]:
+    """Sentence segmentation of cleaned Markdown: list items and headings are sentences of their own."""
+    return [piece for line in clean_markdown(text) for piece in _split_line(line) if _WORD.search(piece)]
+
+
+def strip_fillers(sentence: str) -> str:
+    """Drop words that carry no meaning ('basically', 'I think that', 'in order to' -> 'to')."""
+    for pattern, replacement in _FILLERS:
+        sentence = pattern.sub(replacement, sentence)
+    return " ".join(sentence.split())
+
+
+def _balance(text: str) -> str:
+    """Drop brackets and quotes left without their partner by a split."""
+    for opening, closing in ("()", "[]", "“”"):
+        if text.count(opening) != text.count(closing):
+            text = text.replace(opening, "").replace(closing, "")
+    if text.count('"') % 2:
+        text = text.replace('"', "")
+    return text
+
+
+_OPENS_QUOTE = re.compile(r"(?:^|[\s(])['‘](?=\w)")
+_CLOSES_QUOTE = re.compile(r"(?<=[\w.!?])['’](?=[\s,.;:!?)]|$)")
+
+
+def _unquote(text: str) -> str:
+    """Drop a quote at either end when it wraps the whole text or has no partner ('White' stays quoted)."""
+    for opening, closing in ("''", '""', "‘’", "“”"):
+        inner = text[1:-1]
+        if len(text) > 2 and text[0] == opening and text[-1] == closing and opening not in inner \
+                and closing not in inner:
+            return inner
+    if text[:1] in "'‘" and not _CLOSES_QUOTE.search(text, 1):
+        text = text[1:]
+    if text[-1:] in "'’" and not _OPENS_QUOTE.search(text[:-1]):
+        text = text[:-1]
+    return text
+
+
+def finish(sentence: str, question: bool = False) -> str:
+    """Capitalised, brackets and quotes balanced, one final '.' (or '?' for a question)."""
+    sentence, previous = sentence.strip().lstrip("#|*>-+ "), None
+    while sentence != previous:  # '...code."' -> '...code.' -> '...code': strip until nothing changes
+        previous = sentence
+        sentence = _unquote(_balance(sentence).strip(" ,;:-–—*_").rstrip(".!?…").strip())
+    if not sentence:
+        return ""
+    if _CAPITALISE.match(sentence):  # leave 'iPhone', 'gRPC', 'numpy.ndarray' alone
+        sentence = sentence[0].upper() + sentence[1:]
+    if not question and re.search(r"\.[\"”’']$", sentence):
+        return sentence  # 'Press "OK."': the period sits inside the closing quote
+    return sentence + ("?" if question else ".")
+
+
+def stand_alone(clause: str) -> str:
+    """Make a split-off clause read as a sentence: 'which X' -> 'This X', 'because X' -> 'This is because X'."""
+    clause = _LEADING_JOIN.sub("", clause.strip())
+    relative = _RELATIVE_THAT.match(clause)
+    if relative:
+        return "This " + clause[relative.end():]
+    match = _DEPENDENT.match(clause)
+    if not match:
+        return clause
+    word, rest = match.group(1).lower(), clause[match.end():]
+    head, comma, main = rest.partition(", ")
+    if comma and word in _REORDER and count_words(main) >= 2:
+        return f"{main} {word} {head}"  # "after X, I will ask" -> "I will ask after X"
+    if word == "which":
+        return f"This {rest}"
+    if word in ("although", "though", "even though"):
+        return f"{rest}, though"
+    if word in ("whereas", "while"):
+        return f"By contrast, {rest}"
+    if word in ("because", "to", "so that", "for"):
+        return f"This is {word} {rest}"
+    if word == "by":
+        return f"This works by {rest}"
+    if word == "using":
+        return f"This uses {rest}"
+    return f"This applies {word} {rest}"
+
+
+def compress(sentence: str, *, question: bool = False, limit: int = MAX_WORDS) -> tuple[list[str], int]:
+    """Split a sentence into sentences of <= ``limit`` words; returns (sentences, hard cuts made).
+
+    A split question stays a question only in its asking pieces ('How do I X?'); its split-off
+    clauses ('This applies if Y.') are statements the caller can attach as context.
+    """
+    pieces, cuts = _split(strip_fillers(sentence), limit)
+    asking = [question and (len(pieces) == 1 or bool(_INTERROGATIVE.match(p))) for p in pieces]
+    if question and not any(asking):
+        asking[0] = True
+    out = [finish(piece, ask) for piece, ask in zip(pieces, asking)]
+    return [o for o in out if o], cuts
+
+
+def as_context(piece: str) -> str | None:
+    """A split-off condition or purpose as a qualifier: 'This applies if X.' -> 'if X'; None for other pieces."""
+    match = _QUALIFIER.match(piece)
+    if not match:
+        return None
+    head, rest = match.group(1), match.group(2)
+    return f"{'' if head.startswith('applies') else head.split()[-1] + ' '}{rest}".strip()
+
+
+def _split(text: str, limit: int, loose: bool = False) -> tuple[list[str], int]:
+    """Clauses first, then the softer boundary nearest the middle, a cut at ``limit`` words last.
+
+    ``loose`` marks a split-off clause: it is made to stand alone, its prefix counted in the limit.
+    """
+    prefix = 2 if loose and _DEPENDENT.match(_LEADING_JOIN.sub("", text.strip())) else 0
+    if count_words(text) + prefix <= limit:
+        return [stand_alone(text) if loose else text], 0
+    parts = _clauses(text)
+    if len(parts) < 2:
+        tight = _tightened(text, limit - prefix)
+        if tight is not None:
+            return [stand_alone(tight) if loose else tight], 0
+        parts = _halves(text) or []
+    if len(parts) < 2:
+        cut = _cut(_reworded(text), limit - prefix)
+        return [stand_alone(cut) if loose else cut], 1
+    lead = _DEPENDENT.match(parts[0]) is not None and not _DEPENDENT.match(parts[1])
+    if lead:
+        parts[0], parts[1] = parts[1], parts[0]  # "If X, Y" -> "Y." + "This applies if X."
+    done = [_split(part, limit, loose or i > 0 or bool(_DEPENDENT.match(part))) for i, part in enumerate(parts)]
+    if lead:  # the condition follows the first piece of its main clause, the piece it qualifies
+        done[0], done[1] = (done[0][0][:1], done[0][1]), (done[1][0] + done[0][0][1:], done[1][1])
+    return [piece for pieces, _ in done for piece in pieces], sum(n for _, n in done)
+
+
+def _clauses(text: str) -> list[str]:
+    """Cut at strong clause boundaries; a colon only after a lead-in of 5+ words ('Consider: X' stays whole).
+
+    A leading dependent clause ends at its first comma: 'If X, Y' -> 'If X' + 'Y'.
+    """
+    lead = _DEPENDENT.match(text)
+    comma = text.find(", ", lead.end()) if lead else -1
+    if comma > 0 and count_words(text[:comma]) >= 3 and count_words(text[comma:]) >= 3:
+        return [text[:comma], *_clauses(text[comma + 2:])]
+    parts, start = [], 0
+    for match in _CLAUSE.finditer(text):
+        if match.group().startswith(":") and count_words(text[start: match.start()]) < 5:
+            continue
+        if match.group().startswith(",") and _in_list(text, match.start()):
+            continue  # "store, search, and analyze" is one clause
+        parts.append(text[start: match.start()])
+        start = match.end()
+    parts.append(text[start:])
+    return [p for p in parts if _WORD.search(p)]
+
+
+def _halves(text: str) -> list[str] | None:
+    """A softer split, at the comma, joining word or relative 'that' nearest the middle, 4+ words a side."""
+    best = None
+    middle = len(text) / 2
+    bounds = [(m.start(), m.end()) for m in _SOFT.finditer(text)]
+    bounds += [(m.start(), m.start()) for m in _RELATIVE_THAT.finditer(text) if text[m.start() - 1: m.start()] == " "]
+    for start, end in sorted(bounds):
+        left, right = text[:start].rstrip(), text[end:]
+        if count_words(left) >= 4 and count_words(right) >= 4:
+            if best is None or abs(start - middle) < abs(best[0] - middle):
+                best = (start, [left, right])
+    return best[1] if best else None
+
+
+def _in_list(text: str, at: int) -> bool:
+    """True for a boundary at ``at`` between the short items of a list ('scalability, speed, and size')."""
+    before = text.rfind(",", 0, at)
+    short_before = before >= 0 and count_words(text[before + 1: at]) <= 3
+    if re.match(r",?\s*(?:and|or|en|of)\s", text[at:], re.I):
+        return short_before
+    after = text.find(",", at + 1)
+    return text[at] == "," and (short_before or (after > 0 and count_words(text[at + 1: after]) <= 3))
+
+
+def _reworded(text: str) -> str:
+    """Wordy phrases in their short forms: 'will have to' -> 'must', 'prior to' -> 'before'."""
+    for pattern, short in _TIGHTER:
+        text = pattern.sub(short, text)
+    return " ".join(text.split())
+
+
+def _tightened(text: str, limit: int) -> str | None:
+    """The same sentence in at most ``limit`` words (short forms, then up to two articles), else None."""
+    text = _reworded(text)
+    for _ in range(MAX_ARTICLES_DROPPED + 1):
+        if count_words(text) <= limit:
+            return text
+        matches = list(_ARTICLE.finditer(text))
+        if not matches:
+            return None
+        last = matches[-1]  # from the end: the subject's article reads most naturally kept
+        text = text[: last.start()] + text[last.end():]
+    return None
+
+
+def _cut(text: str, limit: int) -> str:
+    """Last resort: the first ``limit`` words, ending at a comma when one falls late enough, never on 'a'/'the'."""
+    kept, count = [], 0
+    for word in text.split():
+        count += 1 if _WORD.search(word) else 0
+        if count > limit:
+            break
+        kept.append(word)
+    head = " ".join(kept)
+    comma = head.rfind(",")
+    kept = (head[:comma] if comma > len(head) * 0.6 else head).split()
+    while len(kept) > 3 and kept[-1].lower().strip(",;:") in _DANGLING:
+        kept.pop()
+    return " ".join(kept)

@@ -1,0 +1,227 @@
+"""The fit-gate (funnel step 4): a small model judges each candidate against the intent.
+
+This is the precision stage of seed 004: neither similarity nor provenance can
+exclude a vocabulary-rich off-topic engram, so a separate keep/drop judgement
+runs before provenance ranking. Candidates go to the model in batches (ten per
+call, as LlamaIndex's LLMRerank does), the calls run concurrently, and the answer
+schema puts ``reasoning`` before the verdict.
+
+The gate fails open: a batch whose call raises, never validates, or misses the
+deadline keeps all its candidates, each marked ``FailOpen``; the caller counts
+them and flags the package degraded. Blanking the context on a gate error would be
+worse than an unchecked package.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, assert_never
+
+from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
+
+from vault_pipeline.errors import ModelError
+from vault_pipeline.models.llm import StructuredLLM, check_one_per_key, load_prompt
+
+MAX_WORKERS = 8
+
+
+class GateVerdict(BaseModel):
+    """One candidate's judgement; reasoning comes before the verdict on purpose."""
+
+    key: str
+    reasoning: str
+    verdict: Literal["keep", "drop"]
+    reason: str
+
+    @field_validator("key")
+    @classmethod
+    def _bare_key(cls, value: str) -> str:
+        return value.strip().strip("[]").strip()  # models sometimes echo the "[c01]" brackets
+
+
+class GateVerdicts(BaseModel):
+    """A batch's answer: exactly one verdict per candidate key given in the validation context."""
+
+    verdicts: list[GateVerdict]
+
+    @model_validator(mode="after")
+    def _one_per_key(self, info: ValidationInfo) -> GateVerdicts:
+        check_one_per_key([item.key for item in self.verdicts], info.context, "verdict")
+        return self
+
+
+@dataclass(frozen=True)
+class GateItem:
+    """What the gate sees of one candidate."""
+
+    key: str
+    title: str
+    heading: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Keep:
+    """The gate judged the candidate on-topic."""
+
+    reason: str
+    reasoning: str = ""
+
+
+@dataclass(frozen=True)
+class Drop:
+    """The gate judged the candidate off-topic."""
+
+    reason: str
+    reasoning: str = ""
+
+
+@dataclass(frozen=True)
+class FailOpen:
+    """The gate could not judge (error or timeout); the candidate is kept unchecked."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """The gate did not run for this candidate (gate off, or dropped earlier by the floor)."""
+
+    reason: str
+
+
+GateOutcome = Keep | Drop | FailOpen | Skipped
+
+
+def label(outcome: GateOutcome) -> str:
+    """The trace word for an outcome: keep, drop, fail-open or skipped."""
+    match outcome:
+        case Keep():
+            return "keep"
+        case Drop():
+            return "drop"
+        case FailOpen():
+            return "fail-open"
+        case Skipped():
+            return "skipped"
+        case _:
+            assert_never(outcome)
+
+
+def survives(outcome: GateOutcome) -> bool:
+    """True unless the gate positively dropped the candidate (fail-open keeps)."""
+    match outcome:
+        case Keep() | FailOpen() | Skipped():
+            return True
+        case Drop():
+            return False
+        case _:
+            assert_never(outcome)
+
+
+def reason_of(outcome: GateOutcome) -> str:
+    """The one-line reason shown in the trace."""
+    match outcome:
+        case Keep(reason=r) | Drop(reason=r) | Skipped(reason=r):
+            return r
+        case FailOpen(error=e):
+            return f"gate failed open: {e}"
+        case _:
+            assert_never(outcome)
+
+
+def reasoning_of(outcome: GateOutcome) -> str:
+    """The model's reasoning behind a verdict (empty when the gate did not judge)."""
+    match outcome:
+        case Keep(reasoning=r) | Drop(reasoning=r):
+            return r
+        case FailOpen() | Skipped():
+            return ""
+        case _:
+            assert_never(outcome)
+
+
+def _outcome(verdict: GateVerdict) -> GateOutcome:
+    match verdict.verdict:
+        case "keep":
+            return Keep(verdict.reason, verdict.reasoning)
+        case "drop":
+            return Drop(verdict.reason, verdict.reasoning)
+        case _ as unreachable:
+            assert_never(unreachable)
+
+
+def run_gate(items: Sequence[GateItem], *, llm: StructuredLLM, intent: str, query: str,
+             batch_size: int, timeout: float) -> dict[str, GateOutcome]:
+    """Judge ``items`` in concurrent batches; every key gets an outcome, failing open per batch."""
+    batches = [list(items[i:i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
+    if not batches:
+        return {}
+    prompt = load_prompt("gate")
+    pool = ThreadPoolExecutor(max_workers=min(len(batches), MAX_WORKERS), thread_name_prefix="vault-gate")
+    try:
+        futures = [pool.submit(_judge, llm, prompt, intent, query, batch) for batch in batches]
+        deadline = time.monotonic() + timeout
+        outcomes: dict[str, GateOutcome] = {}
+        for batch, future in zip(batches, futures):
+            outcomes.update(_collect(batch, future, deadline, timeout))
+        return outcomes
+    finally:
+        # A call past the deadline keeps running in its thread; nobody waits for it.
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def gate_rows(rows: Sequence[tuple[str, str, str, str]], *, llm: StructuredLLM, intent: str, query: str,
+              batch_size: int, timeout: float, text_chars: int) -> dict[str, GateOutcome]:
+    """Gate (chunk_id, path, heading, text) rows; returns an outcome per chunk id."""
+    ids = {f"c{i:02d}": row[0] for i, row in enumerate(rows, 1)}  # short keys a small model echoes well
+    items = [GateItem(key, _title(path), heading, _short(text, text_chars))
+             for key, (_, path, heading, text) in zip(ids, rows)]
+    outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout)
+    return {ids[key]: outcome for key, outcome in outcomes.items()}
+
+
+def _title(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name[:-3] if name.endswith(".md") else name
+
+
+def _short(text: str, limit: int) -> str:
+    """The candidate text a small gate model reads: whitespace collapsed, cut at a word."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[:cut if cut > limit // 2 else limit] + " …"
+
+
+def _judge(llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem]) -> GateVerdicts:
+    variables = {"intent": intent, "query": query, "candidates": [_as_variable(i) for i in batch]}
+    return llm.call(prompt, variables, GateVerdicts, context={"keys": [i.key for i in batch]})
+
+
+def _as_variable(item: GateItem) -> dict[str, str]:
+    return {"key": item.key, "title": item.title, "heading": item.heading, "text": item.text}
+
+
+def _collect(batch: list[GateItem], future: Future, deadline: float,
+             timeout: float) -> Mapping[str, GateOutcome]:
+    try:
+        answer = future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        return _fail_open(batch, f"no answer within {timeout:g}s")
+    except ModelError as exc:
+        return _fail_open(batch, f"{exc.model}: {exc.reason}")
+    except Exception as exc:  # fail open on anything: seed 004 keeps the context over blanking it
+        return _fail_open(batch, f"{type(exc).__name__}: {exc}")
+    verdicts = {v.key: _outcome(v) for v in answer.verdicts}
+    # A backend that skips the validation context could still omit a key: fail that one open.
+    return {item.key: verdicts.get(item.key, FailOpen("no verdict returned for this candidate"))
+            for item in batch}
+
+
+def _fail_open(batch: list[GateItem], error: str) -> dict[str, GateOutcome]:
+    return {item.key: FailOpen(error[:300]) for item in batch}

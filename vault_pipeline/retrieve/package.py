@@ -1,0 +1,411 @@
+"""The context package: token-cap backstop, tiered budget assembly, JSON and Markdown.
+
+Funnel steps 7 and 8 (seed 004, "Context-budget assembly"). Each selected chunk
+gets a level:
+
+* core: the top-ranked chunk of each note that is atomic or an engram (a kept
+  note). Cut only after everything else has been cut.
+* structural: chunks of session, thread, resource and topic notes. Cut to their
+  first level (heading plus first paragraph) before any core text is cut.
+* peripheral: the lowest-provenance remainder (web tier, further chunks of an
+  engram, unknown types). Cut first.
+
+Cuts land on a sentence boundary, else a word boundary, else a character (valid
+UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
+all is listed in ``stats.dropped_for_budget``, never dropped silently (seed 001).
+Tokens are estimated by one deterministic function: ``ceil(UTF-8 bytes / 4)``,
+the same estimate ``chunk.py`` uses for chunk sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal
+
+from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, reason_of, reasoning_of
+from vault_pipeline.text import estimate_tokens
+
+if TYPE_CHECKING:  # query.py builds the run and imports this module, not the other way round
+    from vault_pipeline.retrieve.funnel import Candidate, FunnelRun, Scored
+
+Level = Literal["core", "structural", "peripheral"]
+Cut = Literal["full", "truncated", "dropped"]
+LEVEL_ORDER: dict[str, int] = {"core": 0, "structural": 1, "peripheral": 2}
+STRUCTURAL_TYPES = frozenset({"session", "thread", "resource", "topic"})
+FLOAT_PLACES = 6
+
+_SENTENCE_END = re.compile(r"(?:[.!?;:][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*|\n)")
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
+def hard_cap(window: int, max_fraction: float) -> int:
+    """The token-cap backstop: a package never uses more than this share of the model window."""
+    return math.floor(window * max_fraction)
+
+
+# --------------------------------------------------------------------------- cutting
+
+
+def _grapheme_safe(text: str, pos: int) -> int:
+    """Move ``pos`` back so it does not split a combining mark or a zero-width joiner sequence."""
+    while 0 < pos < len(text) and (unicodedata.combining(text[pos]) or text[pos] in "\u200d\ufe0f"
+                                   or text[pos - 1] == "\u200d"):
+        pos -= 1
+    return pos
+
+
+def cut_text(text: str, max_tokens: int) -> str:
+    """The longest head of ``text`` within ``max_tokens``, cut at a sentence, word or UTF-8 boundary."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    max_bytes = max(0, max_tokens) * 4
+    fit = len(text.encode("utf-8", "surrogatepass")[:max_bytes].decode("utf-8", "ignore"))
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, fit + 1) if m.end() <= fit]
+    if ends:
+        return text[:ends[-1]].rstrip()
+    spaces = [m.start() for m in re.finditer(r"\s", text[:fit + 1]) if m.start() <= fit]
+    if spaces and text[:spaces[-1]].strip():
+        return text[:spaces[-1]].rstrip()
+    return text[:_grapheme_safe(text, fit)].rstrip()
+
+
+def _is_heading_paragraph(paragraph: str) -> bool:
+    """A heading line, or the "A > B" heading path chunk.py prepends."""
+    line = paragraph.strip()
+    return line.startswith("#") or ("\n" not in line and " > " in line and not _SENTENCE_END.search(line))
+
+
+def first_level(text: str) -> str:
+    """A structural chunk's first level: its leading heading lines plus its first body paragraph."""
+    paragraphs = [p for p in _PARAGRAPH_BREAK.split(text.strip()) if p.strip()]
+    kept: list[str] = []
+    for paragraph in paragraphs:
+        kept.append(paragraph.strip())
+        if not _is_heading_paragraph(paragraph):
+            break
+    return "\n\n".join(kept)
+
+
+# --------------------------------------------------------------------------- assembly
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A ranked, gate-kept, deduplicated chunk on its way into the package."""
+
+    chunk_id: str
+    note_id: str
+    path: str
+    tier: str
+    type: str
+    score: float
+    rank: int
+    text: str
+    heading: str = ""
+    conversation: str = ""
+    messages: tuple[str, ...] = ()
+
+    @property
+    def stem(self) -> str:
+        """The note's file name without ``.md``: what an Obsidian wikilink resolves."""
+        return PurePosixPath(self.path).stem
+
+
+@dataclass(frozen=True)
+class Block:
+    """One chunk as it appears in the package."""
+
+    item: Selected
+    level: Level
+    text: str
+    truncated: bool
+
+    @property
+    def tokens(self) -> int:
+        """Estimated tokens of the (possibly cut) text."""
+        return estimate_tokens(self.text)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block's JSON shape (``id`` is the note's frontmatter id)."""
+        item = self.item
+        return {"id": item.note_id, "chunk_id": item.chunk_id, "path": item.path, "tier": item.tier,
+                "type": item.type, "level": self.level, "score": item.score, "rank": item.rank,
+                "text": self.text, "tokens": self.tokens, "heading": item.heading,
+                "truncated": self.truncated,
+                "source": {"conversation": item.conversation, "messages": list(item.messages)}}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What assembly did to one selected chunk, for the trace."""
+
+    level: Level
+    cut: Cut
+    by_cap: bool
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The assembled blocks plus everything the stats and trace report about the budget."""
+
+    blocks: tuple[Block, ...]
+    outcomes: Mapping[str, Outcome]
+    dropped: tuple[dict[str, Any], ...]
+    tokens: int
+    budget: int
+    cap: int
+    cap_fired: bool
+
+
+@dataclass
+class _Work:
+    item: Selected
+    level: Level
+    text: str
+    truncated: bool = False
+    dropped: bool = False
+
+    @property
+    def tokens(self) -> int:
+        """Tokens this block currently costs (0 once dropped)."""
+        return 0 if self.dropped else estimate_tokens(self.text)
+
+
+def selection(ranked: Sequence[Scored]) -> list[Selected]:
+    """The ranked, deduplicated survivors as package items (rank 1 first)."""
+    out = []
+    for position, s in enumerate(ranked, 1):
+        row = s.candidate.row
+        out.append(Selected(row.chunk_id, row.note_id, row.path, row.tier, row.type, s.score, position,
+                            row.text, row.heading or "", row.source_conversation or "",
+                            tuple(_messages(row.source_messages))))
+    return out
+
+
+def _messages(raw: Any) -> list[str]:
+    """Source message ids: the index stores them as a JSON list string."""
+    if isinstance(raw, (list, tuple)):
+        return [str(m) for m in raw]
+    try:
+        value = json.loads(raw) if raw else []
+    except (TypeError, ValueError):
+        return [str(raw)]
+    return [str(m) for m in value] if isinstance(value, list) else [str(value)]
+
+
+def assign_levels(selection: Sequence[Selected]) -> dict[str, Level]:
+    """Level per chunk id; ``selection`` must be in rank order (the top chunk of a note is first)."""
+    levels: dict[str, Level] = {}
+    seen: set[str] = set()
+    for item in selection:
+        top = item.note_id not in seen
+        seen.add(item.note_id)
+        levels[item.chunk_id] = _level(item, top)
+    return levels
+
+
+def _level(item: Selected, top_of_note: bool) -> Level:
+    if item.tier == "web":  # provenance 0.1: the least trusted text is the first to go
+        return "peripheral"
+    if top_of_note and (item.type == "atomic" or item.tier == "engram"):
+        return "core"
+    if item.type in STRUCTURAL_TYPES:
+        return "structural"
+    return "peripheral"
+
+
+def block_order(level: str, score: float, note_id: str, chunk_id: str) -> tuple:
+    """Deterministic block order: level, then score desc, then id asc (a total order)."""
+    return (LEVEL_ORDER[level], -round(score, 9), note_id, chunk_id)
+
+
+def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fraction: float) -> Assembly:
+    """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core."""
+    cap = hard_cap(window, max_fraction)
+    limit = min(budget, cap)
+    levels = assign_levels(selection)
+    work = sorted((_Work(s, levels[s.chunk_id], s.text) for s in selection),
+                  key=lambda w: block_order(w.level, w.item.score, w.item.note_id, w.item.chunk_id))
+    total = sum(w.tokens for w in work)
+    # The backstop fires only when the cap, not the configured budget, is what binds.
+    cap_fired = total > cap and cap < budget
+    _cut_to(work, limit)
+    blocks = tuple(Block(w.item, w.level, w.text, w.truncated) for w in work if not w.dropped)
+    outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full")
+                for w in work}
+    dropped = tuple({"id": w.item.note_id, "chunk_id": w.item.chunk_id, "path": w.item.path,
+                     "level": w.level, "tokens": estimate_tokens(w.item.text)} for w in work if w.dropped)
+    return Assembly(blocks, outcomes, dropped, sum(b.tokens for b in blocks), budget, cap, cap_fired)
+
+
+def _cut_label(w: _Work) -> Cut:
+    return "dropped" if w.dropped else ("truncated" if w.truncated else "full")
+
+
+def _cut_to(work: list[_Work], limit: int) -> None:
+    """Cut in the seed's order until the blocks fit: peripheral, structural to first level, structural, core."""
+    by_level = {lvl: [w for w in reversed(work) if w.level == lvl] for lvl in LEVEL_ORDER}
+    for w in by_level["peripheral"]:
+        _fit(w, work, limit)
+    for w in by_level["structural"]:
+        if _total(work) <= limit:
+            return
+        short = first_level(w.text)
+        if short != w.text.strip():
+            w.text, w.truncated = short, True
+    for w in by_level["structural"] + by_level["core"]:
+        _fit(w, work, limit)
+
+
+def _total(work: list[_Work]) -> int:
+    return sum(w.tokens for w in work)
+
+
+def _fit(w: _Work, work: list[_Work], limit: int) -> None:
+    """Shrink one block by the current excess; drop it (listed) when nothing of it fits."""
+    excess = _total(work) - limit
+    if excess <= 0 or w.dropped:
+        return
+    room = w.tokens - excess
+    text = cut_text(w.text, room) if room > 0 else ""
+    if not text.strip():
+        w.dropped = True
+        return
+    w.text, w.truncated = text, True
+
+
+# --------------------------------------------------------------------------- the package
+
+
+def canonical(value: Any) -> Any:
+    """JSON-ready copy: floats rounded to 6 places (no -0.0, no NaN), tuples as lists."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        return round(value, FLOAT_PLACES) + 0.0
+    if isinstance(value, Mapping):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    return str(value)
+
+
+@dataclass(frozen=True)
+class ContextPackage:
+    """A small, cited context package plus the stats and per-candidate trace of how it was chosen."""
+
+    query: str
+    intent: str
+    blocks: tuple[Block, ...]
+    tokens: int
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    trace: tuple[Mapping[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The package as plain JSON-ready data (floats rounded)."""
+        return canonical({"query": self.query, "intent": self.intent,
+                          "blocks": [b.to_dict() for b in self.blocks], "tokens": self.tokens,
+                          "stats": dict(self.stats), "trace": [dict(t) for t in self.trace]})
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """Stable JSON: sorted keys, no timestamps, floats to 6 places; byte-identical across runs.
+
+        ``indent=None`` gives one line (JSON Lines, as ``vault query --batch`` prints).
+        """
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
+
+    def to_markdown(self) -> str:
+        """Markdown for pasting into a prompt: one section per block, each cited with a wikilink."""
+        lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
+        if self.stats.get("degraded"):
+            lines += ["> Degraded package: the fit-gate or decomposition failed open; "
+                      "relevance was not fully checked.", ""]
+        if not self.blocks:
+            lines += ["_No notes in the vault fit this query._", ""]
+        for number, block in enumerate(self.blocks, 1):
+            lines += _block_markdown(number, block)
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def _block_markdown(number: int, block: Block) -> list[str]:
+    item = block.item
+    title = item.heading or item.stem
+    cut = ", truncated" if block.truncated else ""
+    text = block.text.strip()
+    if item.heading and text.startswith(item.heading + "\n\n"):  # chunk.py's heading-path line
+        text = text[len(item.heading):].lstrip()
+    body = text + (" …" if block.truncated else "")
+    return [f"## {number}. {title}", "", body, "",
+            f"Source: [[{item.stem}]] ({item.tier}, {block.level}, score {item.score:.3f}{cut})", ""]
+
+
+# --------------------------------------------------------------------------- stats and trace
+
+
+def build_package(run: FunnelRun, assembly: Assembly) -> ContextPackage:
+    """The package from a finished funnel run: blocks, stats, and one trace entry per candidate."""
+    ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(run.ranked, 1)}
+    trace = tuple(_trace_entry(run, assembly, ranks, c, position < run.config.wide)
+                  for position, c in enumerate(run.fused))
+    return ContextPackage(run.query, run.intent, assembly.blocks, assembly.tokens,
+                          _stats(run, assembly), trace)
+
+
+def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
+    outcomes = list(run.outcomes.values())
+    fail_open = sum(isinstance(o, FailOpen) for o in outcomes)
+    return {
+        "retrieved": len(run.fused), "candidates": min(len(run.fused), run.config.wide),
+        "after_floor": len(run.floor_passed), "gate_enabled": run.config.gate,
+        "gate_kept": sum(isinstance(o, Keep) for o in outcomes),
+        "gate_dropped": sum(isinstance(o, Drop) for o in outcomes),
+        "gate_fail_open": fail_open, "plan_error": run.plan_error,
+        # A package the gate could not check, or built without its variants, says so.
+        "degraded": bool(fail_open or run.plan_error),
+        "deduped": len(run.collapsed), "selected": len(run.ranked),
+        "cap_fired": assembly.cap_fired, "cap": assembly.cap,
+        "tokens": assembly.tokens, "budget": assembly.budget, "window": run.config.window,
+        "dropped_for_budget": list(assembly.dropped),
+        "truncated": sum(b.truncated for b in assembly.blocks),
+        "variants": [{"kind": kind, "text": text} for kind, text in run.queries],
+        "intent_source": run.intent_source, "floor": run.config.floor, "wide": run.config.wide,
+        "reference_date": run.reference.isoformat() if run.reference else None,
+        "models": dict(run.models),
+    }
+
+
+def _trace_entry(run: FunnelRun, assembly: Assembly, ranks: Mapping[str, tuple[int, Scored]],
+                 c: Candidate, in_wide: bool) -> dict[str, Any]:
+    """One candidate's path through the funnel (``--explain``)."""
+    cid = c.row.chunk_id
+    position, scored = ranks.get(cid, (None, None))
+    outcome = run.outcomes.get(cid)
+    done = assembly.outcomes.get(cid)
+    entry: dict[str, Any] = {
+        "id": c.row.note_id, "chunk_id": cid, "path": c.row.path, "tier": c.row.tier, "type": c.row.type,
+        "lanes": list(c.lanes), "variants": list(c.variants), "rrf": c.rrf, "similarity": c.similarity,
+        "wide": in_wide, "floor": None, "gate": "skipped", "reason": "", "reasoning": "",
+        "score": scored.score if scored else None, "recency": scored.recency if scored else None,
+        "rank": position, "collapsed_into": None, "level": done.level if done else None,
+        "budget": done.cut if done else None, "cap": bool(done and done.by_cap),
+    }
+    if not in_wide:
+        entry["reason"] = f"beyond the {run.config.wide} widest candidates"
+        return entry
+    entry["floor"] = "pass" if cid in run.floor_passed else "drop"
+    if outcome is not None:
+        entry.update(gate=label(outcome), reason=reason_of(outcome),
+                     reasoning=reasoning_of(outcome))
+    if cid in run.collapsed:
+        winner = next(x for x in run.fused if x.row.chunk_id == run.collapsed[cid])
+        entry["collapsed_into"] = winner.row.note_id
+        entry["reason"] = f"{entry['reason']}; exact duplicate collapsed into {winner.row.note_id}".lstrip("; ")
+    return entry

@@ -1,0 +1,332 @@
+"""The vault on disk: the only module that writes vault files.
+
+Every write is atomic and guarded: a file is overwritten only when its bytes are exactly
+what vault_pipeline last wrote there (the state's hash), so a user's edit always survives.
+Nothing is ever deleted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from vault_pipeline.config import CONFIG_FILE, DEFAULT_TOML
+from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, LockError, VaultError
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.note import Note
+from vault_pipeline.vault.state import (StateStore, atomic_write, edit_frontmatter_text, read_note_id,
+                                        rename_no_clobber, sha256_bytes)
+
+FOLDERS = ("inbox", "engrams", "sessions", "threads", "topics", "resources", "web", "archive")
+STATE_DIR = ".vault_pipeline"
+STATE_DB = "state.sqlite"
+LOCK_FILE = "lock"
+
+Outcome = Literal["created", "updated", "unchanged", "refused", "moved-elsewhere"]
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What ``Vault.write`` did with one note, and why."""
+
+    outcome: Outcome
+    relpath: str
+    reason: str = ""
+
+
+class Vault:
+    """An Obsidian vault folder plus ``.vault_pipeline/`` state."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root).resolve()
+        self.state = StateStore(self.root / STATE_DIR / STATE_DB)
+        self._ids: dict[str, str] | None = None  # note id -> relpath, from a frontmatter scan
+
+    def __repr__(self) -> str:
+        return f"Vault({str(self.root)!r})"
+
+    # ----------------------------------------------------------------------- opening
+
+    @classmethod
+    def init(cls, root: str | os.PathLike[str]) -> Vault:
+        """Create the folders, state dir and a commented vault.toml; existing files stay as they are."""
+        root = Path(root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            for folder in (*FOLDERS, STATE_DIR):
+                (root / folder).mkdir(exist_ok=True)
+            fd = os.open(root / CONFIG_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError as exc:
+            if Path(exc.filename or "").name != CONFIG_FILE:
+                raise ConfigError(f"{exc.filename}: exists and is not a folder; cannot make a vault here") from None
+        except OSError as exc:
+            raise ConfigError(f"{root}: cannot make a vault here: {exc.strerror or exc}") from None
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(DEFAULT_TOML)
+        vault = cls(root)
+        vault.state.ensure()
+        return vault
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> Vault:
+        """Open an initialised vault (ConfigError when the folder has no vault.toml)."""
+        root = Path(root)
+        if not (root / CONFIG_FILE).is_file():
+            raise ConfigError(f"{root}: not a vault (no {CONFIG_FILE}); run `vault init {root}` first")
+        (root / STATE_DIR).mkdir(exist_ok=True)
+        return cls(root)
+
+    def close(self) -> None:
+        """Release the state database connection."""
+        self.state.close()
+
+    # ----------------------------------------------------------------------- paths
+
+    def path(self, relpath: str, *, allow_symlink: bool = False) -> Path:
+        """Absolute path of a vault-relative path; VaultError if it could leave the vault."""
+        parts = str(relpath).split("/")
+        if (not relpath or "\\" in relpath or "\x00" in relpath or relpath.startswith("/")
+                or any(p in ("", ".", "..") for p in parts)):
+            raise VaultError(f"{relpath!r}: not a safe vault-relative path; refused")
+        full = self.root.joinpath(*parts)
+        if not full.resolve().is_relative_to(self.root):
+            raise VaultError(f"{relpath}: resolves outside the vault (a symlink?); refused")
+        if not allow_symlink and full.is_symlink():
+            raise VaultError(f"{relpath}: is a symlink; refused")
+        return full
+
+    def iter_note_paths(self) -> list[str]:
+        """Sorted vault-relative paths of every .md note (hidden files and folders skipped)."""
+        found: list[str] = []
+        stack = [("", str(self.root))]
+        while stack:
+            prefix, folder = stack.pop()
+            try:
+                entries = os.scandir(folder)
+            except OSError:
+                continue
+            with entries:
+                for entry in entries:
+                    # Hidden covers .vault_pipeline/, .obsidian/, .trash/ and our temp files.
+                    if entry.name.startswith("."):
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((f"{prefix}{entry.name}/", entry.path))
+                    elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                        found.append(prefix + entry.name)
+        found.sort()
+        return found
+
+    # ----------------------------------------------------------------------- reading and finding
+
+    def read(self, relpath: str) -> tuple[dict, str, str]:
+        """(frontmatter, body, sha256 of the file's bytes) of a note."""
+        data = self._read_bytes(relpath)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FrontmatterError(relpath, "not UTF-8 text") from None
+        frontmatter, body = split_frontmatter(text, relpath)
+        return frontmatter, body, sha256_bytes(data)
+
+    def _read_bytes(self, relpath: str) -> bytes:
+        try:
+            return self.path(relpath, allow_symlink=True).read_bytes()
+        except FileNotFoundError:
+            raise VaultError(f"{relpath}: no such note in {self.root}") from None
+
+    def locate(self, note_id: str) -> str | None:
+        """Where the note with this id lives now (state first, then a frontmatter scan)."""
+        recorded = self.state.paths_for(note_id)
+        for relpath in recorded:
+            if self._holds(relpath, note_id):
+                return relpath
+        found = self._id_index().get(note_id)
+        if found is not None and not self._holds(found, note_id):
+            del self._ids[note_id]
+            found = None
+        if found is not None and recorded and found not in recorded:
+            # The user moved our file: carry its record along, so the next run finds it directly.
+            self.state.rename(recorded[0], found)
+        return found
+
+    def _holds(self, relpath: str, note_id: str) -> bool:
+        try:
+            return read_note_id(self.path(relpath, allow_symlink=True)) == note_id
+        except VaultError:
+            return False
+
+    def _id_index(self) -> dict[str, str]:
+        if self._ids is None:
+            ids: dict[str, str] = {}
+            for relpath in self.iter_note_paths():
+                nid = read_note_id(self.root / relpath)
+                if nid is not None:
+                    ids.setdefault(nid, relpath)
+            self._ids = ids
+        return self._ids
+
+    def _remember(self, note_id: str | None, relpath: str, old: str | None = None) -> None:
+        if self._ids is None:
+            return
+        if old is not None and note_id and self._ids.get(note_id) == old:
+            del self._ids[note_id]
+        if note_id:
+            self._ids.setdefault(note_id, relpath)
+
+    # ----------------------------------------------------------------------- writing
+
+    def write(self, note: Note) -> WriteOutcome:
+        """Write a note atomically unless someone else changed the file or moved the note."""
+        target = note.relpath
+        try:
+            path = self.path(target)
+        except VaultError as exc:
+            return WriteOutcome("refused", target, str(exc))
+        where = self.locate(note.id)
+        if where is not None and where != target:
+            return WriteOutcome("moved-elsewhere", where, f"note {note.id} lives at {where}; not rewritten")
+        data = note.text().encode("utf-8")
+        try:
+            current = path.read_bytes() if path.exists() else None
+        except OSError as exc:
+            return WriteOutcome("refused", target, f"cannot read it: {exc.strerror or exc}")
+        if current is None and where is None and self.state.paths_for(note.id):
+            # We wrote this note before and no file holds its id now: the user deleted it.
+            return WriteOutcome("refused", target, "deleted since vault_pipeline wrote it; not recreated")
+        if current is None:
+            self._put(target, path, note.id, data)
+            return WriteOutcome("created", target)
+        if current == data:
+            self._adopt(target, note.id, data)
+            return WriteOutcome("unchanged", target)
+        reason = self._refusal(target, note.id, current)
+        if reason:
+            return WriteOutcome("refused", target, reason)
+        try:
+            self._put(target, path, note.id, data, expect_sha256=sha256_bytes(current))
+        except DirtyFileError as exc:
+            return WriteOutcome("refused", target, exc.reason)
+        return WriteOutcome("updated", target)
+
+    def _refusal(self, relpath: str, note_id: str, current: bytes) -> str:
+        record = self.state.get(relpath)
+        if record is None:
+            return "not written by vault_pipeline (unknown to its state); left untouched"
+        if record.note_id and record.note_id != note_id:
+            return f"holds note {record.note_id}, not {note_id}; left untouched"
+        if record.sha256 != sha256_bytes(current):
+            return "edited since vault_pipeline wrote it; left untouched"
+        return ""
+
+    def _put(self, relpath: str, path: Path, note_id: str | None, data: bytes, *,
+             expect_sha256: str | None = None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stat = atomic_write(path, data, expect_sha256=expect_sha256)
+        self.state.record(relpath, note_id, sha256_bytes(data), stat.st_size, stat.st_mtime_ns)
+        self._remember(note_id, relpath)
+
+    def _adopt(self, relpath: str, note_id: str, data: bytes) -> None:
+        # The file holds exactly the bytes we would write, so it is safe to treat as ours.
+        record = self.state.get(relpath)
+        digest = sha256_bytes(data)
+        if record is None or record.sha256 != digest or record.note_id != note_id:
+            stat = os.stat(self.root / relpath)
+            self.state.record(relpath, note_id, digest, stat.st_size, stat.st_mtime_ns)
+
+    def update_frontmatter(self, relpath: str, changes: Mapping[str, Any], *,
+                           expected_sha256: str | None = None) -> None:
+        """Set (or, with None, remove) frontmatter keys, keeping every other byte of the file."""
+        path = self.path(relpath)
+        data = self._read_bytes(relpath)
+        digest = sha256_bytes(data)
+        if expected_sha256 is not None and digest != expected_sha256:
+            raise DirtyFileError(relpath, "changed since it was read")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FrontmatterError(relpath, "not UTF-8 text") from None
+        new_data = edit_frontmatter_text(text, changes, relpath).encode("utf-8")
+        if new_data == data:
+            return
+        record = self.state.get(relpath)
+        try:
+            stat = atomic_write(path, new_data, expect_sha256=digest)
+        except DirtyFileError:
+            raise DirtyFileError(relpath, "changed while its frontmatter was being edited") from None
+        # Only a file that was still ours stays ours: a user-edited file must keep refusing
+        # our rewrites after we touched a few of its keys.
+        if record is not None and record.sha256 == digest:
+            self.state.record(relpath, record.note_id, sha256_bytes(new_data), stat.st_size, stat.st_mtime_ns)
+
+    def move(self, relpath: str, folder: str) -> str:
+        """Move a note into another vault folder (atomic, never over an existing file)."""
+        src = self.path(relpath)
+        new_relpath = f"{folder.strip('/')}/{PurePosixPath(relpath).name}"
+        dst = self.path(new_relpath)
+        if new_relpath == relpath:
+            return relpath
+        if not src.is_file():
+            raise VaultError(f"{relpath}: no such note in {self.root}")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            rename_no_clobber(src, dst)
+        except FileExistsError:
+            raise DirtyFileError(new_relpath, f"already exists; {relpath} was not moved") from None
+        record = self.state.get(relpath)
+        if record is not None:
+            self.state.rename(relpath, new_relpath)
+        self._remember(record.note_id if record else read_note_id(dst), new_relpath, old=relpath)
+        return new_relpath
+
+    # ----------------------------------------------------------------------- the lock
+
+    @contextmanager
+    def lock(self, command: str, *, wait: float = 0) -> Iterator[None]:
+        """Hold the vault's exclusive lock; LockError naming the holder if it stays busy for ``wait`` s."""
+        path = self.root / STATE_DIR / LOCK_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _acquire(fd, path, wait)
+            os.ftruncate(fd, 0)
+            holder = {"pid": os.getpid(), "command": command,
+                      "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def _acquire(fd: int, path: Path, wait: float) -> None:
+    deadline = time.monotonic() + max(0.0, wait)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            # flock dies with its process, so a held lock always has a live holder.
+            if time.monotonic() >= deadline:
+                raise LockError(path, _holder(path)) from None
+            time.sleep(0.05)
+
+
+def _holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8") or "{}")
+        return f"`{info['command']}` (pid {info['pid']}, since {info['started']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another vault_pipeline process"
