@@ -12,16 +12,11 @@ from fakes import queued_completion
 from pydantic import BaseModel, ValidationInfo, field_validator
 
 from vault_pipeline.errors import ConfigError, ModelError
-from vault_pipeline.models.llm import (
-    CallLog,
-    LiteLLMBackend,
-    OfflineBackend,
-    Prompt,
-    build_llm,
-    is_remote,
-    load_prompt,
-    redact,
-)
+from vault_pipeline.models.build import build_llm
+from vault_pipeline.models.calllog import CallLog, redact
+from vault_pipeline.models.litellm_backend import LiteLLMBackend, is_remote
+from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.models.prompts import Prompt, load_prompt
 
 
 class Short(BaseModel):
@@ -141,7 +136,7 @@ def test_build_llm_and_remote_detection():
 
 
 def test_offline_path_does_not_import_litellm():
-    code = ("import sys; from vault_pipeline.models.llm import build_llm; build_llm('offline'); "
+    code = ("import sys; from vault_pipeline.models.build import build_llm; build_llm('offline'); "
             "import vault_pipeline.cli; print('litellm' in sys.modules, 'lancedb' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False False"

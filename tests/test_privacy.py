@@ -16,7 +16,9 @@ from pydantic import BaseModel
 
 from vault_pipeline.config import load_settings
 from vault_pipeline.errors import ModelError
-from vault_pipeline.models.llm import CallLog, LiteLLMBackend, Prompt, redact
+from vault_pipeline.models.calllog import CallLog, redact
+from vault_pipeline.models.litellm_backend import LiteLLMBackend
+from vault_pipeline.models.prompts import Prompt
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,19 +1,22 @@
 """Text embedders: one narrow Protocol, an offline ONNX default, a LiteLLM adapter.
 
 Every embedder returns float32 rows, L2-normalised, so a dot product is a
-cosine. Heavy runtimes (onnxruntime, tokenizers) load lazily on the first
+cosine, and carries its ``Calibration``: what those cosines mean for the
+funnel (the similarity floor). Heavy runtimes (onnxruntime, tokenizers) load lazily on the first
 ``embed`` call: importing this module costs numpy and nothing more, which
 keeps ``vault --help`` fast.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,11 +36,45 @@ class Embedder(Protocol):
     """
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """The vector dimension (read-only: LiteLLMEmbedder learns it from its first call)."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into a float32 array of shape (len(texts), dim), rows L2-normalised."""
         ...
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What an embedder's cosines mean to the funnel, measured with ``vault gate-calibrate``.
+
+    ``floor`` is the similarity floor (funnel step 3): a noise backstop only; the fit-gate is
+    the real defence. ``vault.toml``'s ``[retrieval] floor`` overrides it.
+    """
+
+    floor: float
+
+
+# Seed 004's 0.40 was measured on another embedder; with all-MiniLM-L6-v2, short atomic notes that
+# were relevant scored as low as 0.01-0.22 against an associative query, so its floor is 0.20.
+MINILM_CALIBRATION = Calibration(floor=0.20)
+# An embedder nobody has calibrated (any LiteLLM model) gets the same low backstop.
+DEFAULT_CALIBRATION = Calibration(floor=0.20)
+
+
+@runtime_checkable
+class Calibrated(Protocol):
+    """An embedder that carries its calibration (both of ours do; a test fake need not)."""
+
+    calibration: Calibration
+
+
+def calibration_of(embedder: object) -> Calibration:
+    """The embedder's own calibration, or ``DEFAULT_CALIBRATION`` when it carries none."""
+    return embedder.calibration if isinstance(embedder, Calibrated) else DEFAULT_CALIBRATION
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
@@ -73,6 +110,7 @@ class MiniLMEmbedder:
 
     name = "minilm-l6-v2-int8"
     dim = 384
+    calibration = MINILM_CALIBRATION
 
     def __init__(self, *, batch_size: int = 64, batch_tokens: int = 2048, max_tokens: int = 256,
                  threads: int | None = None,
@@ -98,10 +136,9 @@ class MiniLMEmbedder:
         return thread
 
     def _load_quietly(self) -> None:
-        try:
+        # A failure here is not lost: embed() loads again in the caller's thread and raises there.
+        with contextlib.suppress(Exception):
             self.load()
-        except Exception:  # noqa: BLE001 - embed() loads again in the caller's thread and raises there
-            pass
 
     def load(self) -> None:
         """Open the ONNX session and the tokenizer (once; later calls are free)."""
@@ -186,12 +223,15 @@ class MiniLMEmbedder:
 class LiteLLMEmbedder:
     """Any LiteLLM embedding model, called through an injected ``embed_fn(model, texts)``.
 
-    ``llm.py`` owns litellm; this class only batches, checks and normalises.
+    ``llm.py`` owns litellm; this class only batches, checks and normalises. Its calibration
+    is ``DEFAULT_CALIBRATION`` unless one measured for the model is given.
     """
 
-    def __init__(self, model: str, embed_fn: EmbedFn, *, dim: int | None = None, batch_size: int = 128):
+    def __init__(self, model: str, embed_fn: EmbedFn, *, dim: int | None = None, batch_size: int = 128,
+                 calibration: Calibration = DEFAULT_CALIBRATION):
         self.model = model
         self.name = model
+        self.calibration = calibration
         self._embed_fn = embed_fn
         self._dim = dim
         self.batch_size = batch_size

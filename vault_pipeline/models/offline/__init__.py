@@ -1,38 +1,125 @@
-"""The offline backend's algorithms, one per prompt name.
+"""The offline backend: deterministic algorithms standing in for a model, one per prompt name.
 
-Each handler takes the prompt's variables and returns JSON-shaped data that the
-caller's response model validates exactly as it would a model's answer. The
-registry resolves lazily so a command only imports the algorithms it uses.
+``OfflineBackend`` answers the same protocol as the LiteLLM backend and returns the same
+pydantic types through the same validators; it never imports litellm (whose import alone
+costs seconds). Each handler takes the prompt's variables and returns JSON-shaped data that
+the caller's response model validates exactly as it would a model's answer. The registry
+imports a handler's module on first use, so a command only imports the algorithms it uses.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterator, Mapping
-from importlib import import_module
 from typing import Any
 
-_HANDLER_PATHS = {
-    "extract": "vault_pipeline.models.offline.extraction:extract_units",
-    "summarize": "vault_pipeline.models.offline.extraction:summarize",
-    "thread_map": "vault_pipeline.models.offline.extraction:thread_map",
-    "decompose": "vault_pipeline.models.offline.retrieval:decompose",
-    "gate": "vault_pipeline.models.offline.retrieval:gate",
-    "judge": "vault_pipeline.models.offline.judging:judge",
+from pydantic import ValidationError
+
+from vault_pipeline.errors import ModelError
+from vault_pipeline.models.calllog import CallLog, log_entry
+from vault_pipeline.models.prompts import Prompt
+from vault_pipeline.models.protocol import OFFLINE_MODEL, T
+
+Handler = Callable[[Mapping[str, Any]], Any]
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+def _extract() -> Handler:
+    from vault_pipeline.models.offline.extraction import extract_units
+
+    return extract_units
+
+
+def _summarize() -> Handler:
+    from vault_pipeline.models.offline.extraction import summarize
+
+    return summarize
+
+
+def _thread_map() -> Handler:
+    from vault_pipeline.models.offline.extraction import thread_map
+
+    return thread_map
+
+
+def _decompose() -> Handler:
+    from vault_pipeline.models.offline.retrieval import decompose
+
+    return decompose
+
+
+def _gate() -> Handler:
+    from vault_pipeline.models.offline.retrieval import gate
+
+    return gate
+
+
+def _judge() -> Handler:
+    from vault_pipeline.models.offline.judging import judge
+
+    return judge
+
+
+_LOADERS: dict[str, Callable[[], Handler]] = {
+    "extract": _extract,
+    "summarize": _summarize,
+    "thread_map": _thread_map,
+    "decompose": _decompose,
+    "gate": _gate,
+    "judge": _judge,
 }
 
 
-class _Registry(Mapping[str, Callable[[Mapping[str, Any]], Any]]):
+class _Registry(Mapping[str, Handler]):
     """Prompt name -> handler, imported on first use."""
 
-    def __getitem__(self, name: str) -> Callable[[Mapping[str, Any]], Any]:
-        module, attr = _HANDLER_PATHS[name].split(":")
-        return getattr(import_module(module), attr)
+    def __getitem__(self, name: str) -> Handler:
+        return _LOADERS[name]()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(_HANDLER_PATHS)
+        return iter(_LOADERS)
 
     def __len__(self) -> int:
-        return len(_HANDLER_PATHS)
+        return len(_LOADERS)
 
 
 HANDLERS = _Registry()
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class OfflineBackend:
+    """Deterministic algorithmic stand-in for a model: same protocol, same validators."""
+
+    model = OFFLINE_MODEL
+    remote = False
+
+    def __init__(self, log: CallLog | None = None, handlers: Mapping[str, Handler] | None = None):
+        self.log = log or CallLog(None)
+        self._handlers = HANDLERS if handlers is None else handlers
+
+    def _handler(self, name: str) -> Handler:
+        try:
+            return self._handlers[name]
+        except KeyError:
+            raise ModelError(name, self.model, "the offline backend has no algorithm for this prompt") from None
+
+    def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T], *,
+             context: Mapping[str, Any] | None = None) -> T:
+        """Run the prompt's offline algorithm and validate its answer like a model's."""
+        started = time.perf_counter()
+        data = self._handler(prompt.name)(variables)
+        try:
+            result = response_model.model_validate(data, context=dict(context or {}))
+        except ValidationError as exc:
+            self.log.record(log_entry(prompt, self.model, variables, started, outcome="invalid", error=str(exc)))
+            raise ModelError(prompt.name, self.model, f"offline answer failed validation: {exc}", 1,
+                             json.dumps(data, default=str)[:2000]) from exc
+        self.log.record(log_entry(prompt, self.model, variables, started, outcome="ok", attempts=1,
+                                  tokens={"prompt": 0, "completion": 0},
+                                  output=result.model_dump(mode="json")))
+        return result

@@ -1,7 +1,9 @@
 """Offline extraction, summaries and thread maps: deterministic rules, no model.
 
 A baseline so the pipeline runs with no key: sentence segmentation, category cues per clause,
-compression to 15 words, decisions only from the user's turns. Real quality needs a model.
+compression to the prompt's word limit (``max_words``, ``max_context_words``: the extraction
+schema's limits, passed in the prompt variables), decisions only from the user's turns. Real
+quality needs a model.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vault_pipeline.models.offline.text import as_context, compress, count_words, finish, sentences
+from vault_pipeline.models.offline.text import as_context, compress, finish, sentences
+from vault_pipeline.text import KEY_TERM_STOPWORDS, head_words, word_count
 
 _PLEASANTRY = re.compile(
     r"^(sure|certainly|of course|absolutely|great|thanks|thank you|you're welcome|hi|hello|hey|ok|okay|"
@@ -107,12 +110,12 @@ def _hedged(text: str) -> str:
 
 def _skip(sentence: str, role: str) -> bool:
     """Pleasantries and conversation management carry no unit of meaning."""
-    if _PLEASANTRY.search(sentence) and count_words(sentence) <= 12:
+    if _PLEASANTRY.search(sentence) and word_count(sentence) <= 12:
         return True
     return (_META if role == "assistant" else _USER_META).match(sentence) is not None
 
 
-def _units_of(message: Mapping[str, Any]) -> tuple[list[dict], int]:
+def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int) -> tuple[list[dict], int]:
     """The units of one message, each clause categorised on its own; (units, hard cuts)."""
     role = "user" if message.get("role") == "user" else "assistant"
     units, cuts = [], 0
@@ -120,13 +123,15 @@ def _units_of(message: Mapping[str, Any]) -> tuple[list[dict], int]:
         kind = None if _skip(sentence, role) else classify(sentence, role)
         if kind is None:
             continue
-        pieces, n = compress(sentence, question=kind == "open-question", limit=13 if kind == "provisional" else 15)
+        # A provisional piece keeps room for the "Possibly," a split may have to put back.
+        limit = max_words - 2 if kind == "provisional" else max_words
+        pieces, n = compress(sentence, question=kind == "open-question", limit=limit)
         cuts += n
         hedged, first = False, len(units)  # a hedge covers its own clause and the ones after it, not before
         for piece in pieces:
             if not _is_prose(piece):
                 continue  # log lines, numbers, stray symbols: no unit of meaning
-            if _qualifies(units, first, piece, kind):
+            if _qualifies(units, first, piece, kind, max_context_words):
                 continue
             hedged = hedged or (kind == "provisional" and _HEDGE.search(piece) is not None)
             text, category = piece, kind if piece.endswith("?") else classify(piece, role) or "fact"
@@ -137,28 +142,18 @@ def _units_of(message: Mapping[str, Any]) -> tuple[list[dict], int]:
     return units, cuts
 
 
-def _qualifies(units: list[dict], first: int, piece: str, kind: str) -> bool:
+def _qualifies(units: list[dict], first: int, piece: str, kind: str, max_words: int) -> bool:
     """Attach a split-off condition ('This applies if X.') to the unit before it from the same sentence.
 
     A question's purpose ('This is for X.') is attached too; a statement's stays a unit of its own.
     """
     qualifier = as_context(piece)
-    if qualifier is None or len(units) <= first or units[-1]["context"] or count_words(qualifier) > 12:
+    if qualifier is None or len(units) <= first or units[-1]["context"] or word_count(qualifier) > max_words:
         return False
     if kind != "open-question" and not piece.startswith("This applies "):
         return False
     units[-1]["context"] = qualifier
     return True
-
-
-_STOP = frozenset(
-    "that this with from have will your what when where which there their they them then than these those "
-    "would could should about into more most some such also only just like been were here each other make "
-    "using used want need does over very much many well first second example following code file want "
-    "sure thanks please following below above same different because while after before being both needs "
-    "uses makes gives takes helps shows provides include includes "
-    "voor niet maar zijn deze door naar meer ook wordt worden heeft hebben kunnen moet waar want over "
-    "onder tussen zoals omdat alle andere eerste jouw mijn onze".split())
 
 
 def _key_terms(messages: Sequence[Mapping[str, Any]], exclude: set[str]) -> list[tuple[str, str]]:
@@ -169,7 +164,7 @@ def _key_terms(messages: Sequence[Mapping[str, Any]], exclude: set[str]) -> list
     for message in messages:
         for word in re.findall(r"[^\W\d_]{4,}", " ".join(sentences(str(message.get("text", ""))))):
             key = word.lower()
-            if key in _STOP or key in exclude:
+            if key in KEY_TERM_STOPWORDS or key in exclude:
                 continue
             counts[key] += 1
             forms.setdefault(key, Counter())[word] += 1
@@ -178,16 +173,17 @@ def _key_terms(messages: Sequence[Mapping[str, Any]], exclude: set[str]) -> list
     return [(forms[k].most_common(1)[0][0], first[k]) for k in top]
 
 
-def _topics(title: str, messages: list[Mapping[str, Any]], part: int = 1) -> list[dict]:
+def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words: int) -> list[dict]:
     """What the conversation is about, once, in its first part: the title and the words that recur there."""
     if not messages or part != 1:
         return []
     roles = {str(m["id"]): "user" if m.get("role") == "user" else "assistant" for m in messages}
     first = str(messages[0]["id"])
     units = []
-    name = " ".join(title.split()[:10]).strip().rstrip(".!?")
+    lead = "The conversation is about"
+    name = " ".join(head_words(title, min(10, max_words - word_count(lead))).split()).strip().rstrip(".!?")
     if name and name.lower() not in ("untitled conversation", "new chat", "untitled"):
-        units.append({"text": finish(f"The conversation is about {name}"), "category": "topic",
+        units.append({"text": finish(f"{lead} {name}"), "category": "topic",
                       "source_ids": [first], "speaker": roles[first], "context": None})
     terms = _key_terms(messages, {w.lower() for w in re.findall(r"\w+", title)})
     if terms:
@@ -203,17 +199,19 @@ def _topics(title: str, messages: list[Mapping[str, Any]], part: int = 1) -> lis
 def extract_units(variables: Mapping[str, Any]) -> dict:
     """Every sentence-level unit of the window's messages, compressed and categorised."""
     messages = list(variables.get("messages", []))
-    units = _topics(str(variables.get("title", "")), messages, int(variables.get("part", 1)))
+    limits = int(variables["max_words"]), int(variables["max_context_words"])
+    units = _topics(str(variables.get("title", "")), messages, int(variables.get("part", 1)), limits[0])
     for message in messages:
-        units += _units_of(message)[0]
+        units += _units_of(message, *limits)[0]
     return {"units": units}
 
 
 def truncation_rate(variables: Mapping[str, Any]) -> tuple[int, int]:
-    """(hard cuts, units) for a window: how often compression had to cut at 15 words."""
+    """(hard cuts, units) for a window: how often compression had to cut at ``max_words`` words."""
     cuts = total = 0
+    limits = int(variables["max_words"]), int(variables["max_context_words"])
     for message in variables.get("messages", []):
-        units, n = _units_of(message)
+        units, n = _units_of(message, *limits)
         cuts, total = cuts + n, total + len(units)
     return cuts, total
 
@@ -234,8 +232,8 @@ def summarize(variables: Mapping[str, Any]) -> dict:
     opening = f"Session “{title}”: {len(messages)} turns between the user and the assistant."
     turns = [("user" if m.get("role") == "user" else "assistant", sentences(str(m.get("text", ""))))
              for m in messages]
-    budget = SUMMARY_BUDGET - count_words(opening)
-    whole = sum(count_words(s) for _, ss in turns for s in ss) + sum(1 for _, ss in turns if ss)
+    budget = SUMMARY_BUDGET - word_count(opening)
+    whole = sum(word_count(s) for _, ss in turns for s in ss) + sum(1 for _, ss in turns if ss)
     chosen = [list(ss) for _, ss in turns] if whole <= budget else _select(turns, budget)
     lines = [opening]
     for (role, _), picked in zip(turns, chosen):
@@ -254,7 +252,7 @@ def _select(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:
     picked: dict[int, dict[int, str]] = {}
     for *_, i, depth in candidates:
         text = _fit(turns[i][1][depth], SENTENCE_CAP)
-        cost = count_words(text) + (0 if i in picked else 1)  # the "User:" label
+        cost = word_count(text) + (0 if i in picked else 1)  # the "User:" label
         if cost <= budget:
             picked.setdefault(i, {})[depth] = text
             budget -= cost
@@ -270,9 +268,9 @@ def _bit_reverse(i: int, bits: int = 16) -> int:
 
 def _fit(sentence: str, limit: int) -> str:
     """The sentence, or its first ``limit`` words marked as cut."""
-    if count_words(sentence) <= limit:
+    if word_count(sentence) <= limit:
         return sentence
-    return " ".join(sentence.split()[:limit]) + " …"
+    return " ".join(head_words(sentence, limit).split()) + " …"
 
 
 _LABEL = re.compile(r"^(?:The )?(?:user|assistant)\s*:\s*", re.I)
@@ -285,7 +283,7 @@ def thread_map(variables: Mapping[str, Any]) -> dict:
         summary = sentences(str(session.get("summary", "")))
         body = [_LABEL.sub("", s) for s in summary if not s.startswith("Session “")]
         title = str(session.get("title", "")).strip()
-        lead = next((s for s in body if count_words(s) >= 3), "")
+        lead = next((s for s in body if word_count(s) >= 3), "")
         step = f"{title}: {lead}" if title and lead else (title or lead or "Session held.")
         steps.append({"session_id": str(session.get("id")), "step": _fit(step, 25)})
         questions += [s for s in body if s.endswith("?")]

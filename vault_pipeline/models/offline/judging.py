@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vault_pipeline.clean.pairs import jaccard, stem
-from vault_pipeline.clean.judge import Claim, parse_claim, same_subject
+from vault_pipeline.models.offline.claims import Claim, parse_claim, same_subject
+from vault_pipeline.text import jaccard, stem
 
 DUPLICATE_JACCARD = 0.5   # with subject, values and polarity equal, half the stems shared is a rewording
 PREDICATE_JACCARD = 0.5   # predicate words (after the verb, values removed) overlapping this much match

@@ -24,22 +24,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+from vault_pipeline.text import QUERY_STOPWORDS
 
-# Question words, pronouns, politeness, auxiliaries and generic verbs: never a subject domain.
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had
-has have having he her here hers herself him himself his how i if in into is it its itself just
-let lets me more most my myself no nor not now of off on once only or other our ours ourselves out
-over own same she should so some such than that the their theirs them themselves then there these
-they this those through to too under until up very was we were what when where which while who
-whom whose why will with would you your yours yourself yourselves
-please thanks thank hi hello hey talk talking discuss discussing tell explain help want wanted
-need like know think thinking maybe kind sort thing things something anything way ways get got
-make made use used using work works working does done go going say said ask asking let us
-shall may might must also really quite rather still even well much many lot lots one ones
-""".split())
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 # Generic, polysemous words that bridge unrelated domains: sharing only these is not fit.
 # Keep this list short: every word here is ignored as evidence of topical fit.
@@ -75,7 +62,12 @@ KEEP_SCORE = 1.0  # one shared domain term (or a related one) is enough evidence
 
 
 def stem(word: str) -> str:
-    """Light, deterministic English stemming: plurals, -ness/-iness, -ing/-ed on longer words."""
+    """Light, deterministic English stemming: plurals, -ness/-iness, -ing/-ed on longer words.
+
+    Not ``vault_pipeline.text.stem`` (the sweep's stemmer) on purpose: the gate needs -iness -> y
+    ("emptiness" meets the bridge word "empty", seed 004's contamination case), whole words for
+    BRIDGE and the related-terms table ("space", not "spac"), and non-ASCII words left alone.
+    """
     w = word.lower()
     if not w.isascii() or len(w) <= 3:
         return w
@@ -97,7 +89,7 @@ def content_runs(text: str) -> list[list[str]]:
     """Maximal runs of adjacent content words (surface forms): the prompt's noun phrases."""
     runs: list[list[str]] = [[]]
     for word in _words(text):
-        if word.lower() in STOPWORDS or word.isdigit():
+        if word.lower() in QUERY_STOPWORDS or word.isdigit():
             if runs[-1]:
                 runs.append([])
             continue

@@ -1,14 +1,14 @@
-"""Text handling for the offline extractor: Markdown cleaning, sentences, compression to 15 words."""
+"""Text handling for the offline extractor: Markdown cleaning, sentences, compression to the word limit.
+
+The limit is the caller's (the extract prompt's ``max_words``); words and sentence ends are the
+shared rules of ``vault_pipeline.text``, the ones the validator applies, so a split unit passes it.
+"""
 
 from __future__ import annotations
 
 import re
 
-# The validator's own notions of a word and of a sentence end: the splitter must cut wherever
-# the validator sees a break, or its units would fail validation.
-from vault_pipeline.ingest.extract import count_words, is_abbreviation
-
-MAX_WORDS = 15
+from vault_pipeline.text import head_words, split_sentences, word_count
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
@@ -18,7 +18,6 @@ _CITATION = re.compile(r"【[^】]*】")
 _DROPPED_CODE = re.compile(r",?\s*\(\s*\0\s*\)|,\s*\0\s*,|\s*\0")  # a removed long code span and its frame
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|[a-zA-Z]\))\s+")
 _HEADING = re.compile(r"^\s*#{1,6}\s+")
-_BREAK = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[A-Z0-9\"'“‘(\[¿¡]|[^\x00-\x7F])")
 _WORD = re.compile(r"\w", re.UNICODE)
 
 _FILLERS = [
@@ -92,23 +91,9 @@ def clean_markdown(text: str) -> list[str]:
     return lines
 
 
-def _split_line(line: str) -> list[str]:
-    """Cut one line at sentence ends; 'e.g. SQLite', 'Dr. Li', 'v3.5' and initials are not ends."""
-    pieces, start = [], 0
-    for match in _BREAK.finditer(line):
-        head = line[start: match.start()]
-        token = head.rsplit(None, 1)[-1] if head.strip() else ""
-        if line[match.start()] == "." and is_abbreviation(token):
-            continue
-        pieces.append(line[start: match.end()].strip())
-        start = match.end()
-    pieces.append(line[start:].strip())
-    return pieces
-
-
 def sentences(text: str) -> list[str]:
     """Sentence segmentation of cleaned Markdown: list items and headings are sentences of their own."""
-    return [piece for line in clean_markdown(text) for piece in _split_line(line) if _WORD.search(piece)]
+    return [piece for line in clean_markdown(text) for piece in split_sentences(line) if _WORD.search(piece)]
 
 
 def strip_fillers(sentence: str) -> str:
@@ -172,7 +157,7 @@ def stand_alone(clause: str) -> str:
         return clause
     word, rest = match.group(1).lower(), clause[match.end():]
     head, comma, main = rest.partition(", ")
-    if comma and word in _REORDER and count_words(main) >= 2:
+    if comma and word in _REORDER and word_count(main) >= 2:
         return f"{main} {word} {head}"  # "after X, I will ask" -> "I will ask after X"
     if word == "which":
         return f"This {rest}"
@@ -189,7 +174,7 @@ def stand_alone(clause: str) -> str:
     return f"This applies {word} {rest}"
 
 
-def compress(sentence: str, *, question: bool = False, limit: int = MAX_WORDS) -> tuple[list[str], int]:
+def compress(sentence: str, *, limit: int, question: bool = False) -> tuple[list[str], int]:
     """Split a sentence into sentences of <= ``limit`` words; returns (sentences, hard cuts made).
 
     A split question stays a question only in its asking pieces ('How do I X?'); its split-off
@@ -218,7 +203,7 @@ def _split(text: str, limit: int, loose: bool = False) -> tuple[list[str], int]:
     ``loose`` marks a split-off clause: it is made to stand alone, its prefix counted in the limit.
     """
     prefix = 2 if loose and _DEPENDENT.match(_LEADING_JOIN.sub("", text.strip())) else 0
-    if count_words(text) + prefix <= limit:
+    if word_count(text) + prefix <= limit:
         return [stand_alone(text) if loose else text], 0
     parts = _clauses(text)
     if len(parts) < 2:
@@ -245,11 +230,11 @@ def _clauses(text: str) -> list[str]:
     """
     lead = _DEPENDENT.match(text)
     comma = text.find(", ", lead.end()) if lead else -1
-    if comma > 0 and count_words(text[:comma]) >= 3 and count_words(text[comma:]) >= 3:
+    if comma > 0 and word_count(text[:comma]) >= 3 and word_count(text[comma:]) >= 3:
         return [text[:comma], *_clauses(text[comma + 2:])]
     parts, start = [], 0
     for match in _CLAUSE.finditer(text):
-        if match.group().startswith(":") and count_words(text[start: match.start()]) < 5:
+        if match.group().startswith(":") and word_count(text[start: match.start()]) < 5:
             continue
         if match.group().startswith(",") and _in_list(text, match.start()):
             continue  # "store, search, and analyze" is one clause
@@ -267,7 +252,7 @@ def _halves(text: str) -> list[str] | None:
     bounds += [(m.start(), m.start()) for m in _RELATIVE_THAT.finditer(text) if text[m.start() - 1: m.start()] == " "]
     for start, end in sorted(bounds):
         left, right = text[:start].rstrip(), text[end:]
-        if count_words(left) >= 4 and count_words(right) >= 4:
+        if word_count(left) >= 4 and word_count(right) >= 4:
             if best is None or abs(start - middle) < abs(best[0] - middle):
                 best = (start, [left, right])
     return best[1] if best else None
@@ -276,11 +261,11 @@ def _halves(text: str) -> list[str] | None:
 def _in_list(text: str, at: int) -> bool:
     """True for a boundary at ``at`` between the short items of a list ('scalability, speed, and size')."""
     before = text.rfind(",", 0, at)
-    short_before = before >= 0 and count_words(text[before + 1: at]) <= 3
+    short_before = before >= 0 and word_count(text[before + 1: at]) <= 3
     if re.match(r",?\s*(?:and|or|en|of)\s", text[at:], re.I):
         return short_before
     after = text.find(",", at + 1)
-    return text[at] == "," and (short_before or (after > 0 and count_words(text[at + 1: after]) <= 3))
+    return text[at] == "," and (short_before or (after > 0 and word_count(text[at + 1: after]) <= 3))
 
 
 def _reworded(text: str) -> str:
@@ -294,7 +279,7 @@ def _tightened(text: str, limit: int) -> str | None:
     """The same sentence in at most ``limit`` words (short forms, then up to two articles), else None."""
     text = _reworded(text)
     for _ in range(MAX_ARTICLES_DROPPED + 1):
-        if count_words(text) <= limit:
+        if word_count(text) <= limit:
             return text
         matches = list(_ARTICLE.finditer(text))
         if not matches:
@@ -306,13 +291,7 @@ def _tightened(text: str, limit: int) -> str | None:
 
 def _cut(text: str, limit: int) -> str:
     """Last resort: the first ``limit`` words, ending at a comma when one falls late enough, never on 'a'/'the'."""
-    kept, count = [], 0
-    for word in text.split():
-        count += 1 if _WORD.search(word) else 0
-        if count > limit:
-            break
-        kept.append(word)
-    head = " ".join(kept)
+    head = " ".join(head_words(text, limit).split())
     comma = head.rfind(",")
     kept = (head[:comma] if comma > len(head) * 0.6 else head).split()
     while len(kept) > 3 and kept[-1].lower().strip(",;:") in _DANGLING:

@@ -1,0 +1,21 @@
+"""Pick the backend for a model string: ``offline`` or any LiteLLM model string."""
+
+from __future__ import annotations
+
+from vault_pipeline.errors import ConfigError
+from vault_pipeline.models.calllog import CallLog
+from vault_pipeline.models.litellm_backend import LiteLLMBackend
+from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
+
+
+def build_llm(model: str, *, api_base: str | None = None, log: CallLog | None = None) -> StructuredLLM:
+    """The backend for a model string: ``offline`` or any LiteLLM model string."""
+    if not model:
+        raise ConfigError("empty model string")
+    if model == OFFLINE_MODEL:
+        return OfflineBackend(log=log)
+    if "/" not in model:
+        raise ConfigError(f"model {model!r}: use a LiteLLM model string such as 'openai/gpt-4o-mini', "
+                          "'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3.1', or 'offline'")
+    return LiteLLMBackend(model, api_base=api_base, log=log)

@@ -1,0 +1,82 @@
+"""The call log: one redacted JSON line per model call, and redaction of key-shaped text in library logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vault_pipeline.models.prompts import Prompt
+
+_SECRET = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|(?i:api[_-]?key|authorization|bearer)[\"'=: ]+[A-Za-z0-9_\-\.]{8,})"
+)
+
+
+def redact(text: str) -> str:
+    """Replace anything shaped like an API key or auth header with a placeholder."""
+    return _SECRET.sub("[redacted]", text)
+
+
+class _RedactLogs(logging.Filter):
+    """Scrub key-shaped text from library log records (instructor logs each failed attempt's error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), None
+        if record.exc_info:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
+
+
+_REDACT_LOGS = _RedactLogs()
+
+
+def redact_library_logs() -> None:
+    """Attach the redacting filter to every instructor and LiteLLM logger created so far."""
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith(("instructor", "LiteLLM", "litellm")) and isinstance(logger, logging.Logger) \
+                and _REDACT_LOGS not in logger.filters:
+            logger.addFilter(_REDACT_LOGS)
+
+
+class CallLog:
+    """Append-only JSONL log of model calls; ``path=None`` turns logging off."""
+
+    def __init__(self, path: Path | None, *, payloads: bool = True):
+        self.path = path
+        self.payloads = payloads
+        self._lock = threading.Lock()
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Append one call record (keys scrubbed of secrets) as a JSON line."""
+        if self.path is None:
+            return
+        if not self.payloads:
+            entry = {k: v for k, v in entry.items() if k not in ("variables", "output")}
+        line = redact(json.dumps(entry, ensure_ascii=False, default=str, sort_keys=True))
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+
+def log_entry(prompt: Prompt, model: str, variables: Mapping[str, Any], started: float, **extra: Any) -> dict:
+    """The record of one call: prompt identity, model, latency since ``started``, variables and ``extra``."""
+    return {
+        "ts": datetime.now(UTC).isoformat(timespec="seconds"),
+        "prompt": prompt.name,
+        "prompt_version": prompt.version,
+        "prompt_hash": prompt.hash,
+        "model": model,
+        "temperature": prompt.temperature,
+        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+        "variables": dict(variables),
+        **extra,
+    }

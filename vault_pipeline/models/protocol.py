@@ -1,0 +1,56 @@
+"""The model seam's contract: what every backend offers, and the batch-key check its answers share."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
+
+from vault_pipeline.models.prompts import Prompt
+
+T = TypeVar("T", bound=BaseModel)
+
+OFFLINE_MODEL = "offline"
+
+
+@runtime_checkable
+class StructuredLLM(Protocol):
+    """A model that answers a prompt with a validated pydantic object."""
+
+    model: str
+    remote: bool  # True when calls leave the machine
+
+    def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T], *,
+             context: Mapping[str, Any] | None = None) -> T:
+        """Render ``prompt`` with ``variables`` and return a validated ``response_model``."""
+        ...
+
+
+@runtime_checkable
+class CallRecorder(Protocol):
+    """Where a backend records its calls (``CallLog``, or a tap standing in for one)."""
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Take one call record."""
+        ...
+
+
+@runtime_checkable
+class LoggedLLM(Protocol):
+    """A backend that records each call to its ``log`` (both built-in backends do)."""
+
+    log: CallRecorder
+
+
+def check_one_per_key(seen: list[str], context: Mapping[str, Any] | None, what: str) -> None:
+    """Raise (for a re-ask) unless a batched answer has exactly one item per key in ``context["keys"]``."""
+    keys = (context or {}).get("keys")
+    if keys is None:
+        return
+    missing = sorted(set(keys) - set(seen))
+    unknown = sorted(set(seen) - set(keys))
+    repeated = sorted({k for k in seen if seen.count(k) > 1})
+    if missing or unknown or repeated:
+        raise ValueError(f"give exactly one {what} per key {sorted(keys)}: "
+                         f"missing {missing}, unknown {unknown}, repeated {repeated}")
