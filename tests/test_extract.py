@@ -15,12 +15,13 @@ from pydantic import ValidationError
 from conftest import shared_data
 from vault_pipeline.errors import ModelError
 from vault_pipeline.ingest.extract import (
+    MAX_WORDS,
+    PROMPT_LIMITS,
     SUMMARY_INPUT_CHARS,
     AtomicUnit,
     SessionSummary,
     ThreadMap,
     UnitBatch,
-    count_words,
     estimate_tokens,
     extract_conversation,
     group_threads,
@@ -28,11 +29,14 @@ from vault_pipeline.ingest.extract import (
     shorten,
     windows,
 )
-from vault_pipeline.models.llm import LiteLLMBackend, OfflineBackend, load_prompt
+from vault_pipeline.models.litellm_backend import LiteLLMBackend
+from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.offline import HANDLERS
 from vault_pipeline.models.offline.extraction import extract_units, summarize, thread_map, truncation_rate
 from vault_pipeline.models.offline.text import compress, finish, sentences
 from vault_pipeline.ingest.parse import Conversation, Message, read_export
+from vault_pipeline.text import word_count as count_words
 
 CTX = {"message_ids": ["u1", "a1"], "roles": {"u1": "user", "a1": "assistant"}}
 
@@ -62,7 +66,8 @@ def unit(**changes):
 
 def units_of(role, text, title="t"):
     """Offline units of one message, validated like a model's answer."""
-    data = extract_units({"title": title, "messages": [{"id": "m1", "role": role, "speaker": role, "text": text}]})
+    data = extract_units({"title": title, "messages": [{"id": "m1", "role": role, "speaker": role, "text": text}],
+                          **PROMPT_LIMITS})
     batch = UnitBatch.model_validate(data, context={"message_ids": ["m1"], "roles": {"m1": role}})
     return [u for u in batch.units if u.category != "topic"]
 
@@ -138,7 +143,7 @@ GOOD = {"units": [{"text": "LanceDB is embedded.", "category": "fact", "source_i
 def test_invalid_answer_is_reasked_with_the_error(bad, error):
     completion, calls = queued_completion([json.dumps(bad), json.dumps(GOOD)])
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
-    batch = llm.call(load_prompt("extract"), {"title": "t", "messages": []}, UnitBatch, context=CTX)
+    batch = llm.call(load_prompt("extract"), {"title": "t", "messages": [], **PROMPT_LIMITS}, UnitBatch, context=CTX)
     assert [u.text for u in batch.units] == ["LanceDB is embedded."]
     assert len(calls) == 2
     assert error in json.dumps(calls[1]["messages"])
@@ -263,22 +268,23 @@ def test_segmentation_keeps_abbreviations_decimals_and_lists():
 
 
 def test_compression_strips_fillers_and_splits_clauses_without_dropping_them():
-    assert compress("So, I think that we basically need to store it in order to index it.")[0] == [
-        "We need to store it to index it."]
+    assert compress("So, I think that we basically need to store it in order to index it.",
+                    limit=MAX_WORDS)[0] == ["We need to store it to index it."]
     text = ("The index keeps vectors and text in one embedded database, and it rebuilds incrementally "
             "when a single note changes, but it needs a compaction step after large imports.")
-    pieces, cuts = compress(text)
+    pieces, cuts = compress(text, limit=MAX_WORDS)
     assert len(pieces) >= 2 and cuts == 0 and all(count_words(p) <= 15 for p in pieces)
     assert "compaction" in " ".join(pieces) and "incrementally" in " ".join(pieces)
     pieces, _ = compress("If the export is larger than two gigabytes on a laptop with little memory, "
-                         "the parser streams the JSON array element by element.")
+                         "the parser streams the JSON array element by element.", limit=MAX_WORDS)
     assert pieces[0].startswith("The parser streams") and pieces[1].startswith("This applies if the export")
 
 
 def test_long_sentences_split_into_units_without_dropping_clauses():
     text = ("The index keeps vectors and text in one embedded database, and it rebuilds incrementally "
             "when a single note changes, but it needs a compaction step after large imports.")
-    units = extract_units({"title": "t", "messages": [{"id": "a1", "role": "assistant", "text": text}]})["units"]
+    units = extract_units({"title": "t", "messages": [{"id": "a1", "role": "assistant", "text": text}],
+                           **PROMPT_LIMITS})["units"]
     body = [u["text"] for u in units if u["category"] != "topic"]
     assert len(body) >= 2 and all(count_words(t) <= 15 for t in body)
     assert "compaction" in " ".join(body)
@@ -312,10 +318,11 @@ def test_finish_keeps_paired_quotes_and_ends_once(raw, finished):
 
 
 def test_compression_rewords_before_it_cuts_and_never_ends_on_a_dangling_word():
-    pieces, cuts = compress("Otherwise, we will have to ask the customer to fill in this information via a form.")
+    pieces, cuts = compress("Otherwise, we will have to ask the customer to fill in this information via a form.",
+                            limit=MAX_WORDS)
     assert (pieces, cuts) == (["Otherwise, we must ask the customer to fill in this information via a form."], 0)
     pieces, cuts = compress("Our tiny green robot quietly sweeps the dusty kitchen floor every single morning "
-                            "near the big old iron oven there.")
+                            "near the big old iron oven there.", limit=MAX_WORDS)
     assert (pieces, cuts) == (["Our tiny green robot quietly sweeps the dusty kitchen floor every single morning."], 1)
 
 
@@ -330,7 +337,8 @@ def test_code_pasted_without_a_fence_and_sign_offs_are_skipped():
 
 def test_topics_name_the_title_and_recurring_terms():
     text = "The gravel garden uses raked gravel. Gravel stands for water. Raked gravel needs care."
-    data = extract_units({"title": "Karesansui notes", "messages": [{"id": "m1", "role": "user", "text": text}]})
+    data = extract_units({"title": "Karesansui notes", "messages": [{"id": "m1", "role": "user", "text": text}],
+                          **PROMPT_LIMITS})
     topics = [u["text"] for u in data["units"] if u["category"] == "topic"]
     assert topics == ["The conversation is about Karesansui notes.", "A recurring term here is gravel."]
 
@@ -351,7 +359,8 @@ def test_topics_come_once_per_long_conversation_and_the_prompt_names_the_part():
     assert 1 <= len([u for u in result.units if u.category == "topic"]) <= 2
     rendered = load_prompt("extract").render(seen[1])[1]["content"]
     assert f"This is part 2 of {len(seen)}" in rendered
-    assert "part 1 of" not in load_prompt("extract").render({"title": "t", "messages": []})[1]["content"]
+    empty = {"title": "t", "messages": [], **PROMPT_LIMITS}
+    assert "part 1 of" not in load_prompt("extract").render(empty)[1]["content"]
 
 
 def test_a_long_session_is_shown_to_the_summary_prompt_within_a_budget():
@@ -439,7 +448,8 @@ def test_offline_extraction_of_the_real_export():
     seconds = time.perf_counter() - started
     for c, e in zip(convs, extractions):
         counts.update(u.category for u in e.units)
-        n, t = truncation_rate({"messages": [{"id": m.id, "role": m.role, "text": m.text} for m in c.messages]})
+        n, t = truncation_rate({"messages": [{"id": m.id, "role": m.role, "text": m.text} for m in c.messages],
+                                **PROMPT_LIMITS})
         cuts, total = cuts + n, total + t
     units = sum(counts.values())
     print(f"\n{len(convs)} conversations, {sum(len(c.messages) for c in convs)} turns: {units} units in "

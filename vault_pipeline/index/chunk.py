@@ -23,13 +23,12 @@ from __future__ import annotations
 import bisect
 import math
 import re
-import unicodedata
 from dataclasses import dataclass, replace
 
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
-from vault_pipeline.text import estimate_tokens
+from vault_pipeline.text import estimate_tokens, grapheme_safe
 
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
@@ -350,27 +349,6 @@ def lint_levels(body: str, *, ceiling: int = BULLET_CEILING) -> list[LintFinding
 
 # -- size tiers (engram-go) ------------------------------------------------
 
-_JOINERS = {"\u200d", "\ufe0e", "\ufe0f"}
-
-
-def _glued(ch: str) -> bool:
-    """True if ``ch`` attaches to the character before it (never start a cut there)."""
-    cp = ord(ch)
-    return (ch in _JOINERS or unicodedata.category(ch) in ("Mn", "Me", "Mc")
-            or 0x1F3FB <= cp <= 0x1F3FF or 0xE0020 <= cp <= 0xE007F)
-
-
-def _grapheme_safe(text: str, pos: int) -> int:
-    """Move ``pos`` back until it does not split a combining sequence, ZWJ emoji or flag."""
-    while 0 < pos < len(text) and (_glued(text[pos]) or text[pos - 1] == "\u200d"):
-        pos -= 1
-    if 0 < pos < len(text) and 0x1F1E6 <= ord(text[pos]) <= 0x1F1FF:
-        run = 0
-        while pos - run > 0 and 0x1F1E6 <= ord(text[pos - run - 1]) <= 0x1F1FF:
-            run += 1
-        pos -= run % 2  # regional indicators pair up into flags
-    return pos
-
 
 def _head_cut(text: str, fences: list[tuple[int, int]], max_bytes: int) -> int:
     """The end of the longest clean head of ``text`` within ``max_bytes`` of UTF-8."""
@@ -381,7 +359,7 @@ def _head_cut(text: str, fences: list[tuple[int, int]], max_bytes: int) -> int:
     cands = [(pos, pos, prio) for pos, prio in cuts.items() if pos <= fit]
     if not cands:
         cands = [(m.end(), m.end(), 0) for m in _WHITESPACE.finditer(text, 0, fit)]
-    return _grapheme_safe(text, _choose_cut(cands, fit // 2) if cands else fit)
+    return grapheme_safe(text, _choose_cut(cands, fit // 2) if cands else fit)
 
 
 def _outline(headings: list[_Heading], max_bytes: int, max_level: int) -> str:

@@ -16,14 +16,17 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from vault_pipeline.models.llm import StructuredLLM, load_prompt
-from vault_pipeline.text import estimate_tokens
+from vault_pipeline.models.prompts import load_prompt
+from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.text import TITLE_STOPWORDS, estimate_tokens, normalise_text, sentence_count, word_count
 from vault_pipeline.ingest.parse import Conversation, Message
 
 Category = Literal["decision", "open-question", "constraint", "fact", "idea", "action-item", "topic", "provisional"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
 MAX_WORDS = 15
 MAX_CONTEXT_WORDS = 12
+# The limits as the extract prompt states them; the offline backend reads them from there too.
+PROMPT_LIMITS = {"max_words": MAX_WORDS, "max_context_words": MAX_CONTEXT_WORDS}
 MAX_STEP_WORDS = 25
 SUMMARY_MIN_WORDS, SUMMARY_MAX_WORDS = 200, 400
 WINDOW_TOKENS = 2500
@@ -31,51 +34,15 @@ WINDOW_TOKENS = 2500
 # (a 16k-context model keeps room to answer), so a long session's messages shrink, to 200 at least.
 SUMMARY_MESSAGE_CHARS, SUMMARY_INPUT_CHARS, SUMMARY_MESSAGE_FLOOR = 1500, 48_000, 200
 
-_WORD_TOKEN = re.compile(r"\S*\w\S*", re.UNICODE)  # one match per white-space token holding a letter or digit
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 _NOT_PROSE = re.compile(r"^\s*\|.*$|^\s*(?:[-*+•]|\d+[.)]|#{1,6})(?=\s)|`[^`\n]*`|【[^】]*】|https?://\S+", re.M)
-_SENTENCE_BREAK = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[A-Z0-9\"'“‘(\[])")
 _ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
 _MARKDOWN = re.compile(r"```|(\*\*|~~)(?=\S)[^*~]+?(?<=\S)\1|\]\(|^#{1,6}\s|^(?:[-*+•]|\d+[.)])\s|^\|")
-# Tokens before a period that do not end a sentence ("e.g. SQLite", "Prof. Motto", "Fig. 3"); not "no",
-# which ends "I said no." far more often than it abbreviates "number". The offline splitter uses this too.
-ABBREVIATIONS = frozenset(
-    "e.g i.e vs etc cf al dr mr mrs ms prof st jr sr nr fig eq ca approx inc ltd co dept est vol ch sec pp "
-    "incl excl resp a.m p.m u.s u.k bijv o.a d.w.z z.b mt".split())
-
-
-def count_words(text: str) -> int:
-    """Words as a person counts them: white-space tokens that hold a letter or digit."""
-    return len(_WORD_TOKEN.findall(text))
 
 
 def prose_words(text: str) -> int:
     """Words of prose in a message: fenced code, tables, inline code, URLs and list markers not counted."""
-    return count_words(_NOT_PROSE.sub(" ", _FENCED.sub(" ", text)))
-
-
-def normalise(text: str) -> str:
-    """Lower case, punctuation dropped, white space folded: the key for 'the same unit'."""
-    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
-
-
-def is_abbreviation(token: str) -> bool:
-    """True for a token (without its final period) that does not end a sentence: 'e.g', 'Dr', 'J', 'U.S'."""
-    token = token.lstrip("\"'“‘([").lower()
-    if len(token) == 1 and token.isalpha():
-        return True
-    return token in ABBREVIATIONS or re.fullmatch(r"(?:\w\.)+\w", token) is not None
-
-
-def _has_sentence_break(text: str) -> bool:
-    """A sentence end inside the text; abbreviations and initials are not ends."""
-    for match in _SENTENCE_BREAK.finditer(text):
-        before = text[: match.start() + 1]
-        token = before[:-1].rsplit(None, 1)[-1] if before[:-1].strip() else ""
-        if before.endswith(".") and is_abbreviation(token):
-            continue
-        return True
-    return False
+    return word_count(_NOT_PROSE.sub(" ", _FENCED.sub(" ", text)))
 
 
 def _ctx(info: ValidationInfo) -> dict[str, Any]:
@@ -102,14 +69,14 @@ class AtomicUnit(BaseModel):
     @classmethod
     def _one_short_sentence(cls, value: str) -> str:
         text = " ".join(value.split())
-        words = count_words(text)
+        words = word_count(text)
         if not words:
             raise ValueError("empty unit text")
         if _MARKDOWN.search(text):
             raise ValueError(f"unit must be plain prose, no Markdown, code fences or list markers: {text!r}")
         if words > MAX_WORDS:
             raise ValueError(f"{words} words, at most {MAX_WORDS} allowed; split it into separate units: {text!r}")
-        if _has_sentence_break(text):
+        if sentence_count(text) > 1:
             raise ValueError(f"one sentence per unit, never combined; split it into separate units: {text!r}")
         if not _ENDS_SENTENCE.search(text):
             raise ValueError(f"a unit is a declarative sentence ending in '.': {text!r}")
@@ -121,8 +88,8 @@ class AtomicUnit(BaseModel):
         if value is None or not value.strip():
             return None
         value = " ".join(value.split())
-        if count_words(value) > MAX_CONTEXT_WORDS:
-            raise ValueError(f"context has {count_words(value)} words, at most {MAX_CONTEXT_WORDS} allowed: {value!r}")
+        if word_count(value) > MAX_CONTEXT_WORDS:
+            raise ValueError(f"context has {word_count(value)} words, at most {MAX_CONTEXT_WORDS} allowed: {value!r}")
         return value
 
     @model_validator(mode="after")
@@ -159,7 +126,7 @@ def collapse(units: Sequence[AtomicUnit]) -> list[AtomicUnit]:
     """Same normalised text -> one unit: the first one's category, speaker and context, source ids merged in order."""
     kept: dict[str, AtomicUnit] = {}
     for unit in units:
-        key = normalise(unit.text)
+        key = normalise_text(unit.text)
         if key not in kept:
             kept[key] = unit.model_copy()
             continue
@@ -178,7 +145,7 @@ class SessionSummary(BaseModel):
     @classmethod
     def _length(cls, value: str, info: ValidationInfo) -> str:
         value = value.strip()
-        words = count_words(value)
+        words = word_count(value)
         # The floor is the session's own prose (what the prompt showed), capped at 200 words.
         floor = max(1, min(SUMMARY_MIN_WORDS, int(_ctx(info).get("source_words", SUMMARY_MIN_WORDS))))
         if words > SUMMARY_MAX_WORDS:
@@ -198,8 +165,8 @@ class ThreadStep(BaseModel):
     @classmethod
     def _short(cls, value: str) -> str:
         value = " ".join(value.split())
-        if not count_words(value) or count_words(value) > MAX_STEP_WORDS:
-            raise ValueError(f"a step has 1-{MAX_STEP_WORDS} words, got {count_words(value)}: {value!r}")
+        if not word_count(value) or word_count(value) > MAX_STEP_WORDS:
+            raise ValueError(f"a step has 1-{MAX_STEP_WORDS} words, got {word_count(value)}: {value!r}")
         return value
 
 
@@ -303,7 +270,7 @@ def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
     parts = windows(conv.messages)
     for part, window in enumerate(parts, 1):
         context = {"message_ids": sorted({m.id for m in window}), "roles": roles}
-        variables = {**_variables(conv.title, window), "part": part, "parts": len(parts)}
+        variables = {**_variables(conv.title, window), "part": part, "parts": len(parts), **PROMPT_LIMITS}
         units += llm.call(load_prompt("extract"), variables, UnitBatch, context=context).units
     # Deterministic order: by the first source message, then by the order the windows gave.
     ranked = sorted(enumerate(collapse(units)), key=lambda p: (min(order.get(i, 0) for i in p[1].source_ids), p[0]))
@@ -316,21 +283,13 @@ def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
 
 # --------------------------------------------------------------------------- thread maps
 
-# Words that say nothing about which line of work a title belongs to.
-_STOP = frozenset(
-    "the a an and or of for to in on at by from with without about into over under my our your their its this "
-    "that these those how what why when where which who is are was be do does can could should would will new "
-    "chat conversation session help question questions using use used via vs part one two three fix fixing fixed "
-    "error errors issue issues problem problems set setting create creating make making improve improving get "
-    "getting add adding best tip tips guide explain explanation example examples summary overview request "
-    "van het een de en voor met naar hoe wat".split())
 TITLE_JACCARD, TITLE_SHARED = 0.5, 2
 
 
 def _title_terms(title: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
     """A title's content words (plural 's' folded) and its adjacent content-word pairs."""
-    words = (w[:-1] if w.endswith("s") and len(w) > 4 else w for w in normalise(title).split())
-    seq = [w for w in words if len(w) > 2 and w not in _STOP]
+    words = (w[:-1] if w.endswith("s") and len(w) > 4 else w for w in normalise_text(title).split())
+    seq = [w for w in words if len(w) > 2 and w not in TITLE_STOPWORDS]
     return frozenset(seq), frozenset(zip(seq, seq[1:]))
 
 

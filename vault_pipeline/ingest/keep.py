@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,20 +15,15 @@ from datetime import date
 from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
-from vault_pipeline.ingest.extract import CATEGORIES
-from vault_pipeline.text import normalise_text, word_count
+from vault_pipeline.ingest.extract import CATEGORIES, MAX_WORDS
+from vault_pipeline.text import normalise_text, sentence_count, word_count
 from vault_pipeline.vault.frontmatter import frontmatter_span
 from vault_pipeline.vault.files import Vault
 
-MAX_WORDS = 15
 # Word-set Jaccard at or above this is the same note reworded (HIPPOCAMPUS' merge threshold).
 DUPLICATE_JACCARD = 0.9
 INBOX = "inbox/"
 ENGRAMS = "engrams"
-
-_ABBREVIATIONS = {"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "fig",
-                  "approx", "cf", "al", "inc", "ltd", "jr", "sr", "u.s", "a.m", "p.m"}
-_SENTENCE_GAP = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*(?=\S)")
 
 
 @dataclass
@@ -94,21 +88,6 @@ def note_sentence(body: str) -> str:
         if line and not line.startswith("#") and not line.startswith(("Context:", "Source:")):
             return line
     return ""
-
-
-def sentence_count(text: str) -> int:
-    """Sentences in a line of text, not splitting after abbreviations or initials."""
-    pieces = [p for p in _SENTENCE_GAP.split(text.strip()) if p]
-    return sum(1 for i, piece in enumerate(pieces) if i == 0 or not _continues(pieces[i - 1], piece))
-
-
-def _continues(previous: str, piece: str) -> bool:
-    if previous.endswith(("。", "！", "？")):
-        return False
-    last = previous.rsplit(None, 1)[-1].rstrip(".!?").lower()
-    if previous.endswith(".") and (last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha())):
-        return True
-    return not (piece[0].isupper() or piece[0].isdigit() or piece[0] in "\"'“‘(")
 
 
 def quality_problems(frontmatter: Mapping[str, Any], body: str,
