@@ -365,7 +365,7 @@ def plan_phase(root: Path) -> dict:
     started = time.perf_counter()
     from vault_pipeline.clean.plan import plan
     from vault_pipeline.index.sync import Index
-    from vault_pipeline.models.llm import OfflineBackend
+    from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.vault.files import Vault
 
     imports = time.perf_counter() - started

@@ -11,15 +11,28 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder, queued_completion
+from vault_pipeline.clean import notes as sweep_notes
 from vault_pipeline.clean import plan as clean
-from vault_pipeline.clean.pairs import (CandidateSettings, candidate_pairs, content_stems, neighbours, stem,
-                                       tokens)
+from vault_pipeline.clean.apply import apply
+from vault_pipeline.clean.judge import (
+    Contradiction,
+    Duplicate,
+    PairJudgement,
+    PairJudgements,
+    PairText,
+    Related,
+    judge_pairs,
+    to_relation,
+)
+from vault_pipeline.clean.pairs import CandidateSettings, candidate_pairs, neighbours
+from vault_pipeline.clean.types import Collapse, Plan, Relate, Supersede
+from vault_pipeline.clean.undo import undo
 from vault_pipeline.errors import LockError, ModelError
 from vault_pipeline.index.sync import Index, sync
-from vault_pipeline.clean.judge import (Contradiction, Duplicate, PairJudgement, PairJudgements, PairText, Related,
-                                  Unrelated, judge_pairs, to_relation)
-from vault_pipeline.models.llm import LiteLLMBackend, OfflineBackend
+from vault_pipeline.models.litellm_backend import LiteLLMBackend
+from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.judging import judge as offline_judge
+from vault_pipeline.text import content_stems, stem, tokens
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
 # --------------------------------------------------------------------------- builders
@@ -63,7 +76,7 @@ def _index(vault: Vault) -> Index:
     return Index.open(vault)
 
 
-def _plan(vault: Vault, llm=None) -> clean.Plan:
+def _plan(vault: Vault, llm=None) -> Plan:
     return clean.plan(vault, _index(vault), llm or OfflineBackend())
 
 
@@ -231,15 +244,15 @@ def test_duplicates_collapse_into_the_kept_engram_with_sources_merged(vault):
     plan = _plan(vault)
     assert [(a["action"], a["notes"], a.get("canonical")) for a in plan.to_json()] == [
         ("duplicate", ["a-3", "a-1", "a-2"], "a-3")]  # provenance beats richness and newness
-    report = clean.apply(vault, plan)
+    report = apply(vault, plan)
     assert report.counts == {"duplicate": 1} and not report.skipped
     canon = _fm(vault, "engrams/port-kept.md")
     assert canon["source"]["messages"] == ["m-5", "m-1", "m-2", "m-3", "m-9"]
     assert canon["tags"] == ["infra", "ops", "t"] and canon["status"] == "kept"
-    for stem in ("port-a", "port-b"):
-        archived = _fm(vault, f"archive/{stem}.md")
+    for name in ("port-a", "port-b"):
+        archived = _fm(vault, f"archive/{name}.md")
         assert archived["duplicate_of"] == "[[port-kept]]" and archived["status"] == "archived"
-        assert not (vault.root / f"inbox/{stem}.md").exists()
+        assert not (vault.root / f"inbox/{name}.md").exists()
 
 
 def test_among_chat_notes_the_richer_then_the_newer_note_is_canonical(vault):
@@ -257,7 +270,7 @@ def test_transitive_duplicates_collapse_once_and_each_note_is_archived_once(vaul
         _note(vault, f"inbox/n{n}.md", f"a-{n}", sentence, f"2024-03-0{n + 1}T10:00:00")
     plan = _plan(vault)
     assert [a["action"] for a in plan.to_json()] == ["duplicate"]
-    clean.apply(vault, plan)
+    apply(vault, plan)
     assert sorted(p for p in vault.iter_note_paths() if p.startswith("archive/")) == ["archive/n0.md", "archive/n1.md"]
 
 
@@ -266,7 +279,7 @@ def test_a_contradiction_is_resolved_by_supersession_both_ways(vault):
     _note(vault, "inbox/deadline-may-10.md", "a-new", "The deadline moved to May 10.", "2024-04-01T10:00:00")
     plan = _plan(vault)
     assert [(a["action"], a["notes"]) for a in plan.to_json()] == [("supersede", ["a-new", "a-old"])]
-    clean.apply(vault, plan)
+    apply(vault, plan)
     assert _fm(vault, "inbox/deadline-may-10.md")["supersedes"] == ["[[deadline-may-3]]"]
     old = _fm(vault, "archive/deadline-may-3.md")
     assert old["superseded_by"] == "[[deadline-may-10]]" and old["status"] == "archived"
@@ -285,7 +298,7 @@ def test_related_notes_get_links_both_ways(vault):
     _note(vault, "inbox/approval.md", "a-2", "The paper deadline needs approval from Alice.", "2024-03-02T10:00:00")
     plan = _plan(vault)
     assert [(a["action"], a["notes"]) for a in plan.to_json()] == [("relate", ["a-1", "a-2"])]
-    clean.apply(vault, plan)
+    apply(vault, plan)
     assert _fm(vault, "inbox/deadline.md")["related"] == ["[[approval]]"]
     assert _fm(vault, "inbox/approval.md")["related"] == ["[[deadline]]"]
 
@@ -309,7 +322,7 @@ def test_a_kept_engram_is_never_archived_by_a_newer_chat_note(vault):
     plan = _plan(vault)
     assert [(a["action"], a["notes"]) for a in plan.to_json()] == [("relate", ["a-chat", "a-kept"])]
     assert "provenance" in plan.actions[0].reason
-    clean.apply(vault, plan)
+    apply(vault, plan)
     assert _fm(vault, "engrams/deadline.md")["status"] == "kept"
 
 
@@ -335,20 +348,20 @@ def _mixed_vault(vault: Vault) -> None:
 def test_a_second_plan_on_the_cleaned_vault_has_no_actions(vault):
     _mixed_vault(vault)
     first = _plan(vault)
-    assert {a.action for a in first.actions} == {"duplicate", "supersede", "relate"}
-    clean.apply(vault, first)
+    assert {type(a) for a in first.actions} == {Collapse, Supersede, Relate}
+    apply(vault, first)
     assert _plan(vault).actions == []
 
 
 def test_undo_restores_every_file_byte_for_byte(vault):
     _mixed_vault(vault)
     before = _snapshot(vault)
-    report = clean.apply(vault, _plan(vault))
+    report = apply(vault, _plan(vault))
     assert _snapshot(vault) != before
     journal = json.loads(Path(report.journal).read_text())
     assert journal["run_id"] == report.run_id and len(journal["files"]) == report.files
     assert {"path_before", "path_after", "sha256_before", "sha256_after", "copy"} <= set(journal["files"][0])
-    undone = clean.undo(vault, report.run_id)
+    undone = undo(vault, report.run_id)
     assert undone.restored == report.files and not undone.skipped
     assert _snapshot(vault) == before
     # Undo is journaled too, and nothing was deleted: the run's copies are still there.
@@ -360,11 +373,11 @@ def test_undo_restores_every_file_byte_for_byte(vault):
 def test_undo_leaves_a_file_changed_after_the_run_alone(vault):
     _note(vault, "inbox/a.md", "a-1", "The deadline is May 3.", "2024-03-01T10:00:00")
     _note(vault, "inbox/b.md", "a-2", "The deadline moved to May 10.", "2024-04-01T10:00:00")
-    report = clean.apply(vault, _plan(vault))
+    report = apply(vault, _plan(vault))
     edited = vault.root / "inbox/b.md"
     edited.write_text(edited.read_text() + "\nMy own note.\n")
     mine = edited.read_bytes()
-    undone = clean.undo(vault, report.run_id)
+    undone = undo(vault, report.run_id)
     assert undone.restored == 1 and len(undone.skipped) == 1 and "changed after the run" in undone.skipped[0]
     assert edited.read_bytes() == mine
     assert (vault.root / "inbox/a.md").is_file() and not (vault.root / "archive/a.md").exists()
@@ -376,7 +389,7 @@ def test_a_note_edited_after_planning_is_skipped_never_overwritten(vault):
     edited = vault.root / "inbox/deadline-may-3.md"
     edited.write_text(edited.read_text().replace("May 3.", "May 3, per Alice."))
     mine = edited.read_bytes()
-    report = clean.apply(vault, plan)
+    report = apply(vault, plan)
     assert report.counts["supersede"] == 0 and report.counts["duplicate"] == 1
     assert any("edited since the plan was made" in s for s in report.skipped)
     assert edited.read_bytes() == mine
@@ -388,9 +401,9 @@ def test_apply_waits_for_no_one_when_the_vault_is_locked(vault):
     before = _snapshot(vault)
     with vault.lock("ingest"):
         with pytest.raises(LockError, match="ingest"):
-            clean.apply(vault, plan)
+            apply(vault, plan)
         with pytest.raises(LockError):
-            clean.undo(vault, "no-such-run")
+            undo(vault, "no-such-run")
     assert _snapshot(vault) == before
 
 
@@ -400,7 +413,7 @@ def test_notes_missing_from_the_index_or_gone_are_reported_not_fatal(vault):
     os.rename(vault.root / "inbox/pelicans.md", vault.root / "pelicans-moved.md")
     plan = clean.plan(vault, index, OfflineBackend())
     assert any("inbox/pelicans.md" in s for s in plan.skipped)
-    assert {a.action for a in plan.actions} == {"duplicate", "supersede", "relate"}
+    assert {type(a) for a in plan.actions} == {Collapse, Supersede, Relate}
 
 
 def test_a_judge_failure_leaves_the_notes_alone(vault):
@@ -421,7 +434,7 @@ def test_after_supersession_a_query_sees_only_the_newer_note(vault):
     _note(vault, "inbox/deadline-may-3.md", "a-old", "The deadline is May 3.", "2024-03-01T10:00:00")
     _note(vault, "inbox/deadline-may-10.md", "a-new", "The deadline moved to May 10.", "2024-04-01T10:00:00")
     embedder = HashEmbedder(dim=64)
-    clean.apply(vault, clean.plan(vault, _index(vault), OfflineBackend()))
+    apply(vault, clean.plan(vault, _index(vault), OfflineBackend()))
     with vault.lock("index"):
         sync(vault, embedder)
     package = query.run_query("when is the deadline", retriever=Index.open(vault), embedder=embedder,
@@ -434,9 +447,9 @@ def test_large_vaults_are_read_in_worker_processes_with_the_same_result(vault, m
     _mixed_vault(vault)
     index = _index(vault)
     ids, paths, _ = index.all_vectors()
-    serial = clean.load_notes(vault, ids, paths)
-    monkeypatch.setattr(clean, "PARALLEL_READ_FROM", 1)
-    assert clean.load_notes(vault, ids, paths) == serial
+    serial = sweep_notes.load_notes(vault, ids, paths)
+    monkeypatch.setattr(sweep_notes, "PARALLEL_READ_FROM", 1)
+    assert sweep_notes.load_notes(vault, ids, paths) == serial
 
 
 def test_a_related_pair_below_the_embedders_floor_is_not_linked(vault, monkeypatch):
@@ -450,20 +463,20 @@ def test_a_related_pair_below_the_embedders_floor_is_not_linked(vault, monkeypat
 def test_a_run_that_crashed_before_its_summary_can_still_be_undone(vault, tmp_path):
     _mixed_vault(vault)
     before = _snapshot(vault)
-    report = clean.apply(vault, _plan(vault))
+    report = apply(vault, _plan(vault))
     Path(report.journal).rename(tmp_path / "summary-lost.json")  # as if the run died before writing it
-    assert clean.undo(vault, report.run_id).restored == report.files
+    assert undo(vault, report.run_id).restored == report.files
     assert _snapshot(vault) == before
 
 
 def test_an_undo_can_itself_be_undone(vault):
     _mixed_vault(vault)
-    report = clean.apply(vault, _plan(vault))
+    report = apply(vault, _plan(vault))
     cleaned = _snapshot(vault)
-    undone = clean.undo(vault, report.run_id)
-    redone = clean.undo(vault, undone.run_id)
+    undone = undo(vault, report.run_id)
+    redone = undo(vault, undone.run_id)
     assert redone.restored == report.files and _snapshot(vault) == cleaned
-    again = clean.undo(vault, undone.run_id)
+    again = undo(vault, undone.run_id)
     assert again.restored == 0 and all("already as it was" in s for s in again.skipped)
 
 
@@ -479,9 +492,9 @@ def test_after_undo_ingest_still_owns_the_notes_it_wrote(vault):
     old = atomic("a-old", "deadline-may-3", "The deadline is May 3.", "2024-03-01T10:00:00")
     new = atomic("a-new", "deadline-may-10", "The deadline moved to May 10.", "2024-04-01T10:00:00")
     assert [vault.write(n).outcome for n in (old, new)] == ["created", "created"]
-    report = clean.apply(vault, _plan(vault))
+    report = apply(vault, _plan(vault))
     assert report.counts == {"supersede": 1}
-    clean.undo(vault, report.run_id)
+    undo(vault, report.run_id)
     assert [vault.write(n).outcome for n in (old, new)] == ["unchanged", "unchanged"]
     changed = atomic("a-new", "deadline-may-10", "The deadline moved to May 10, per Alice.", "2024-04-01T10:00:00")
     assert vault.write(changed).outcome == "updated"  # still ours: not refused as a user edit
@@ -500,7 +513,7 @@ def test_planning_is_deterministic_and_writes_nothing(vault):
 def test_an_empty_vault_plans_nothing_and_applies_nothing(vault):
     plan = _plan(vault)
     assert plan.actions == [] and plan.notes == 0 and plan.candidates == 0
-    report = clean.apply(vault, plan)
+    report = apply(vault, plan)
     assert report.run_id == "" and not (vault.root / STATE_DIR / "journal").exists()
 
 
@@ -510,9 +523,9 @@ def test_a_name_taken_in_archive_is_never_overwritten(vault):
     plan = _plan(vault)
     taken = vault.root / "archive/deadline-may-3.md"
     taken.write_text("an older file with the same name\n")
-    report = clean.apply(vault, plan)
+    report = apply(vault, plan)
     assert taken.read_text() == "an older file with the same name\n"
     assert report.counts["supersede"] == 0 and "already exists" in report.skipped[0]
     assert "partly applied" in report.skipped[0]
-    assert clean.undo(vault, report.run_id).restored == 2  # the partial change is undoable
+    assert undo(vault, report.run_id).restored == 2  # the partial change is undoable
     assert _fm(vault, "inbox/deadline-may-3.md")["status"] == "provisional"

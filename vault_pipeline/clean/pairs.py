@@ -21,87 +21,13 @@ The numpy paths are vectorised; 100,000 notes take seconds, not minutes.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-# --------------------------------------------------------------------------- normalisation
-
-ARTICLES = frozenset({"a", "an", "the"})
-STOPWORDS = ARTICLES | frozenset(
-    "our we us my i me your you their they them its it his her he she this that these those of for to "
-    "in on at by with from into onto about as and or but so if then than also just there here "
-    "is are was were be been being am will would shall should can could must might do does did "
-    "has have had get gets got some any all each every which who whom what when where how now "
-    "s t let lets going gonna".split())
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
-         if w != "_"}
-_TENS_DIGITS = frozenset(str(t) for t in _TENS.values())
-_TOKEN = re.compile(r"\d+(?:[.:/-]\d+)*(?:st|nd|rd|th|am|pm|k|m|%)?|[a-z]+\d[a-z\d]*|[a-z]+(?:'[a-z]+)?", re.I)
-_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
-
-
-def tokens(text: str, *, keep_case: bool = False) -> list[str]:
-    """Word and number tokens, accents folded, number words turned into digits, lower-cased unless asked."""
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    words = [w.replace("'", "") if w.lower().endswith("n't") else w.split("'")[0] for w in _TOKEN.findall(folded)]
-    words = [_ORDINAL.sub(r"\1", w.lower()) if w[:1].isdigit() else w for w in words]  # "3rd" -> "3"
-    return _numbers(words if keep_case else [w.lower() for w in words])
-
-
-def _numbers(words: list[str]) -> list[str]:
-    out: list[str] = []
-    for word in words:
-        low = word.lower()
-        if low in _NUMBER_WORDS and out and out[-1] in _TENS_DIGITS and 0 < _NUMBER_WORDS[low] < 10:
-            out[-1] = str(int(out[-1]) + _NUMBER_WORDS[low])  # "twenty five" -> 25
-        elif low in _NUMBER_WORDS:
-            out.append(str(_NUMBER_WORDS[low]))
-        elif low in _TENS:
-            out.append(str(_TENS[low]))
-        else:
-            out.append(word)
-    return out
-
-
-@lru_cache(maxsize=200_000)
-def stem(word: str) -> str:
-    """A deliberately small suffix stripper: plurals, -ing, -ed, final -e (so move/moved/moves meet)."""
-    if word[:1].isdigit() or word.endswith(("ss", "eed", "us")):
-        return word
-    if len(word) <= 3:
-        return word[:-1] if word.endswith("e") and len(word) == 3 else word  # use -> us, like used/uses
-    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if word.endswith(suffix) and len(word) - len(suffix) + len(repl) >= 2:
-            word = word[: len(word) - len(suffix)] + repl
-            break
-    return word[:-1] if word.endswith("e") and len(word) >= 3 else word
-
-
-def content_stems(text: str) -> frozenset[str]:
-    """The set of stemmed content words and numbers: the unit of every lexical comparison."""
-    return frozenset(stem(w) for w in tokens(text) if w not in STOPWORDS)
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """|A & B| / |A | B| (0.0 for two empty sets)."""
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
-
-
-def overlap(a: frozenset[str], b: frozenset[str]) -> float:
-    """|A & B| / min(|A|, |B|): a short rewrite inside a longer note still scores high."""
-    small = min(len(a), len(b))
-    return len(a & b) / small if small else 0.0
-
+from vault_pipeline.text import jaccard, overlap
 
 # --------------------------------------------------------------------------- settings
 

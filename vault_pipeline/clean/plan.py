@@ -1,11 +1,11 @@
 """The cleaning sweep: plan, apply and undo (seed 004, "The engram lifecycle").
 
-``plan`` reads every active atomic note (the vault is the truth; the index gives the
-vectors; the caller syncs the index first), builds candidate pairs (``candidates.py``:
-vector neighbours combined with a lexical signal), has them judged (``judge.py``) and
-turns the judgements into ordered actions. Nothing is written. ``apply`` performs a plan
-through ``vault.py`` under the vault lock, skipping any note edited since planning, and
-journals every touched file; ``undo`` puts every file back, byte for byte, unless it
+``plan`` reads every active atomic note (``notes.py``; the vault is the truth, the index gives
+the vectors, the caller syncs the index first), builds candidate pairs (``pairs.py``: vector
+neighbours combined with a lexical signal), has them judged (``judge.py``) and turns the
+judgements into ordered actions (``types.py``). Nothing is written. ``apply.py`` performs a
+plan under the vault lock, skipping any note edited since planning, and journals every
+touched file (``journal.py``); ``undo.py`` puts every file back, byte for byte, unless it
 changed after the run. Policy, in the order the plan applies it:
 
 * duplicates: judged-duplicate pairs form clusters (transitively); each cluster keeps one
@@ -24,34 +24,32 @@ changed after the run. Policy, in the order the plan applies it:
 
 from __future__ import annotations
 
-import os
-import sys
 import time
-import warnings
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import PurePosixPath
-from typing import Any, Protocol, assert_never
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol, assert_never
 
 import numpy as np
 
+from vault_pipeline.clean.judge import (
+    Contradiction,
+    Duplicate,
+    PairText,
+    Related,
+    Relation,
+    Unrelated,
+    judge_pairs,
+    relation_name,
+)
+from vault_pipeline.clean.notes import SweepNote, load_notes
 from vault_pipeline.clean.pairs import Candidate, CandidateSettings, candidate_pairs
-from vault_pipeline.clean.apply import ARCHIVE, CleanReport, UndoReport, apply, as_list, link_stem, undo
-from vault_pipeline.errors import VaultError
-from vault_pipeline.clean.judge import (Contradiction, Duplicate, PairText, Related, Relation, Unrelated, judge_pairs,
-                                  parse_claim, relation_name)
-from vault_pipeline.models.llm import StructuredLLM
-from vault_pipeline.vault.note import TIER_WEIGHTS, note_tier
+from vault_pipeline.clean.types import Action, Collapse, NoteRef, Plan, Relate, Supersede
+from vault_pipeline.models.offline.claims import parse_claim
+from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
 
-__all__ = ["Action", "CleanReport", "Plan", "SweepNote", "UndoReport", "apply", "load_notes", "plan", "undo"]
-
 Progress = Callable[[int, int], None]
-PARALLEL_READ_FROM = 20_000  # notes; below this a process pool costs more than it saves
 # HIPPOCAMPUS (seed 003, 4.5a) merges above cosine 0.9 and links 0.7-0.9. Re-measured for
 # MiniLM on short atomic notes (benchmarks/bench_clean.py, 10,000 notes): same-subject related
 # pairs p5 0.64 / p10 0.67 / median 0.82; duplicates median 0.92; different-subject look-alikes
@@ -71,141 +69,6 @@ class VectorSource(Protocol):
         ...
 
 
-# --------------------------------------------------------------------------- notes
-
-
-@dataclass(frozen=True)
-class SweepNote:
-    """What the sweep knows of one atomic note, read from the vault at planning time."""
-
-    id: str
-    path: str
-    stem: str
-    text: str            # the claim sentence
-    context: str         # the Context: line, if any
-    created: str
-    status: str
-    tier: str
-    messages: tuple[str, ...]
-    related: frozenset[str]  # stems linked in ``related``
-    sha256: str
-    category: str = ""
-
-    @property
-    def provenance(self) -> tuple[float, bool]:
-        """Tier weight, then kept-ness: a kept engram outranks everything."""
-        return TIER_WEIGHTS.get(self.tier, 0.0), self.status == "kept"
-
-
-def _claim(body: str) -> tuple[str, str]:
-    """The claim sentence and the Context: qualifier of an atomic note's body."""
-    sentence, context = "", ""
-    for line in (raw.strip() for raw in body.splitlines()):
-        if line.lower().startswith("context:"):
-            context = context or line.split(":", 1)[1].strip()
-        elif line and not sentence and not line.lower().startswith("source:") and not line.startswith("#"):
-            sentence = line
-    return sentence, context
-
-
-def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sha: str) -> SweepNote | None:
-    """A SweepNote, or None when the note is not an active atomic note (archived, superseded ...)."""
-    inactive = fm.get("status") == "archived" or fm.get("superseded_by") or fm.get("duplicate_of")
-    if fm.get("type") != "atomic" or inactive or relpath.startswith(f"{ARCHIVE}/"):
-        return None
-    source = fm.get("source") if isinstance(fm.get("source"), dict) else {}
-    sentence, context = _claim(body)
-    return SweepNote(id=str(fm.get("id") or note_id), path=relpath, stem=PurePosixPath(relpath).stem,
-                     text=sentence, context=context, created=str(fm.get("created") or ""),
-                     status=str(fm.get("status") or ""), tier=note_tier(dict(fm), relpath),
-                     messages=tuple(str(m) for m in as_list(source.get("messages"))),
-                     related=frozenset(link_stem(v) for v in as_list(fm.get("related"))), sha256=sha,
-                     category=str(fm.get("category") or ""))
-
-
-def load_notes(vault: Vault, ids: Sequence[str], paths: Sequence[str]) -> tuple[list[SweepNote], list[int], list[str]]:
-    """Read the indexed notes from disk: (active atomic notes, their index rows, skip reasons)."""
-    items = list(zip(ids, paths))
-    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, 4)
-    if len(items) < PARALLEL_READ_FROM or workers < 2 or not sys.platform.startswith("linux"):
-        results = _read_notes(str(vault.root), items)
-    else:
-        # YAML parsing holds the GIL, so processes, not threads. Forked, not spawned: spawn
-        # re-imports the caller's __main__ (an unguarded script would recurse). The children
-        # only read and parse note files; they never touch LanceDB or its threads.
-        size = -(-len(items) // (workers * 4))
-        chunks = [items[i:i + size] for i in range(0, len(items), size)]
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="lancedb fork support", category=RuntimeWarning)
-            with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-                results = [r for part in pool.map(_read_notes, [str(vault.root)] * len(chunks), chunks)
-                           for r in part]
-    notes, rows, skipped = [], [], []
-    for row, (note, why) in enumerate(results):
-        if why:
-            skipped.append(why)
-        elif note is not None and note.text:
-            notes.append(note)
-            rows.append(row)
-    return notes, rows, skipped
-
-
-def _read_notes(root: str, items: Sequence[tuple[str, str]]) -> list[tuple[SweepNote | None, str]]:
-    """(note or None, skip reason) per (id, path); module-level so a worker process can run it."""
-    vault, out = Vault(root), []
-    for note_id, relpath in items:
-        try:
-            fm, body, sha = vault.read(relpath)
-        except (OSError, VaultError) as exc:
-            out.append((None, f"{relpath}: unreadable or gone since the last index sync ({exc}); "
-                              "run `vault index`"))
-            continue
-        out.append((_sweep_note(note_id, relpath, fm, body, sha), ""))
-    return out
-
-
-# --------------------------------------------------------------------------- plan
-
-
-@dataclass(frozen=True)
-class Action:
-    """One planned change; ``notes`` is [canonical, *others] | [newer, older] | [a, b]."""
-
-    action: str  # "duplicate" | "supersede" | "relate"
-    notes: tuple[str, ...]
-    reason: str
-    paths: Mapping[str, str]
-    expected_sha256: Mapping[str, str]
-    canonical: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` shape: action, notes, reason, then the extra keys apply needs."""
-        out: dict[str, Any] = {"action": self.action, "notes": list(self.notes), "reason": self.reason}
-        if self.canonical:
-            out["canonical"] = self.canonical
-        out["paths"] = dict(self.paths)
-        out["expected_sha256"] = dict(self.expected_sha256)
-        return out
-
-
-@dataclass
-class Plan:
-    """Ordered actions plus what the sweep looked at and left alone."""
-
-    actions: list[Action] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    notes: int = 0
-    candidates: int = 0
-    judged: Counter = field(default_factory=Counter)
-    judgements: list[tuple[str, str, str]] = field(default_factory=list)  # (older id, newer id, relation)
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
-    seconds: float = 0.0
-
-    def to_json(self) -> list[dict[str, Any]]:
-        """The plan as printed by ``vault clean --dry-run --json``."""
-        return [action.to_dict() for action in self.actions]
-
-
 @dataclass(frozen=True)
 class _Judged:
     older: SweepNote
@@ -215,7 +78,7 @@ class _Judged:
 
 
 def plan(vault: Vault, index: VectorSource, llm: StructuredLLM, *, progress: Progress | None = None,
-         settings: CandidateSettings = CandidateSettings()) -> Plan:
+         settings: CandidateSettings = CandidateSettings()) -> Plan:  # noqa: B008  (frozen)
     """Candidates -> judgements -> ordered actions; reads only, writes nothing."""
     clock = _Clock()
     ids, paths, vectors = index.all_vectors()
@@ -260,7 +123,7 @@ def _time(note: SweepNote) -> float:
         stamp = datetime.fromisoformat(note.created.replace("Z", "+00:00"))
     except ValueError:
         return float("-inf")
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
 
 
 def _judge(llm: StructuredLLM, notes: list[SweepNote], cands: list[Candidate], result: Plan,
@@ -320,11 +183,12 @@ def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Ac
     for older_id in sorted(supersede):
         newer, older, why = min(supersede[older_id], key=lambda t: (_time(t[0]), t[0].id))
         archived.add(older_id)
-        actions.append(_action("supersede", [newer, older], f"{newer.id} supersedes {older.id}: {why}"))
+        actions.append(Supersede(_ref(newer), _ref(older), f"{newer.id} supersedes {older.id}: {why}"))
     for (a_id, b_id), (a, b, why) in sorted(relate.items()):
         if a_id in archived or b_id in archived or _linked(a, b):
             continue
-        actions.append(_action("relate", sorted([a, b], key=lambda n: n.id), why))
+        first, second = sorted([a, b], key=lambda n: n.id)
+        actions.append(Relate(_ref(first), _ref(second), why))
     if loose:
         skipped.append(f"{loose} related pair(s) below the related floor (cosine {floor:.2f}) not linked")
     return actions
@@ -365,14 +229,15 @@ def _duplicate_actions(dups: list[_Judged]) -> tuple[list[Action], dict[str, Swe
     clusters: dict[str, list[SweepNote]] = {}
     for note_id in sorted(parent):
         clusters.setdefault(find(note_id), []).append(by_id[note_id])
-    actions, alias = [], {}
+    actions: list[Action] = []
+    alias: dict[str, SweepNote] = {}
     for members in sorted(clusters.values(), key=lambda m: m[0].id):
         canon = min(members, key=_canonical_key)
         others = [m for m in members if m.id != canon.id]
         alias.update({m.id: canon for m in others})
         why = next((reasons[m.id] for m in members if m.id in reasons), "")
-        actions.append(_action("duplicate", [canon, *others], f"{len(members)} notes state one claim; "
-                               f"{canon.id} kept ({_why_canonical(canon, others)}). {why}", canonical=canon.id))
+        actions.append(Collapse(_ref(canon), tuple(_ref(o) for o in others), f"{len(members)} notes state one "
+                                f"claim; {canon.id} kept ({_why_canonical(canon, others)}). {why}"))
     return actions, alias
 
 
@@ -389,6 +254,5 @@ def _why_canonical(canon: SweepNote, others: list[SweepNote]) -> str:
     return "newer" if any(_time(o) < _time(canon) for o in others) else "lowest id"
 
 
-def _action(kind: str, notes: list[SweepNote], reason: str, canonical: str = "") -> Action:
-    return Action(kind, tuple(n.id for n in notes), reason, {n.id: n.path for n in notes},
-                  {n.id: n.sha256 for n in notes}, canonical)
+def _ref(note: SweepNote) -> NoteRef:
+    return NoteRef(note.id, note.path, note.sha256)
