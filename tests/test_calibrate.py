@@ -9,12 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from fakes import HashEmbedder
-from vault_pipeline.retrieve.calibrate import DEFAULT_FLOORS, calibrate, load_labels, suggest_floor
+
 from vault_pipeline.errors import ModelError, VaultError
-from vault_pipeline.models.llm import CallLog, OfflineBackend, build_llm
+from vault_pipeline.models.build import build_llm
+from vault_pipeline.models.calllog import CallLog
+from vault_pipeline.models.embed import DEFAULT_CALIBRATION, MINILM_CALIBRATION
+from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.retrieve.calibrate import DEFAULT_FLOORS, calibrate, load_labels, suggest_floor
 
 LABELS = REPO / "vault_example" / "calibration" / "labels.jsonl"
 NOTEBOOKS = REPO / "notebooks"
@@ -92,6 +95,8 @@ def test_calibrate_on_the_shipped_labels(report):
         assert stats.calls == stats.queries  # at most 10 candidates per query: one gate batch each
         assert stats.contaminants_kept < stats.contaminants
     assert report.offline and report.model == "offline" and report.embedder == HashEmbedder().name
+    assert report.current_floor == DEFAULT_CALIBRATION.floor  # the fake embedder carries no calibration
+    assert report.summary()["current_floor"] == DEFAULT_CALIBRATION.floor
 
 
 def test_the_floor_sweep_is_monotonic_and_the_rule_holds(report):
@@ -174,6 +179,7 @@ def test_cli_gate_calibrate(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "offline baseline gate: real calibration needs a configured model"
     assert "fit-gate (offline)" in done.stdout and "suggested floor for minilm-l6-v2-int8" in done.stdout
+    assert "floor in use: 0.20 (the embedder's calibration)" in done.stdout
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(small.read_text().splitlines()[0] + "\n[1, 2]\n")
@@ -192,6 +198,7 @@ def test_cli_gate_calibrate_with_a_vault_prints_json(tmp_path):
     summary = json.loads(done.stdout)
     assert summary["model"] == "offline" and summary["queries"] == 3
     assert summary["domain"]["recall"] >= summary["narrow"]["recall"]
+    assert summary["current_floor"] == MINILM_CALIBRATION.floor  # `vault init` leaves the floor to the embedder
 
 
 # --------------------------------------------------------------------------- notebooks

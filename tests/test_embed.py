@@ -11,8 +11,17 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder
-from vault_pipeline.models.embed import Embedder, LiteLLMEmbedder, MiniLMEmbedder, build_embedder
 from vault_pipeline.errors import ConfigError, ModelError
+from vault_pipeline.models.embed import (
+    DEFAULT_CALIBRATION,
+    MINILM_CALIBRATION,
+    Calibration,
+    Embedder,
+    LiteLLMEmbedder,
+    MiniLMEmbedder,
+    build_embedder,
+    calibration_of,
+)
 
 TEXTS = [
     "We decided to keep the vault as the single source of truth.",
@@ -146,6 +155,18 @@ def test_build_embedder():
     assert isinstance(emb, LiteLLMEmbedder) and emb.model == "openai/text-embedding-3-small"
     with pytest.raises(ConfigError, match="embed_fn"):
         build_embedder("ollama/nomic-embed-text")
+
+
+def test_each_embedder_carries_its_calibration():
+    assert calibration_of(MiniLMEmbedder()) == MINILM_CALIBRATION == Calibration(floor=0.20)
+    fn = _FakeEmbedFn()
+    litellm = LiteLLMEmbedder("openai/text-embedding-3-small", fn)
+    assert calibration_of(litellm) == DEFAULT_CALIBRATION and fn.calls == []  # reading it never probes dim
+    measured = Calibration(floor=0.35)
+    assert calibration_of(LiteLLMEmbedder("m", fn, calibration=measured)) is measured
+    assert calibration_of(HashEmbedder()) == DEFAULT_CALIBRATION  # an embedder without one gets the default
+    with pytest.raises(AttributeError):
+        MINILM_CALIBRATION.floor = 0.5  # frozen: one embedder's numbers cannot leak into another's
 
 
 def test_hash_embedder_fake_is_deterministic_and_relates_near_words():

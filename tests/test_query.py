@@ -8,20 +8,31 @@ import re
 import threading
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from tests.fakes import HashEmbedder
+from vault_pipeline.config import DEFAULT_TOML, load_settings
 from vault_pipeline.errors import ModelError
-from vault_pipeline.retrieve.gate import GateVerdicts
-from vault_pipeline.models.llm import OfflineBackend
+from vault_pipeline.models.embed import (
+    DEFAULT_CALIBRATION,
+    MINILM_CALIBRATION,
+    Calibration,
+    MiniLMEmbedder,
+    build_embedder,
+    calibration_of,
+)
+from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.retrieval import decompose, gate, stem
-from vault_pipeline.text import estimate_tokens
+from vault_pipeline.retrieve.funnel import QueryPlan, run_query
+from vault_pipeline.retrieve.gate import GateVerdicts
 from vault_pipeline.retrieve.package import Selected, assemble, cut_text, first_level
-from vault_pipeline.retrieve.funnel import Candidate, FunnelConfig, QueryPlan, dedup, rank, recency, run_query
+from vault_pipeline.retrieve.rank import dedup, rank, recency
+from vault_pipeline.retrieve.types import Candidate, FunnelConfig
+from vault_pipeline.text import estimate_tokens
 
 QUERY = "How do negative space and emptiness work in Japanese garden design?"
 
@@ -257,7 +268,7 @@ def test_gate_reasks_through_instructor_when_a_key_is_missing(embedder):
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import litellm
 
-    from vault_pipeline.models.llm import LiteLLMBackend
+    from vault_pipeline.models.litellm_backend import LiteLLMBackend
 
     calls = []
 
@@ -384,9 +395,27 @@ def test_floor_drops_low_similarity_candidates(embedder):
     assert package.stats["after_floor"] == sum(t["floor"] == "pass" for t in package.trace)
 
 
-def test_floor_is_per_embedder():
-    assert FunnelConfig.for_embedder("minilm-l6-v2-int8").floor == 0.20
-    assert FunnelConfig.for_embedder("minilm-l6-v2-int8", floor=0.05).floor == 0.05
+class CalibratedHashEmbedder(HashEmbedder):
+    """The fake embedder with a calibration of its own, as MiniLM and the LiteLLM adapter carry one."""
+
+    calibration = Calibration(floor=0.27)
+
+
+def test_floor_is_the_embedders_calibration_unless_vault_toml_sets_one(tmp_path):
+    (tmp_path / "vault.toml").write_text(DEFAULT_TOML, encoding="utf-8")  # what `vault init` writes
+    unset = load_settings(tmp_path)
+    assert unset.floor is None
+    assert FunnelConfig.from_settings(unset, MiniLMEmbedder()).floor == MINILM_CALIBRATION.floor == 0.20
+    assert FunnelConfig.from_settings(unset, CalibratedHashEmbedder()).floor == 0.27
+    assert FunnelConfig.from_settings(unset, HashEmbedder()).floor == DEFAULT_CALIBRATION.floor  # carries none
+    assert calibration_of(build_embedder("openai/x", embed_fn=lambda model, texts: [])) == DEFAULT_CALIBRATION
+    assert load_settings(tmp_path, {"VAULT_FLOOR": "0.25"}).floor == 0.25
+
+    (tmp_path / "vault.toml").write_text("[retrieval]\nfloor = 0.3\n", encoding="utf-8")
+    pinned = load_settings(tmp_path)
+    assert FunnelConfig.from_settings(pinned, MiniLMEmbedder()).floor == 0.3
+    assert FunnelConfig.from_settings(pinned, CalibratedHashEmbedder()).floor == 0.3
+    assert FunnelConfig.from_settings(pinned, MiniLMEmbedder(), floor=0.05).floor == 0.05  # `--floor` wins
 
 
 def cand(note_id, tier="engram", similarity=0.5, created="2024-01-01", text=None, type="atomic"):
@@ -396,7 +425,7 @@ def cand(note_id, tier="engram", similarity=0.5, created="2024-01-01", text=None
 
 def test_recency_decays_only_the_chat_tier():
     config = FunnelConfig(half_life_days=30, recency_weight=0.15)
-    ref = datetime(2024, 7, 1, tzinfo=timezone.utc)
+    ref = datetime(2024, 7, 1, tzinfo=UTC)
     assert recency("engram", "2020-01-01", ref, config) == 1.0
     assert recency("resource", "2020-01-01", ref, config) == 1.0
     assert recency("web", "2020-01-01", ref, config) == 1.0
@@ -587,3 +616,32 @@ def test_integration_with_a_real_index(tmp_path, embedder):
     # A kept session is an engram: its top-ranked chunk is core, its other chunks structural.
     assert sorted(levels.values()) == ["core", "structural"]
     assert package.blocks[0].to_dict()["source"]["messages"] == ["m-3", "m-4"]
+
+
+def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import vault_pipeline.models.embed as embed
+    from vault_pipeline.cli import app
+    from vault_pipeline.vault.files import Vault
+
+    monkeypatch.delenv("VAULT_FLOOR", raising=False)
+    monkeypatch.setattr(embed, "build_embedder", lambda *args, **kwargs: CalibratedHashEmbedder(dim=64))
+    vault = Vault.init(tmp_path / "v")
+    (vault.root / "engrams").mkdir(exist_ok=True)
+    (vault.root / "engrams" / "ma interval.md").write_text(INTEGRATION_NOTES["engrams/ma interval.md"],
+                                                           encoding="utf-8")
+    runner = CliRunner()
+    indexed = runner.invoke(app, ["index", "--vault", str(vault.root)])
+    assert indexed.exit_code == 0, indexed.output
+
+    def floor() -> float:
+        result = runner.invoke(app, ["query", QUERY, "--vault", str(vault.root), "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["stats"]["floor"]
+
+    assert floor() == 0.27  # the vault.toml `vault init` writes leaves the floor to the embedder
+    toml = vault.root / "vault.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("[retrieval]\n", "[retrieval]\nfloor = 0.3\n"),
+                    encoding="utf-8")
+    assert floor() == 0.3

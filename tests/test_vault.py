@@ -48,8 +48,9 @@ def test_init_creates_folders_state_and_config(tmp_path):
     assert (vault.root / STATE_DIR / "state.sqlite").is_file()
     config = tomllib.loads((vault.root / "vault.toml").read_text())
     assert config["models"] == {"extract": "offline", "gate": "offline", "embed": "minilm", "api_base": ""}
-    assert {k: config["retrieval"][k] for k in ("wide", "floor", "budget", "window")} == \
-        {"wide": 15, "floor": 0.20, "budget": 2000, "window": 8000}
+    assert {k: config["retrieval"][k] for k in ("wide", "budget", "window")} == \
+        {"wide": 15, "budget": 2000, "window": 8000}
+    assert "floor" not in config["retrieval"]  # unset: the embedder's calibration applies (models/embed.py)
     assert config["log"]["calls"] is True
     assert "#" in (vault.root / "vault.toml").read_text()  # commented
     db = sqlite3.connect(vault.root / STATE_DIR / "state.sqlite")

@@ -21,7 +21,8 @@ DEFAULT_TOML = """\
 # Model strings are LiteLLM's: "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest",
 # "ollama/llama3.1", or "openai/<name>" with api_base for a llama.cpp / vLLM server.
 # "offline" is the deterministic built-in baseline: no key, no network, modest quality.
-# Environment overrides: VAULT_EXTRACT_MODEL, VAULT_GATE_MODEL, VAULT_EMBED_MODEL, VAULT_API_BASE.
+# Environment overrides: VAULT_EXTRACT_MODEL, VAULT_GATE_MODEL, VAULT_EMBED_MODEL, VAULT_API_BASE,
+# VAULT_FLOOR.
 [models]
 extract = "offline"   # extraction, summaries, thread maps, query decomposition, sweep judgements
 gate = "offline"      # the small fast fit-gate model
@@ -30,7 +31,8 @@ api_base = ""
 
 [retrieval]
 wide = 15             # candidates pulled before the floor and the gate
-floor = 0.20          # cosine floor for MiniLM; recalibrate per embedder (notebooks/)
+# floor = 0.20        # cosine floor; unset, the embedder's own calibration applies (MiniLM: 0.20);
+                      # measure one with `vault gate-calibrate` (see notebooks/)
 budget = 2000         # tokens in a context package
 window = 8000         # the target model's context window; packages use at most 78% of it
 variants = true       # multi-query decomposition
@@ -46,6 +48,7 @@ _ENV = {
     "VAULT_GATE_MODEL": ("models", "gate"),
     "VAULT_EMBED_MODEL": ("models", "embed"),
     "VAULT_API_BASE": ("models", "api_base"),
+    "VAULT_FLOOR": ("retrieval", "floor"),
 }
 
 
@@ -58,7 +61,7 @@ class Settings:
     embed_model: str = "minilm"
     api_base: str | None = None
     wide: int = 15
-    floor: float = 0.20
+    floor: float | None = None  # None: not set by the user; the embedder's calibration applies
     budget: int = 2000
     window: int = 8000
     variants: bool = True
@@ -88,6 +91,8 @@ _TABLE_KEYS = {
     ("log", "calls"): "log_calls",
     ("log", "payloads"): "log_payloads",
 }
+# The type of each setting whose default is None (the others' type is their default's).
+_OPTIONAL_TYPES: dict[str, type] = {"api_base": str, "floor": float}
 
 
 def load_settings(vault_root: Path | None, env: Mapping[str, str] | None = None) -> Settings:
@@ -115,7 +120,7 @@ def _settings_from(data: Mapping[tuple[str, str], Any], vault_root: Path | None)
         name = _TABLE_KEYS.get(key)
         if name is None:
             continue
-        expected = type(getattr(defaults, name)) if getattr(defaults, name) is not None else str
+        expected = _OPTIONAL_TYPES.get(name) or type(getattr(defaults, name))
         try:
             values[name] = _coerce(value, expected)
         except (TypeError, ValueError):

@@ -10,7 +10,8 @@ a relevant/off-topic label, see ``vault_example/calibration/README.md``):
   domain and a too-narrow article angle. Fail-open outcomes count as kept, as in
   the funnel, and are counted;
 * every candidate's cosine to its query (the floor compares against the original
-  query) gives a floor sweep and a suggested floor for the embedder.
+  query) gives a floor sweep and a suggested floor for the embedder, reported next
+  to the floor the funnel applies now (vault.toml's, else the embedder's calibration).
 
 Metrics are deterministic for a deterministic backend; only latency varies.
 """
@@ -18,7 +19,6 @@ Metrics are deterministic for a deterministic backend; only latency varies.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,11 +27,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.errors import ConfigError, ParseError
-from vault_pipeline.retrieve.gate import FailOpen, gate_rows, label, survives
-from vault_pipeline.models.llm import OFFLINE_MODEL, StructuredLLM
-from vault_pipeline.retrieve.funnel import FunnelConfig
+from vault_pipeline.models.embed import Embedder, calibration_of, l2_normalise
+from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
+from vault_pipeline.retrieve.gate import FailOpen, gate_rows, label, reason_of, survives
+from vault_pipeline.retrieve.metering import MeteredLLM, TokenTap
+from vault_pipeline.retrieve.types import FunnelConfig
 
 Altitude = Literal["domain", "narrow"]
 ALTITUDES: tuple[Altitude, ...] = ("domain", "narrow")
@@ -93,13 +94,15 @@ def load_labels(path: str | Path) -> list[LabelledCandidate]:
     return labels
 
 
-def _text(data: Mapping[str, Any], key: str, *, required: bool = True) -> str | None:
+def _text(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"field {key!r} must be a non-empty string, got {value!r}")
     return " ".join(value.split())
+
+
+def _optional_text(data: Mapping[str, Any], key: str) -> str | None:
+    return None if data.get(key) is None else _text(data, key)
 
 
 def _labelled(data: Any) -> LabelledCandidate:
@@ -115,8 +118,8 @@ def _labelled(data: Any) -> LabelledCandidate:
     return LabelledCandidate(
         query=_text(data, "query"), intent_domain=_text(data, "intent_domain"),
         candidate=_text(data, "candidate"), candidate_id=_text(data, "candidate_id"),
-        label=data["label"], intent_narrow=_text(data, "intent_narrow", required=False),
-        contaminant=contaminant, title=_text(data, "title", required=False) or "")
+        label=data["label"], intent_narrow=_optional_text(data, "intent_narrow"),
+        contaminant=contaminant, title=_optional_text(data, "title") or "")
 
 
 # --------------------------------------------------------------------------- results
@@ -203,6 +206,7 @@ class CalibrationReport:
     target_recall: float
     floor_rule: str
     floor_at_target: float | None = None  # the exact cosine keeping target_recall, unrounded to the grid
+    current_floor: float | None = None  # the floor the funnel applies now (vault.toml, else the embedder's)
 
     @property
     def offline(self) -> bool:
@@ -221,6 +225,7 @@ class CalibrationReport:
                                "suggested_floor": self.suggested_floor,
                                "floor_meets_target": self.floor_meets_target,
                                "floor_at_target": _round(self.floor_at_target),
+                               "current_floor": _round(self.current_floor),
                                "floor_rule": self.floor_rule}
         for stats in self.altitudes:
             out[stats.altitude] = {k: stats.to_dict()[k] for k in (
@@ -239,55 +244,6 @@ def _round(value: Any, digits: int = 4) -> Any:
     return round(value, digits) if isinstance(value, float) else value
 
 
-# --------------------------------------------------------------------------- metering
-
-
-class _Metered:
-    """Wraps a StructuredLLM to count calls; tokens come from the backend's own call-log entries."""
-
-    def __init__(self, llm: StructuredLLM):
-        self.inner = llm
-        self.model = llm.model
-        self.remote = llm.remote
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    def call(self, prompt, variables, response_model, *, context=None):
-        """Count the call, then forward it unchanged."""
-        with self._lock:
-            self.calls += 1
-        return self.inner.call(prompt, variables, response_model, context=context)
-
-
-class _TokenTap:
-    """While active, sees every entry the backend logs (and still forwards it to the real log)."""
-
-    def __init__(self, llm: StructuredLLM):
-        self.llm = llm
-        self.real = getattr(llm, "log", None)
-        self.tokens = 0
-        self.entries = 0
-        self._lock = threading.Lock()
-
-    def record(self, entry: dict[str, Any]) -> None:
-        """Add the entry's token counts, then forward it."""
-        tokens = entry.get("tokens") or {}
-        with self._lock:
-            self.entries += 1
-            self.tokens += int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0))
-        self.real.record(entry)
-
-    def __enter__(self) -> _TokenTap | None:
-        if self.real is None or not hasattr(self.real, "record"):
-            return None  # a backend without a call log reports no tokens
-        self.llm.log = self  # type: ignore[attr-defined]
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.real is not None and hasattr(self.real, "record"):
-            self.llm.log = self.real  # type: ignore[attr-defined]
-
-
 # --------------------------------------------------------------------------- calibrate
 
 
@@ -297,7 +253,7 @@ def calibrate(labels: Sequence[LabelledCandidate], *, llm: StructuredLLM, embedd
     """Run the real gate at each altitude, the similarity floor sweep, and suggest a floor."""
     if not labels:
         raise ConfigError("no labelled candidates to calibrate on")
-    config = config or FunnelConfig()
+    config = config or FunnelConfig(floor=calibration_of(embedder).floor)
     sims = similarities(labels, embedder)
     per_query: list[GateStats] = []
     outcomes: dict[str, dict[str, Any]] = {}
@@ -314,7 +270,8 @@ def calibrate(labels: Sequence[LabelledCandidate], *, llm: StructuredLLM, embedd
                              per_query=tuple(per_query), candidates=candidates, sweep=sweep,
                              suggested_floor=floor, floor_meets_target=met, target_recall=target_recall,
                              floor_rule=FLOOR_RULE.format(target=target_recall),
-                             floor_at_target=floor_at_recall(candidates, target_recall))
+                             floor_at_target=floor_at_recall(candidates, target_recall),
+                             current_floor=config.floor)
 
 
 def similarities(labels: Sequence[LabelledCandidate], embedder: Embedder) -> dict[str, float]:
@@ -341,9 +298,9 @@ def _run_altitude(labels: Sequence[LabelledCandidate], altitude: Altitude, llm: 
     """Gate each query's candidates against the intent at ``altitude``, one funnel gate stage per query."""
     stats: list[GateStats] = []
     found: dict[str, Any] = {}
-    with _TokenTap(llm) as tap:
+    with TokenTap(llm) as tap:
         for (query, intent), items in _groups(labels, altitude).items():
-            metered = _Metered(llm)
+            metered = MeteredLLM(llm)
             tokens_before = tap.tokens if tap else 0
             rows = [(item.candidate_id, item.title, "", item.candidate) for item in items]
             started = time.perf_counter()
@@ -379,8 +336,6 @@ def _pool(altitude: str, stats: Sequence[GateStats]) -> GateStats:
 
 
 def _candidate(item: LabelledCandidate, similarity: float, outcomes: Mapping[str, Mapping[str, Any]]) -> CandidateResult:
-    from vault_pipeline.retrieve.gate import reason_of
-
     found = {alt: o[item.candidate_id] for alt, o in outcomes.items() if item.candidate_id in o}
     return CandidateResult(candidate_id=item.candidate_id, query=item.query, label=item.label,
                            contaminant=item.contaminant, similarity=similarity,

@@ -23,7 +23,8 @@ from typing import Any, Literal, assert_never
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
 from vault_pipeline.errors import ModelError
-from vault_pipeline.models.llm import StructuredLLM, check_one_per_key, load_prompt
+from vault_pipeline.models.prompts import load_prompt
+from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
 
 MAX_WORKERS = 8
 

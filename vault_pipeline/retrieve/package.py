@@ -15,6 +15,9 @@ UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
 all is listed in ``stats.dropped_for_budget``, never dropped silently (seed 001).
 Tokens are estimated by one deterministic function: ``ceil(UTF-8 bytes / 4)``,
 the same estimate ``chunk.py`` uses for chunk sizes.
+
+This module knows nothing of the funnel: ``rank.selection`` hands it the items and
+``trace.build_package`` adds the stats and the per-candidate trace.
 """
 
 from __future__ import annotations
@@ -22,17 +25,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, reason_of, reasoning_of
-from vault_pipeline.text import estimate_tokens
-
-if TYPE_CHECKING:  # query.py builds the run and imports this module, not the other way round
-    from vault_pipeline.retrieve.funnel import Candidate, FunnelRun, Scored
+from vault_pipeline.text import estimate_tokens, grapheme_safe
 
 Level = Literal["core", "structural", "peripheral"]
 Cut = Literal["full", "truncated", "dropped"]
@@ -52,14 +50,6 @@ def hard_cap(window: int, max_fraction: float) -> int:
 # --------------------------------------------------------------------------- cutting
 
 
-def _grapheme_safe(text: str, pos: int) -> int:
-    """Move ``pos`` back so it does not split a combining mark or a zero-width joiner sequence."""
-    while 0 < pos < len(text) and (unicodedata.combining(text[pos]) or text[pos] in "\u200d\ufe0f"
-                                   or text[pos - 1] == "\u200d"):
-        pos -= 1
-    return pos
-
-
 def cut_text(text: str, max_tokens: int) -> str:
     """The longest head of ``text`` within ``max_tokens``, cut at a sentence, word or UTF-8 boundary."""
     if estimate_tokens(text) <= max_tokens:
@@ -72,7 +62,7 @@ def cut_text(text: str, max_tokens: int) -> str:
     spaces = [m.start() for m in re.finditer(r"\s", text[:fit + 1]) if m.start() <= fit]
     if spaces and text[:spaces[-1]].strip():
         return text[:spaces[-1]].rstrip()
-    return text[:_grapheme_safe(text, fit)].rstrip()
+    return text[:grapheme_safe(text, fit)].rstrip()
 
 
 def _is_heading_paragraph(paragraph: str) -> bool:
@@ -175,28 +165,6 @@ class _Work:
     def tokens(self) -> int:
         """Tokens this block currently costs (0 once dropped)."""
         return 0 if self.dropped else estimate_tokens(self.text)
-
-
-def selection(ranked: Sequence[Scored]) -> list[Selected]:
-    """The ranked, deduplicated survivors as package items (rank 1 first)."""
-    out = []
-    for position, s in enumerate(ranked, 1):
-        row = s.candidate.row
-        out.append(Selected(row.chunk_id, row.note_id, row.path, row.tier, row.type, s.score, position,
-                            row.text, row.heading or "", row.source_conversation or "",
-                            tuple(_messages(row.source_messages))))
-    return out
-
-
-def _messages(raw: Any) -> list[str]:
-    """Source message ids: the index stores them as a JSON list string."""
-    if isinstance(raw, (list, tuple)):
-        return [str(m) for m in raw]
-    try:
-        value = json.loads(raw) if raw else []
-    except (TypeError, ValueError):
-        return [str(raw)]
-    return [str(m) for m in value] if isinstance(value, list) else [str(value)]
 
 
 def assign_levels(selection: Sequence[Selected]) -> dict[str, Level]:
@@ -345,67 +313,3 @@ def _block_markdown(number: int, block: Block) -> list[str]:
     body = text + (" …" if block.truncated else "")
     return [f"## {number}. {title}", "", body, "",
             f"Source: [[{item.stem}]] ({item.tier}, {block.level}, score {item.score:.3f}{cut})", ""]
-
-
-# --------------------------------------------------------------------------- stats and trace
-
-
-def build_package(run: FunnelRun, assembly: Assembly) -> ContextPackage:
-    """The package from a finished funnel run: blocks, stats, and one trace entry per candidate."""
-    ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(run.ranked, 1)}
-    trace = tuple(_trace_entry(run, assembly, ranks, c, position < run.config.wide)
-                  for position, c in enumerate(run.fused))
-    return ContextPackage(run.query, run.intent, assembly.blocks, assembly.tokens,
-                          _stats(run, assembly), trace)
-
-
-def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
-    outcomes = list(run.outcomes.values())
-    fail_open = sum(isinstance(o, FailOpen) for o in outcomes)
-    return {
-        "retrieved": len(run.fused), "candidates": min(len(run.fused), run.config.wide),
-        "after_floor": len(run.floor_passed), "gate_enabled": run.config.gate,
-        "gate_kept": sum(isinstance(o, Keep) for o in outcomes),
-        "gate_dropped": sum(isinstance(o, Drop) for o in outcomes),
-        "gate_fail_open": fail_open, "plan_error": run.plan_error,
-        # A package the gate could not check, or built without its variants, says so.
-        "degraded": bool(fail_open or run.plan_error),
-        "deduped": len(run.collapsed), "selected": len(run.ranked),
-        "cap_fired": assembly.cap_fired, "cap": assembly.cap,
-        "tokens": assembly.tokens, "budget": assembly.budget, "window": run.config.window,
-        "dropped_for_budget": list(assembly.dropped),
-        "truncated": sum(b.truncated for b in assembly.blocks),
-        "variants": [{"kind": kind, "text": text} for kind, text in run.queries],
-        "intent_source": run.intent_source, "floor": run.config.floor, "wide": run.config.wide,
-        "reference_date": run.reference.isoformat() if run.reference else None,
-        "models": dict(run.models),
-    }
-
-
-def _trace_entry(run: FunnelRun, assembly: Assembly, ranks: Mapping[str, tuple[int, Scored]],
-                 c: Candidate, in_wide: bool) -> dict[str, Any]:
-    """One candidate's path through the funnel (``--explain``)."""
-    cid = c.row.chunk_id
-    position, scored = ranks.get(cid, (None, None))
-    outcome = run.outcomes.get(cid)
-    done = assembly.outcomes.get(cid)
-    entry: dict[str, Any] = {
-        "id": c.row.note_id, "chunk_id": cid, "path": c.row.path, "tier": c.row.tier, "type": c.row.type,
-        "lanes": list(c.lanes), "variants": list(c.variants), "rrf": c.rrf, "similarity": c.similarity,
-        "wide": in_wide, "floor": None, "gate": "skipped", "reason": "", "reasoning": "",
-        "score": scored.score if scored else None, "recency": scored.recency if scored else None,
-        "rank": position, "collapsed_into": None, "level": done.level if done else None,
-        "budget": done.cut if done else None, "cap": bool(done and done.by_cap),
-    }
-    if not in_wide:
-        entry["reason"] = f"beyond the {run.config.wide} widest candidates"
-        return entry
-    entry["floor"] = "pass" if cid in run.floor_passed else "drop"
-    if outcome is not None:
-        entry.update(gate=label(outcome), reason=reason_of(outcome),
-                     reasoning=reasoning_of(outcome))
-    if cid in run.collapsed:
-        winner = next(x for x in run.fused if x.row.chunk_id == run.collapsed[cid])
-        entry["collapsed_into"] = winner.row.note_id
-        entry["reason"] = f"{entry['reason']}; exact duplicate collapsed into {winner.row.note_id}".lstrip("; ")
-    return entry

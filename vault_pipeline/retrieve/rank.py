@@ -1,0 +1,110 @@
+"""Funnel steps 5 and 6: the provenance rank of the gate's survivors, then exact-duplicate collapse.
+
+Rank is gate first (only survivors are ranked), then similarity x tier weight x recency, where
+recency decays only conversational tiers. Dedup keeps the highest-provenance copy of each text.
+``selection`` hands the result to ``package.assemble`` as package items.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from vault_pipeline.errors import ConfigError
+from vault_pipeline.retrieve.package import Selected
+from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Scored
+from vault_pipeline.text import exact_key
+from vault_pipeline.vault.note import TIER_WEIGHTS
+
+CONVERSATIONAL_TIERS = frozenset({"chat"})  # the seed: recency decays only conversational tiers
+
+
+# --------------------------------------------------------------------------- 5. provenance rank
+
+
+def parse_created(value: str) -> datetime | None:
+    """An ISO date or datetime as an aware UTC datetime; None when absent or unreadable."""
+    try:
+        stamp = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
+def reference_time(candidates: Sequence[Candidate], given: str | datetime | None) -> datetime | None:
+    """Recency's "now": the caller's date, else the newest ``created`` among the candidates (never the clock)."""
+    if isinstance(given, datetime):
+        return given if given.tzinfo else given.replace(tzinfo=UTC)
+    if given:
+        stamp = parse_created(given)
+        if stamp is None:
+            raise ConfigError(f"reference date {given!r} is not an ISO date")
+        return stamp
+    stamps = [s for s in (parse_created(c.row.created) for c in candidates if c.row.created) if s]
+    return max(stamps) if stamps else None
+
+
+def recency(tier: str, created: str, reference: datetime | None, config: FunnelConfig) -> float:
+    """1.0 for non-conversational tiers; a bounded exponential half-life decay for chat."""
+    if tier not in CONVERSATIONAL_TIERS or reference is None:
+        return 1.0
+    stamp = parse_created(created)
+    if stamp is None:
+        return 1.0
+    age_days = max(0.0, (reference - stamp).total_seconds() / 86400.0)
+    decay = 0.5 ** (age_days / config.half_life_days)
+    return (1.0 - config.recency_weight) + config.recency_weight * decay
+
+
+def rank(survivors: Sequence[Candidate], reference: datetime | None, config: FunnelConfig) -> list[Scored]:
+    """Gate-first provenance rank: similarity x tier weight x recency; score desc, then id asc."""
+    scored = []
+    for c in survivors:
+        rec = recency(c.row.tier, c.row.created, reference, config)
+        scored.append(Scored(c, c.similarity * TIER_WEIGHTS.get(c.row.tier, 0.0) * rec, rec))
+    return sorted(scored, key=lambda s: (-round(s.score, 9), *s.candidate.key))
+
+
+# --------------------------------------------------------------------------- 6. dedup
+
+
+def dedup(ranked: list[Scored]) -> tuple[list[Scored], dict[str, str]]:
+    """Collapse exact duplicates into the highest-provenance copy; returns (kept, loser -> winner chunk id)."""
+    groups: dict[str, list[tuple[int, Scored]]] = {}
+    for position, s in enumerate(ranked):
+        groups.setdefault(exact_key(s.candidate.row.text), []).append((position, s))
+    collapsed: dict[str, str] = {}
+    for group in groups.values():
+        # Provenance first (tier weight), then the rank order the list already has.
+        _, winner = min(group, key=lambda p: (-TIER_WEIGHTS.get(p[1].candidate.row.tier, 0.0), p[0]))
+        for _, s in group:
+            if s is not winner:
+                collapsed[s.candidate.row.chunk_id] = winner.candidate.row.chunk_id
+    return [s for s in ranked if s.candidate.row.chunk_id not in collapsed], collapsed
+
+
+# --------------------------------------------------------------------------- to the package
+
+
+def selection(ranked: Sequence[Scored]) -> list[Selected]:
+    """The ranked, deduplicated survivors as package items (rank 1 first)."""
+    out = []
+    for position, s in enumerate(ranked, 1):
+        row = s.candidate.row
+        out.append(Selected(row.chunk_id, row.note_id, row.path, row.tier, row.type, s.score, position,
+                            row.text, row.heading or "", row.source_conversation or "",
+                            tuple(_messages(row.source_messages))))
+    return out
+
+
+def _messages(raw: Any) -> list[str]:
+    """Source message ids: the index stores them as a JSON list string."""
+    if isinstance(raw, (list, tuple)):
+        return [str(m) for m in raw]
+    try:
+        value = json.loads(raw) if raw else []
+    except (TypeError, ValueError):
+        return [str(raw)]
+    return [str(m) for m in value] if isinstance(value, list) else [str(value)]
