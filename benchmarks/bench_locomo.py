@@ -32,10 +32,11 @@ from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
 from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.index.sync import Index  # noqa: E402
-from vault_pipeline.models.llm import OfflineBackend  # noqa: E402
+from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
 from vault_pipeline.ingest.notes import block_id  # noqa: E402
 from vault_pipeline.text import estimate_tokens  # noqa: E402
-from vault_pipeline.retrieve.funnel import FunnelConfig, run_query  # noqa: E402
+from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
+from vault_pipeline.retrieve.types import FunnelConfig  # noqa: E402
 from vault_pipeline.vault.files import Vault  # noqa: E402
 
 

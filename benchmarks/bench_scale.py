@@ -128,7 +128,7 @@ def raw_embedder(root: Path, sample: int, seed: int) -> dict:
     """The embedder alone on a seeded sample of the indexed chunk texts, called like the index calls it."""
     from vault_pipeline.models.embed import MiniLMEmbedder
     from vault_pipeline.index.sync import BATCH_CHUNKS, EMBED_CALL
-    from vault_pipeline.index.store import Index
+    from vault_pipeline.index.search import Index
 
     texts = Index.open(str(root)).table.search().select(["text"]).limit(None).to_arrow()["text"].to_pylist()
     picked = random.Random(seed + 3).sample(texts, min(sample, len(texts)))
@@ -149,9 +149,10 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
     from bench_locomo import TimedLLM
     from vault_pipeline.config import load_settings
     from vault_pipeline.models.embed import MiniLMEmbedder
-    from vault_pipeline.index.store import Index
-    from vault_pipeline.models.llm import OfflineBackend
-    from vault_pipeline.retrieve.funnel import FunnelConfig, run_query
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.models.offline import OfflineBackend
+    from vault_pipeline.retrieve.funnel import run_query
+    from vault_pipeline.retrieve.types import FunnelConfig
 
     embedder = TimedEmbedder(MiniLMEmbedder())
     index = Index.open(str(root), embedder)

@@ -68,3 +68,207 @@ def queued_completion(answers: list[str]):
         return litellm.completion(mock_response=next(queue), **kwargs)
 
     return completion, calls
+
+
+# --------------------------------------------------------------------------- StructuredLLM fakes
+
+
+def structured_llm_protocol():
+    """The StructuredLLM Protocol class wherever it lives now (models.protocol, formerly models.llm); None if gone."""
+    import importlib
+
+    for module in ("vault_pipeline.models.protocol", "vault_pipeline.models.llm"):
+        try:
+            return importlib.import_module(module).StructuredLLM
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def late_drop_all(prompt_name: str, variables) -> dict:
+    """A gate answer dropping every candidate as ``late`` (what SleepingLLM answers by default)."""
+    return {"verdicts": [{"key": c["key"], "reasoning": "late", "verdict": "drop", "reason": "late"}
+                         for c in variables["candidates"]]}
+
+
+class ScriptedLLM:
+    """A StructuredLLM whose answer is ``fn(prompt_name, variables)``, or the next of a list; records calls.
+
+    The answer is validated through the caller's ``response_model`` with the caller's context,
+    exactly as a real backend's would be.
+    """
+
+    remote = False
+
+    def __init__(self, fn=None, model: str = "scripted", *, answers=None, remote: bool = False):
+        if (fn is None) == (answers is None):
+            raise TypeError("ScriptedLLM takes either fn(prompt_name, variables) or answers=[...]")
+        self._queue = iter(list(answers)) if answers is not None else None
+        self.fn = fn
+        self.model = model
+        self.remote = remote
+        self.calls: list[tuple[str, dict]] = []
+
+    def call(self, prompt, variables, response_model, *, context=None):
+        self.calls.append((prompt.name, dict(variables)))
+        if self._queue is not None:
+            try:
+                answer = next(self._queue)
+            except StopIteration:
+                raise AssertionError(f"ScriptedLLM: no answer left for call {len(self.calls)} "
+                                     f"(prompt {prompt.name!r})") from None
+        else:
+            answer = self.fn(prompt.name, variables)
+        return response_model.model_validate(answer, context=dict(context or {}))
+
+
+class RaisingLLM:
+    """A StructuredLLM that always fails for good (ModelError unless another error is given); records calls."""
+
+    remote = False
+
+    def __init__(self, error: BaseException | None = None, model: str = "broken"):
+        self.error = error
+        self.model = model
+        self.calls: list[tuple[str, dict]] = []
+
+    def call(self, prompt, variables, response_model, *, context=None):
+        self.calls.append((prompt.name, dict(variables)))
+        if self.error is not None:
+            raise self.error
+        from vault_pipeline.errors import ModelError
+
+        raise ModelError(prompt.name, self.model, "connection refused", 4)
+
+
+class SleepingLLM:
+    """A StructuredLLM that answers only once the test sets ``release`` (or ``timeout`` seconds pass).
+
+    For deadlines: the caller should have given up before the answer comes. ``fn`` computes the
+    late answer (default: drop every gate candidate as late).
+    """
+
+    remote = False
+
+    def __init__(self, fn=late_drop_all, model: str = "slow", timeout: float = 5.0):
+        import threading
+
+        self.release = threading.Event()
+        self.fn = fn
+        self.model = model
+        self.timeout = timeout
+        self.calls: list[tuple[str, dict]] = []
+
+    def call(self, prompt, variables, response_model, *, context=None):
+        self.calls.append((prompt.name, dict(variables)))
+        self.release.wait(self.timeout)
+        return response_model.model_validate(self.fn(prompt.name, variables), context=dict(context or {}))
+
+
+def litellm_backend_class():
+    """The LiteLLM backend class: models/litellm_backend.py, else the one models/*litellm*.py module."""
+    import importlib
+    from pathlib import Path
+
+    import vault_pipeline.models as models
+
+    names = ["vault_pipeline.models.litellm_backend"] + [
+        "vault_pipeline.models." + p.stem for p in sorted(Path(models.__file__).parent.glob("*litellm*.py"))]
+    for name in dict.fromkeys(names):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "LiteLLMBackend"):
+            return module.LiteLLMBackend
+    raise ImportError("no LiteLLMBackend in vault_pipeline/models/*litellm*.py")
+
+
+# --------------------------------------------------------------------------- index rows
+
+
+def row_type():
+    """The index's real Row dataclass (index.search, formerly index.store)."""
+    try:
+        from vault_pipeline.index.search import Row
+    except ImportError:
+        from vault_pipeline.index.store import Row  # type: ignore[no-redef]
+    return Row
+
+
+# Defaults for Row's required fields; a new required field without an entry here and of a type
+# with no obvious empty value makes fake_row fail loudly instead of drifting from Row.
+_ROW_DEFAULTS = {
+    "note_id": "n-1", "type": "atomic", "tier": "engram", "status": "kept", "category": "fact",
+    "speaker": "user", "created": "2024-05-01T00:00:00+00:00", "source_kind": "chatgpt",
+    "source_conversation": "conv-1", "source_messages": '["m-1"]', "heading": "", "level": 0,
+    "ordinal": 0, "synopsis": False, "text": "", "superseded_by": "", "duplicate_of": "", "active": True,
+}
+_EMPTY_BY_TYPE = {"str": "", "int": 0, "bool": False, "float": 0.0}
+
+
+def fake_row(**fields):
+    """A real index Row with a default for every field; ``fields`` override (unknown names raise TypeError).
+
+    ``chunk_id`` defaults to ``<note_id>#<ordinal>``, ``path`` to ``engrams/<note_id>.md``, ``tokens``
+    and ``sha256`` to the text's estimate and digest; ``source_messages`` may be given as a list.
+    """
+    import dataclasses
+    import json
+
+    from vault_pipeline.text import estimate_tokens
+
+    row_cls = row_type()
+    if isinstance(fields.get("source_messages"), (list, tuple)):
+        fields["source_messages"] = json.dumps(list(fields["source_messages"]))
+    values = {**_ROW_DEFAULTS, **fields}
+    values.setdefault("chunk_id", f"{values['note_id']}#{values['ordinal']}")
+    values.setdefault("path", f"engrams/{values['note_id']}.md")
+    values.setdefault("tokens", estimate_tokens(values["text"]))
+    values.setdefault("sha256", hashlib.sha256(values["text"].encode("utf-8")).hexdigest())
+    names = {f.name for f in dataclasses.fields(row_cls)}
+    for f in dataclasses.fields(row_cls):
+        if f.name in values or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        if type_name not in _EMPTY_BY_TYPE:
+            raise TypeError(f"fake_row: Row has a new required field {f.name}: {type_name}; add a default to "
+                            "tests/fakes.py _ROW_DEFAULTS")
+        values[f.name] = _EMPTY_BY_TYPE[type_name]
+    # Our own defaults only for fields Row still has; a caller's unknown field still raises.
+    values = {k: v for k, v in values.items() if k in names or k in fields}
+    return row_cls(**values)
+
+
+# --------------------------------------------------------------------------- vault notes
+
+NOTE_DEFAULTS = {
+    "type": "atomic", "category": "fact", "status": "provisional", "tier": "chat", "speaker": "user",
+    "source": {"kind": "chatgpt", "conversation": "conv-1", "messages": ["m-1"]},
+    "created": "2024-05-01T10:00:00",
+}
+
+
+def write_note(vault, relpath: str, note_id: str, body: str, **frontmatter):
+    """Write a real note file (real frontmatter via vault.frontmatter.render_note) at ``vault.root/relpath``.
+
+    ``vault`` is a Vault or the vault's root folder; ``relpath`` must stay inside it.
+
+    Frontmatter is ``id`` plus NOTE_DEFAULTS, overridden by ``frontmatter``; a value of None drops
+    the key. The file is written as a user would write it, not through the Vault API (so no state
+    record). Returns the path.
+    """
+    from pathlib import Path, PurePath
+
+    from vault_pipeline.vault.frontmatter import render_note
+
+    # A Vault or its root folder (not getattr(x, "root"): every Path has a .root too, "/").
+    root = Path(vault) if isinstance(vault, (str, PurePath)) else Path(vault.root)
+    fm = {"id": note_id, **NOTE_DEFAULTS, **frontmatter}
+    fm = {k: v for k, v in fm.items() if v is not None}
+    path = root / relpath
+    if Path(relpath).is_absolute() or ".." in Path(relpath).parts:
+        raise ValueError(f"write_note: {relpath!r} is not a vault-relative path")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_note(fm, body), encoding="utf-8")
+    return path

@@ -1,67 +1,480 @@
-"""Import direction: a stage imports only itself and earlier stages; only llm.py imports the model stack."""
+"""Import direction, from the AST: each module is placed by its folder and imports only its own
+folder, earlier folders and the common layer; no cycles; a small top level; only the LiteLLM
+backend imports the model stack and only cli.py imports typer and rich.
+
+The layout, in flow order::
+
+    common layer   vault_pipeline/errors.py, config.py, text.py
+                   (errors and text import nothing of ours, config only errors)
+    stages         models/ -> vault/ -> ingest/ -> index/ -> retrieve/ -> clean/
+    top            pipeline.py (public API) -> cli.py (composition root)
+
+``vault_pipeline/__init__.py`` runs before every module of the package, so it imports nothing
+of ours. An edge is every ``import`` / ``from ... import`` anywhere in a module (inside
+functions and under ``if TYPE_CHECKING:`` too, relative ones resolved), every
+``import_module("...")`` / ``__import__("...")`` with a string constant, and every string
+constant of the form ``"vault_pipeline.x.y:attr"`` (a lazy registry entry). The checker is a
+set of plain functions over a package directory, so ``test_checker_catches_violations`` can run
+it on a small fake package and prove it fails when it should.
+"""
 
 from __future__ import annotations
 
 import ast
+import itertools
+import re
+import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "vault_pipeline"
 
-# The flow, in order. A module belongs to the first group whose prefix it matches; the offline
-# backend's algorithms sit with the stage they serve.
-STAGES = [
-    ("errors",), ("config",), ("llm", "offline"), ("parse",), ("extract", "offline.extraction", "offline.text"),
-    ("notes",), ("vault", "vault_state"), ("keep",), ("chunk",), ("embed",), ("index", "index_store"),
-    ("gate", "query", "package", "offline.retrieval"),
-    ("candidates", "judge", "clean", "clean_apply", "offline.judging"),
-    ("check",), ("calibrate",), ("pipeline",), ("cli",),
-]
+# The common layer: module -> the common modules it may import.
+COMMON = {"errors": frozenset(), "config": frozenset({"errors"}), "text": frozenset()}
+# Stage folders in flow order, then the top-level modules that come after every stage.
+STAGES = ("models", "vault", "ingest", "index", "retrieve", "clean")
+TOP = ("pipeline", "cli")
+MAX_TOP_LEVEL = 10
+OFFLINE = ("models", "offline")  # the offline backend: models/offline/ imports only models/ and common
+
+IMPORT_CALLS = {"import_module", "__import__"}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE).with_suffix("").parts
-    return ".".join(p for p in parts if p != "__init__") or "__init__"
+# --------------------------------------------------------------------------- placement
 
 
-def stage(name: str) -> int:
-    best = None
-    for index, group in enumerate(STAGES):
-        for prefix in group:
-            if name == prefix or name.startswith(prefix + "."):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
-    assert best is not None, f"module {name} is not placed in STAGES"
-    return best[0]
+@dataclass(frozen=True)
+class Place:
+    """Where a module sits: its layer name (common, a stage folder, pipeline, cli, root) and rank."""
+
+    layer: str
+    rank: int
 
 
-def imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+def placement(parts: tuple[str, ...]) -> Place | None:
+    """The place of a module given its path parts inside the package (no suffix); None if unplaced.
+
+    ``()`` is the package's own ``__init__``; ``("index", "search")`` is ``index/search.py``;
+    a stage folder's ``__init__`` is ``("index",)`` when it is a package.
+    """
+    if not parts:
+        return Place("root", -1)
+    if len(parts) == 1 and parts[0] in COMMON:
+        return Place("common", 0)
+    if len(parts) == 1 and parts[0] in TOP:
+        return Place(parts[0], 1 + len(STAGES) + TOP.index(parts[0]))
+    if parts[0] in STAGES:
+        return Place(parts[0], 1 + STAGES.index(parts[0]))
+    return None
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str  # dotted module name
+    dst: str  # dotted module name (an existing module of the package)
+    where: str  # "path:line"
+    how: str  # "import", "import_module", "registry string"
+
+
+@dataclass
+class Scan:
+    """Everything the checks need from one package directory."""
+
+    pkg: str
+    root: Path
+    modules: dict[str, Path]  # dotted name -> file
+    edges: list[Edge] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)  # imports of our package naming no module
+    dynamic: list[str] = field(default_factory=list)  # import_module/__import__ with a non-constant name
+    external: dict[str, dict[str, str]] = field(default_factory=dict)  # module -> {top-level name: where}
+
+    def parts(self, module: str) -> tuple[str, ...]:
+        return tuple(module.split(".")[1:])
+
+    def place(self, module: str) -> Place | None:
+        return placement(self.parts(module))
+
+    def rel(self, module: str) -> str:
+        return self.modules[module].relative_to(self.root.parent).as_posix()
+
+    def out(self) -> dict[str, set[str]]:
+        graph: dict[str, set[str]] = {m: set() for m in self.modules}
+        for edge in self.edges:
+            graph[edge.src].add(edge.dst)
+        return graph
+
+
+def discover(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file under ``package_dir`` (``__init__`` = the package)."""
+    pkg = package_dir.name
+    found = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = path.relative_to(package_dir).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join((pkg, *parts))] = path
     return found
 
 
-def modules():
-    return [p for p in sorted(PACKAGE.rglob("*.py")) if module_name(p) != "__init__"]
+def _call_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in IMPORT_CALLS:
+        return func.id
+    if isinstance(func, ast.Attribute) and func.attr in IMPORT_CALLS:
+        return func.attr
+    return None
 
 
-def test_stages_import_only_earlier_stages():
+def _resolve_relative(module: str, is_pkg: bool, level: int, name: str | None) -> str:
+    base = module.split(".")
+    if not is_pkg:
+        base = base[:-1]  # the containing package
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def scan(package_dir: Path) -> Scan:
+    """Parse every module of the package and collect its edges and outside imports."""
+    package_dir = package_dir.resolve()
+    result = Scan(package_dir.name, package_dir, discover(package_dir))
+    for module in result.modules:
+        _scan_module(result, module)
+    return result
+
+
+def _scan_module(result: Scan, module: str) -> None:
+    path = result.modules[module]
+    pkg = result.pkg
+    is_pkg = path.name == "__init__.py"
+    registry = re.compile(rf"^{re.escape(pkg)}(?:\.\w+)+:\w+(?:\.\w+)*$")
+    seen: set[tuple[str, int]] = set()
+    outside = result.external.setdefault(module, {})
+
+    def add(target: str, line: int, how: str, *, must_exist: bool) -> None:
+        where = f"{result.rel(module)}:{line}"
+        if target != pkg and not target.startswith(pkg + "."):
+            outside.setdefault(target.split(".")[0], where)
+            return
+        if must_exist and target not in result.modules:
+            result.unresolved.append(f"{where} imports {target}, which is no module of {pkg}")
+        dst = target
+        while dst and dst not in result.modules:  # a name imported from a module: the module
+            dst = dst.rpartition(".")[0]
+        # Importing oneself or one's own enclosing package is no dependency between modules.
+        if not dst or dst == module or module.startswith(dst + "."):
+            return
+        if (dst, line) not in seen:
+            seen.add((dst, line))
+            result.edges.append(Edge(module, dst, where, how))
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno, "import", must_exist=True)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve_relative(module, is_pkg, node.level, node.module) if node.level else node.module or ""
+            add(base, node.lineno, "import", must_exist=True)
+            for alias in node.names:
+                if alias.name != "*":  # a name or a submodule; falls back to ``base`` if not a module
+                    add(f"{base}.{alias.name}", node.lineno, "import", must_exist=False)
+        elif isinstance(node, ast.Call) and (how := _call_name(node)):
+            arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                name = arg.value.split(":")[0]
+                if name.startswith("."):
+                    level = len(name) - len(name.lstrip("."))
+                    name = _resolve_relative(module, is_pkg, level, name.lstrip(".") or None)
+                add(name, node.lineno, how, must_exist=True)
+            else:
+                result.dynamic.append(f"{result.rel(module)}:{node.lineno} calls {how}() with a non-constant "
+                                      f"name ({ast.unparse(arg) if arg else 'no argument'})")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and registry.match(node.value):
+            add(node.value.split(":")[0], node.lineno, "registry string", must_exist=True)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _describe(s: Scan, edge: Edge, why: str) -> str:
+    return f"{edge.where}: {edge.src} imports {edge.dst} ({edge.how}): {why}"
+
+
+def unplaced_modules(s: Scan) -> list[str]:
+    """Modules whose folder (or top-level name) puts them in no layer."""
+    return [f"{s.rel(m)}: {m} is in no layer (common: {', '.join(COMMON)}; stage folders: {', '.join(STAGES)}; "
+            f"top: {', '.join(TOP)})" for m in s.modules if s.place(m) is None]
+
+
+def layer_violations(s: Scan) -> list[str]:
+    """Edges from a module to a later layer, or to a common module it may not import."""
     wrong = []
-    for path in modules():
-        name = module_name(path)
-        for target in imports(path):
-            if target.startswith("vault_pipeline.") and stage(target.removeprefix("vault_pipeline.")) > stage(name):
-                wrong.append(f"{name} imports the later stage {target}")
-    assert not wrong, "\n".join(wrong)
+    for edge in s.edges:
+        src, dst = s.place(edge.src), s.place(edge.dst)
+        if src is None or dst is None:
+            continue  # reported by unplaced_modules
+        if src.layer == "root":
+            wrong.append(_describe(s, edge, "the package __init__ runs before every module; it imports nothing of ours"))
+        elif src.layer == "common":
+            allowed = COMMON[s.parts(edge.src)[0]]
+            if dst.layer != "common" or s.parts(edge.dst)[0] not in allowed:
+                wrong.append(_describe(s, edge, f"common-layer {s.parts(edge.src)[0]} may import only "
+                                                f"{', '.join(sorted(allowed)) or 'nothing of ours'}"))
+        elif not (dst.rank < src.rank or dst.layer == src.layer):
+            wrong.append(_describe(s, edge, f"layer {src.layer!r} may not import the later layer {dst.layer!r}"))
+    return sorted(wrong)
 
 
-def test_only_llm_imports_litellm_and_instructor_and_only_cli_imports_typer_and_rich():
-    for path in modules():
-        name, found = module_name(path), {t.split(".")[0] for t in imports(path)}
-        if name != "llm":
-            assert not found & {"litellm", "instructor"}, name
-        if name != "cli":
-            assert not found & {"typer", "rich"}, name
+def offline_violations(s: Scan) -> list[str]:
+    """Edges from the offline backend to anything but models/ and the common layer."""
+    wrong = []
+    for edge in s.edges:
+        if s.parts(edge.src)[:2] != OFFLINE:
+            continue
+        dst = s.place(edge.dst)
+        if dst is None or dst.layer not in ("models", "common"):
+            wrong.append(_describe(s, edge, "the offline backend imports only models/ and the common layer"))
+    return sorted(wrong)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's SCCs of size > 1 (or with a self-loop), iteratively; each sorted, the list sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1 or v in graph.get(v, ()):
+                        found.append(sorted(component))
+    return sorted(found)
+
+
+def _witness(s: Scan, component: list[str]) -> str:
+    """One concrete loop through the component's first member, with where each edge is."""
+    members = set(component)
+    where = {(e.src, e.dst): e.where for e in s.edges}
+    graph = s.out()
+    start = component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:  # breadth-first back to start, inside the component
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & members):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    path.reverse()
+                    path.append(start)
+                    return " -> ".join(f"{a} ({where[(a, b)]})" for a, b in itertools.pairwise(path)) + f" -> {start}"
+                if w not in previous:
+                    previous[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return ""
+
+
+def cycles(s: Scan) -> list[str]:
+    """Each import cycle as its members, with one concrete loop through them."""
+    return [f"cycle among {', '.join(c)}\n    e.g. {_witness(s, c)}" for c in strongly_connected(s.out())]
+
+
+def top_level_modules(package_dir: Path) -> list[str]:
+    return sorted(p.stem for p in package_dir.glob("*.py") if p.stem != "__init__")
+
+
+def _fail(title: str, problems: list[str]) -> str:
+    return f"{len(problems)} {title}:\n  " + "\n  ".join(problems)
+
+
+_SCAN: Scan | None = None
+
+
+def real() -> Scan:
+    global _SCAN
+    if _SCAN is None:
+        _SCAN = scan(PACKAGE)
+    return _SCAN
+
+
+# --------------------------------------------------------------------------- the real package
+
+
+def test_every_module_is_placed_by_its_folder():
+    problems = unplaced_modules(real())
+    assert not problems, _fail("module(s) outside the layout", problems)
+
+
+def test_every_import_of_ours_names_a_module():
+    problems = sorted(real().unresolved)
+    assert not problems, _fail("import(s) of modules that do not exist", problems)
+
+
+def test_modules_import_only_their_folder_earlier_folders_and_the_common_layer():
+    problems = layer_violations(real())
+    assert not problems, _fail("import(s) against the flow", problems)
+
+
+def test_common_layer_errors_imports_nothing_config_only_errors_text_nothing():
+    s = real()
+    problems = [v for v in layer_violations(s) if ": common-layer " in v]
+    assert not problems, _fail("common-layer import(s)", problems)
+
+
+def test_offline_backend_imports_only_models_and_the_common_layer():
+    s = real()
+    assert any(s.parts(m)[:2] == OFFLINE for m in s.modules), "vault_pipeline/models/offline/ is missing"
+    problems = offline_violations(s)
+    assert not problems, _fail("offline-backend import(s) outside models/ and the common layer", problems)
+
+
+def test_no_import_cycles():
+    problems = cycles(real())
+    assert not problems, _fail("import cycle(s) (TYPE_CHECKING and lazy imports included)", problems)
+
+
+def test_no_import_module_with_a_non_constant_name():
+    problems = sorted(real().dynamic)
+    assert not problems, _fail(
+        "dynamic import(s) the checker cannot follow; use import_module(\"vault_pipeline.x.y\") with a string "
+        "constant or a plain import inside the function", problems)
+
+
+def test_at_most_ten_top_level_modules():
+    top = top_level_modules(PACKAGE)
+    assert len(top) <= MAX_TOP_LEVEL, (f"{len(top)} top-level modules (at most {MAX_TOP_LEVEL}; stages belong "
+                                       f"in folders): {', '.join(top)}")
+
+
+def test_only_the_litellm_backend_imports_litellm_and_instructor_and_only_cli_imports_typer_and_rich():
+    s = real()
+    backends = {m for m in s.modules if s.parts(m)[:1] == ("models",) and "litellm" in s.parts(m)[-1]}
+    assert backends, "no module under vault_pipeline/models/ has 'litellm' in its name (the LiteLLM backend)"
+    cli = f"{s.pkg}.cli"
+    problems = []
+    for module, names in sorted(s.external.items()):
+        for name, where in sorted(names.items()):
+            if name in ("litellm", "instructor") and module not in backends:
+                problems.append(f"{where}: {module} imports {name} (only {', '.join(sorted(backends))} may)")
+            if name in ("typer", "rich") and module != cli:
+                problems.append(f"{where}: {module} imports {name} (only {cli} may)")
+    assert not problems, _fail("model-stack or CLI-stack import(s) in the wrong module", problems)
+
+
+# --------------------------------------------------------------------------- the checker itself
+
+
+def _fake_package(root: Path) -> Path:
+    files = {
+        "__init__.py": "",
+        "errors.py": "from fakepkg import config\n",  # common layer: errors imports nothing of ours
+        "config.py": "from fakepkg.errors import E\n",
+        "text.py": "",
+        "models/__init__.py": "",
+        "models/seam.py": (
+            "def lazy():\n"
+            "    from fakepkg.index.b import thing  # backwards, hidden in a function\n"
+        ),
+        "models/offline/__init__.py": "HANDLERS = {'x': 'fakepkg.vault.store:handler'}  # registry string\n",
+        "vault/__init__.py": "",
+        "vault/store.py": "from ..errors import E\n",
+        "index/__init__.py": "",
+        "index/b.py": (
+            "from typing import TYPE_CHECKING\n"
+            "from fakepkg.models import seam\n"
+            "if TYPE_CHECKING:\n"
+            "    from .c import C\n"
+        ),
+        "index/c.py": (
+            "import importlib\n"
+            "def load(name):\n"
+            "    importlib.import_module('fakepkg.index.b')\n"
+            "    return importlib.import_module(name)\n"
+        ),
+        "index/d.py": "import fakepkg.index.gone\n",
+        "stray.py": "",
+    }
+    package = root / "fakepkg"
+    for rel, text in files.items():
+        path = package / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return package
+
+
+def test_checker_catches_violations(tmp_path: Path):
+    s = scan(_fake_package(tmp_path))
+
+    layers = layer_violations(s)
+    assert any("fakepkg.models.seam imports fakepkg.index.b" in v and "'models'" in v for v in layers), layers
+    assert any("fakepkg.errors imports fakepkg.config" in v for v in layers), layers
+    assert not any("fakepkg.config imports fakepkg.errors" in v for v in layers), layers
+    assert not any("fakepkg.vault.store imports fakepkg.errors" in v for v in layers), layers  # relative, allowed
+
+    offline = offline_violations(s)
+    assert len(offline) == 1 and "fakepkg.models.offline imports fakepkg.vault.store (registry string)" in offline[0]
+
+    assert strongly_connected(s.out()) == [["fakepkg.config", "fakepkg.errors"],
+                                           ["fakepkg.index.b", "fakepkg.index.c", "fakepkg.models.seam"]]
+    found = cycles(s)
+    assert len(found) == 2 and "fakepkg.index.b, fakepkg.index.c, fakepkg.models.seam" in found[1], found
+
+    assert [d.split(":")[0] for d in s.dynamic] == ["fakepkg/index/c.py"], s.dynamic
+    assert any("fakepkg.index.gone" in u for u in s.unresolved), s.unresolved
+    assert any("fakepkg.stray" in u for u in unplaced_modules(s)), unplaced_modules(s)
+    assert top_level_modules(s.root) == ["config", "errors", "stray", "text"]
+
+
+def test_checker_passes_a_clean_package(tmp_path: Path):
+    package = tmp_path / "okpkg"
+    for rel, text in {
+        "__init__.py": "", "errors.py": "", "config.py": "from . import errors\n", "text.py": "",
+        "models/__init__.py": "", "models/offline/__init__.py": "from okpkg.models import seam\n",
+        "models/seam.py": "from okpkg.errors import E\n", "index/__init__.py": "",
+        "index/a.py": "import importlib\nimportlib.import_module('okpkg.models.seam')\n",
+        "pipeline.py": "from okpkg.index import a\n", "cli.py": "from okpkg import pipeline\n",
+    }.items():
+        (package / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package / rel).write_text(text, encoding="utf-8")
+    s = scan(package)
+    assert (unplaced_modules(s), layer_violations(s), offline_violations(s), cycles(s), s.dynamic, s.unresolved) == (
+        [], [], [], [], [], [])
+    assert {(e.src, e.dst) for e in s.edges} >= {("okpkg.index.a", "okpkg.models.seam"), ("okpkg.cli", "okpkg.pipeline")}

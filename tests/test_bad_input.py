@@ -409,7 +409,7 @@ def test_cli_ingest_mixed_file_stays_inside_the_vault(tmp_path):
 @fixed(15)
 @given(titles=st.lists(hostile_titles, min_size=1, max_size=3), noise=st.lists(json_values, max_size=3))
 def test_ingest_writes_every_good_record_under_the_vault(tmp_path_factory, titles, noise):
-    from vault_pipeline.models.llm import OfflineBackend
+    from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.pipeline import ingest
 
     root = tmp_path_factory.mktemp("v")

@@ -10,7 +10,7 @@ from conftest import REPO
 from fakes import HashEmbedder
 from vault_pipeline import pipeline
 from vault_pipeline.index.check import check
-from vault_pipeline.models.llm import OfflineBackend
+from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.vault.files import Vault
 
 

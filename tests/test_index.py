@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder
-from vault_pipeline.index import sync as index_mod
-from vault_pipeline.index import store as index_store
 from vault_pipeline.errors import IndexStateError, ModelError
+from vault_pipeline.index import sync as index_mod
+from vault_pipeline.index import table as index_table
+from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest
 from vault_pipeline.index.sync import Index, note_columns, sync, user_note_id
-from vault_pipeline.index.store import INDEX_DIR, MANIFEST_FILE, TABLE, connect
+from vault_pipeline.index.table import INDEX_DIR, TABLE, connect
 from vault_pipeline.vault.files import STATE_DIR, Vault
-
 
 # --------------------------------------------------------------------------- vault builders
 
@@ -316,17 +316,17 @@ def test_deleted_rows_and_orphan_rows_are_repaired(vault, embedder):
 
 
 def test_crash_between_rows_and_manifest_is_repaired(vault, embedder, monkeypatch):
-    real_apply = index_store.Manifest.apply
+    real_apply = Manifest.apply
 
     def crash(self, upserts=(), deletes=()):
         if upserts:
             raise KeyboardInterrupt("power cut")
         return real_apply(self, upserts, deletes)
 
-    monkeypatch.setattr(index_store.Manifest, "apply", crash)
+    monkeypatch.setattr(Manifest, "apply", crash)
     with pytest.raises(KeyboardInterrupt):
         sync(vault, embedder)
-    monkeypatch.setattr(index_store.Manifest, "apply", real_apply)
+    monkeypatch.setattr(Manifest, "apply", real_apply)
     report = sync(vault, embedder)
     # The rows were written but the manifest never vouched for them: all are redone.
     assert report.repaired == len(NOTES) and {p for p, _ in report.repairs} == set(NOTES)
@@ -557,7 +557,7 @@ def test_small_syncs_defer_optimize_and_verify_forces_it(vault, embedder):
 
 
 def test_large_table_gets_an_ann_index_and_stays_exact_enough(tmp_path, embedder, monkeypatch):
-    monkeypatch.setattr(index_store, "ANN_MIN_ROWS", 100)
+    monkeypatch.setattr(index_table, "ANN_MIN_ROWS", 100)
     Vault.init(tmp_path)
     words = ["tide", "gravel", "budget", "vector", "archive", "pelican", "garden", "query", "lance", "note"]
     for i in range(400):

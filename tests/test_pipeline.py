@@ -15,10 +15,10 @@ from conftest import REPO, shared_data
 from vault_pipeline import pipeline
 from vault_pipeline.config import load_settings
 from vault_pipeline.models.embed import build_embedder
-from vault_pipeline.ingest.extract import count_words
-from vault_pipeline.models.llm import OfflineBackend
+from vault_pipeline.text import word_count as count_words
+from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.vault.frontmatter import split_frontmatter
-from vault_pipeline.retrieve.funnel import FunnelConfig
+from vault_pipeline.retrieve.types import FunnelConfig
 from vault_pipeline.vault.files import Vault
 
 EXAMPLE = REPO / "vault_example"

@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _open(vault_path: Path):
     from vault_pipeline.config import load_settings
-    from vault_pipeline.models.llm import CallLog
+    from vault_pipeline.models.calllog import CallLog
     from vault_pipeline.vault.files import STATE_DIR, Vault
 
     vault = Vault.open(vault_path)
@@ -49,14 +49,14 @@ def _open(vault_path: Path):
 
 
 def _llm(settings, model: str, log):
-    from vault_pipeline.models.llm import build_llm
+    from vault_pipeline.models.build import build_llm
 
     return build_llm(model, api_base=settings.api_base, log=log)
 
 
 def _embedder(settings):
     from vault_pipeline.models.embed import build_embedder
-    from vault_pipeline.models.llm import litellm_embed
+    from vault_pipeline.models.litellm_backend import litellm_embed
 
     return build_embedder(settings.embed_model, embed_fn=partial(litellm_embed, api_base=settings.api_base))
 
@@ -215,7 +215,7 @@ def query_cmd(text: Annotated[Optional[str], typer.Argument(help="The prompt to 
               wide: Annotated[Optional[int], typer.Option(help="Candidates retrieved before the floor and gate.")] = None) -> None:
     """Build a small, precise, cited context package for a prompt."""
     from vault_pipeline.pipeline import query as run_query
-    from vault_pipeline.retrieve.funnel import FunnelConfig
+    from vault_pipeline.retrieve.types import FunnelConfig
 
     queries = _batch_queries(batch) if batch else [(text or "", intent)]
     if not batch and not (text or "").strip():
@@ -226,8 +226,9 @@ def query_cmd(text: Annotated[Optional[str], typer.Argument(help="The prompt to 
         overrides["gate"] = False
     if no_variants:
         overrides["variants"] = False
-    config = FunnelConfig.from_settings(settings, **overrides)
-    packages = run_query(vault, queries, embedder=_embedder(settings),
+    embedder = _embedder(settings)  # its calibration gives the floor unless vault.toml sets one
+    config = FunnelConfig.from_settings(settings, embedder, **overrides)
+    packages = run_query(vault, queries, embedder=embedder,
                          llm_plan=_llm(settings, settings.extract_model, log),
                          llm_gate=_llm(settings, settings.gate_model, log), config=config)
     for package in packages:
@@ -272,7 +273,7 @@ def _trace_table(package):
 def status(vault_path: VaultOpt = Path("."),
            lint: Annotated[bool, typer.Option(help="List heading levels with more than four bullets.")] = False) -> None:
     """Notes per folder, tier, status and category; index freshness; which models are remote."""
-    from vault_pipeline.models.llm import is_remote
+    from vault_pipeline.models.litellm_backend import is_remote
     from vault_pipeline.pipeline import status as run_status
 
     vault, settings, _ = _open(vault_path)
@@ -417,11 +418,12 @@ def _demo_clean(vault, settings, log, embedder) -> None:
 
 def _demo_queries(vault, settings, log, embedder, path: Path) -> None:
     from vault_pipeline.pipeline import query as run_query
-    from vault_pipeline.retrieve.funnel import FunnelConfig
+    from vault_pipeline.retrieve.types import FunnelConfig
 
     queries = _batch_queries(path) if path.is_file() else [("Can we talk about peer review for our paper?", None)]
     packages = run_query(vault, queries, embedder=embedder, llm_plan=_llm(settings, settings.extract_model, log),
-                         llm_gate=_llm(settings, settings.gate_model, log), config=FunnelConfig.from_settings(settings))
+                         llm_gate=_llm(settings, settings.gate_model, log),
+                         config=FunnelConfig.from_settings(settings, embedder))
     for package in packages:
         stats = package.to_dict()["stats"]
         out.print(package.to_markdown(), markup=False)
@@ -436,29 +438,33 @@ def gate_calibrate(labels: Annotated[Path, typer.Argument(help="Labels JSONL (se
                    vault_path: Annotated[Optional[Path], typer.Option("--vault", "-v", help="Take the gate model and embedder from this vault's vault.toml.")] = None,
                    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON line.")] = False) -> None:
     """Measure the fit-gate at two intent altitudes and sweep the similarity floor on labelled candidates."""
-    from vault_pipeline.retrieve.calibrate import calibrate, load_labels
     from vault_pipeline.config import load_settings
-    from vault_pipeline.models.llm import CallLog
+    from vault_pipeline.models.calllog import CallLog
+    from vault_pipeline.retrieve.calibrate import calibrate, load_labels
+    from vault_pipeline.retrieve.types import FunnelConfig
 
     items = load_labels(labels)
     if vault_path is not None:
         _, settings, log = _open(vault_path)
     else:
         settings, log = load_settings(None, os.environ), CallLog(None)
-    report = calibrate(items, llm=_llm(settings, settings.gate_model, log), embedder=_embedder(settings))
+    embedder = _embedder(settings)
+    report = calibrate(items, llm=_llm(settings, settings.gate_model, log), embedder=embedder,
+                       config=FunnelConfig.from_settings(settings, embedder))
     if json_out:
         sys.stdout.write(report.to_json() + "\n")
         return
     if report.offline:
         out.print("offline baseline gate: real calibration needs a configured model", markup=False)
-    _print_calibration(report)
+    _print_calibration(report, "set in vault.toml or VAULT_FLOOR" if settings.floor is not None
+                       else "the embedder's calibration")
 
 
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _print_calibration(report) -> None:
+def _print_calibration(report, floor_source: str) -> None:
     quality = [(s.altitude, s.candidates, _pct(s.keep_rate), _pct(s.precision), _pct(s.recall),
                 f"{s.contaminants_kept}/{s.contaminants}", s.fail_open) for s in report.altitudes]
     out.print(_table(f"fit-gate ({report.model}) on {len(report.candidates)} labelled candidates", quality,
@@ -477,6 +483,7 @@ def _print_calibration(report) -> None:
     verdict = "" if report.floor_meets_target else " (no swept floor reaches the target: lowest swept floor)"
     exact = "" if report.floor_at_target is None else f"; exact cosine at target: {report.floor_at_target:.3f}"
     out.print(f"suggested floor for {report.embedder}: {report.suggested_floor:.2f}{verdict}{exact}", markup=False)
+    out.print(f"floor in use: {report.current_floor:.2f} ({floor_source})", markup=False)
     out.print(f"rule: {report.floor_rule}", markup=False)
 
 

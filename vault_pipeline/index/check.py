@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from vault_pipeline.errors import FrontmatterError
+from vault_pipeline.index.manifest import MANIFEST_FILE, opened_manifest
 from vault_pipeline.index.sync import sync
-from vault_pipeline.index.store import MANIFEST_FILE, opened_manifest
-from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
 
-_LINK = re.compile(r"(?<!`)\[\[([^\]|#^]*)(?:#\^?([^\]|]*))?(?:\|[^\]]*)?\]\]")
 _BLOCK = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
 _TEMP = re.compile(r"^\..+\.vp-tmp-(\d+)$")
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
@@ -86,7 +86,7 @@ def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> 
         scan.ids[str(frontmatter["id"])].append(relpath)
     prose = _FENCE.sub("", body)
     scan.blocks[stem].update(_BLOCK.findall(prose))
-    scan.links += [(relpath, target.strip(), block.strip()) for target, block in _LINK.findall(prose)]
+    scan.links += [(relpath, link.target.strip(), link.anchor.removeprefix("^").strip()) for link in wikilinks(prose)]
 
 
 def _resolve_links(scan: _Scan, report: CheckReport) -> None:

@@ -9,7 +9,8 @@ ids to other rows' content): a table moved on since the last finished sync, or w
 disagrees with the manifest, is checked path by path and row by row; a path that disagrees is
 re-embedded and reported as repaired. ``--verify`` forces the full check.
 
-The reading side, ``Index`` and ``Row``, and the storage details live in ``index_store.py``.
+The storage lives beside it: ``manifest`` (sqlite), ``table`` (LanceDB), ``integrity`` (the
+checks); the reading side, ``Index`` and ``Row``, in ``search`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -19,30 +20,38 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from vault_pipeline.index.chunk import Chunk, chunks_for_note
-from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.errors import FrontmatterError, ModelError
-from vault_pipeline.index.store import (CONTENT_COLUMNS, INDEX_DIR, LAYOUT_COLUMNS, MANIFEST_FILE, SCHEMA_VERSION,
-                                        TABLE, ChunkTable, Index, Manifest, ManifestEntry, Row, connect,
-                                        content_faults, layout_faults, opened_manifest, rows_table, table_exists,
-                                        text_key, to_json_list, vectors_of)
-from vault_pipeline.vault.frontmatter import split_frontmatter
-from vault_pipeline.vault.note import iso, note_tier
+from vault_pipeline.index.chunk import Chunk, chunks_for_note
+from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
+from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest
+from vault_pipeline.index.search import Index, Row
+from vault_pipeline.index.table import (INDEX_DIR, SCHEMA_VERSION, TABLE, ChunkTable, connect, note_columns, rows_table,
+                                        table_exists, text_key, vectors_of)
+from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.vault.files import STATE_DIR, Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
 
-__all__ = ["Index", "IndexReport", "Row", "sync", "user_note_id", "note_columns"]
+__all__ = ["Index", "IndexReport", "Preloadable", "Row", "note_columns", "sync", "user_note_id"]
 
 Progress = Callable[[int, int], None]
 
 EMBED_CALL = 256  # texts per embed call: large enough to keep the model busy, small for progress
 BATCH_CHUNKS = 2048  # chunks per write batch: one delete predicate and one add per batch
 BATCH_NOTES = 4096  # notes per batch, so notes without chunks still flush
+
+
+@runtime_checkable
+class Preloadable(Protocol):
+    """An embedder that can start loading its model in the background (``preload`` returns the thread)."""
+
+    def preload(self) -> Any:
+        """Start loading; the caller may ``join()`` what this returns."""
 
 
 @dataclass
@@ -93,7 +102,7 @@ def sync(vault: Vault, embedder: Embedder, *, progress: Progress | None = None,
     report = IndexReport(embedder=embedder.name)
     state = Path(vault.root) / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
-    loading = embedder.preload() if hasattr(embedder, "preload") else None  # overlaps LanceDB's import
+    loading = embedder.preload() if isinstance(embedder, Preloadable) else None  # overlaps LanceDB's import
     try:
         _sync(vault, embedder, state, report, progress, rebuild, verify)
     finally:
@@ -369,34 +378,3 @@ class _Run:
         self.report.repairs.extend((p, self.faults[p]) for p in orphans)
         self.report.repairs.sort()
         self.report.repaired = len(self.report.repairs)
-
-
-def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:
-    """The row columns a note's chunks share, from its frontmatter and folder."""
-    source = frontmatter.get("source") if isinstance(frontmatter.get("source"), dict) else {}
-    archived = relpath.startswith("archive/")  # the archive folder is out of default retrieval
-    status = _text(frontmatter.get("status")) or ("archived" if archived else "")
-    superseded_by, duplicate_of = _text(frontmatter.get("superseded_by")), _text(frontmatter.get("duplicate_of"))
-    messages = source.get("messages") or []
-    return {
-        "type": _text(frontmatter.get("type")), "tier": note_tier(frontmatter, relpath), "status": status,
-        "category": _text(frontmatter.get("category")), "speaker": _text(frontmatter.get("speaker")),
-        "created": iso(frontmatter.get("created")),
-        "source_kind": _text(frontmatter.get("source_kind") or source.get("kind")),
-        "source_conversation": _text(frontmatter.get("source_conversation") or source.get("conversation")),
-        "source_messages": to_json_list(messages if isinstance(messages, list) else [messages]),
-        "superseded_by": superseded_by, "duplicate_of": duplicate_of,
-        # Default retrieval leaves out archived, superseded and duplicate notes.
-        "active": not archived and status != "archived" and not superseded_by and not duplicate_of,
-    }
-
-
-def _text(value: Any) -> str:
-    """A frontmatter value as one string (dates as ISO, lists comma-joined, None as '')."""
-    if value is None:
-        return ""
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_text(v) for v in value if v is not None)
-    return str(value).strip()

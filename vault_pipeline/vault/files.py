@@ -7,20 +7,17 @@ Nothing is ever deleted.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from vault_pipeline.config import CONFIG_FILE, DEFAULT_TOML
-from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, LockError, VaultError
+from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, VaultError
 from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.lock import LOCK_FILE, hold
 from vault_pipeline.vault.note import Note
 from vault_pipeline.vault.state import (StateStore, atomic_write, edit_frontmatter_text, read_note_id,
                                         rename_no_clobber, sha256_bytes)
@@ -28,7 +25,6 @@ from vault_pipeline.vault.state import (StateStore, atomic_write, edit_frontmatt
 FOLDERS = ("inbox", "engrams", "sessions", "threads", "topics", "resources", "web", "archive")
 STATE_DIR = ".vault_pipeline"
 STATE_DB = "state.sqlite"
-LOCK_FILE = "lock"
 
 Outcome = Literal["created", "updated", "unchanged", "refused", "moved-elsewhere"]
 
@@ -290,43 +286,6 @@ class Vault:
 
     # ----------------------------------------------------------------------- the lock
 
-    @contextmanager
-    def lock(self, command: str, *, wait: float = 0) -> Iterator[None]:
+    def lock(self, command: str, *, wait: float = 0) -> AbstractContextManager[None]:
         """Hold the vault's exclusive lock; LockError naming the holder if it stays busy for ``wait`` s."""
-        path = self.root / STATE_DIR / LOCK_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            _acquire(fd, path, wait)
-            os.ftruncate(fd, 0)
-            holder = {"pid": os.getpid(), "command": command,
-                      "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
-            try:
-                yield
-            finally:
-                os.ftruncate(fd, 0)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-
-def _acquire(fd: int, path: Path, wait: float) -> None:
-    deadline = time.monotonic() + max(0.0, wait)
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            # flock dies with its process, so a held lock always has a live holder.
-            if time.monotonic() >= deadline:
-                raise LockError(path, _holder(path)) from None
-            time.sleep(0.05)
-
-
-def _holder(path: Path) -> str:
-    try:
-        info = json.loads(path.read_text(encoding="utf-8") or "{}")
-        return f"`{info['command']}` (pid {info['pid']}, since {info['started']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another vault_pipeline process"
+        return hold(self.root / STATE_DIR / LOCK_FILE, command, wait=wait)

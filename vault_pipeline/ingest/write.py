@@ -1,0 +1,158 @@
+"""Writing what an ingest extracted: session and atomic notes, merged topic hubs, thread maps.
+
+Every note goes through ``write_note``, which applies the re-ingest lifecycle rule: the keys
+that keep and clean own are taken from the file already in the vault, so re-ingesting an
+export never undoes what they decided, and a file that already says it all is not rewritten.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from vault_pipeline.errors import ModelError, VaultError
+from vault_pipeline.ingest.extract import Extraction, group_threads, map_thread
+from vault_pipeline.ingest.notes import atomic_note, session_note, thread_note, topic_hub
+from vault_pipeline.ingest.parse import Conversation
+from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.text import wikilinks
+from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.note import Note
+
+_TOPIC_PREFIXES = ("the conversation is about ", "this conversation is about ", "the topic is ",
+                   "the session is about ", "topic: ")
+
+# Keys that keep and clean own: re-ingesting an export must not undo what they decided.
+LIFECYCLE_KEYS = ("status", "tier", "kept", "related", "supersedes", "superseded_by", "duplicate_of")
+
+
+@dataclass
+class IngestReport:
+    """What an ingest read, wrote, refused and skipped, and how long it took."""
+
+    sources: list[str] = field(default_factory=list)
+    conversations: int = 0
+    messages: int = 0
+    alternates: int = 0
+    notes_by_category: Counter = field(default_factory=Counter)
+    writes: Counter = field(default_factory=Counter)
+    skipped: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    threads: int = 0
+    seconds: float = 0.0
+
+    @property
+    def files_written(self) -> int:
+        """Files created or updated on disk by this run."""
+        return self.writes["created"] + self.writes["updated"]
+
+    @property
+    def notes(self) -> int:
+        """Atomic notes produced (written or already present)."""
+        return sum(self.notes_by_category.values())
+
+
+def write_conversation(vault: Vault, extraction: Extraction, report: IngestReport,
+                       hubs: dict[str, set[str]]) -> str:
+    """Write a conversation's session note and atomic notes; file them under their topic hubs.
+
+    Returns the session note's stem (thread maps link to it)."""
+    conv = extraction.conversation
+    session = session_note(conv, extraction.summary)
+    write_note(vault, session, report)
+    created = _created(conv)
+    notes = [(unit, atomic_note(unit, conv, session.stem, created)) for unit in extraction.units]
+    for unit, note in notes:
+        report.notes_by_category[unit.category] += 1
+        write_note(vault, note, report)
+    # A topic unit anchors a hub note that loads its conversation's cluster of notes.
+    for unit, _ in notes:
+        if unit.category == "topic":
+            hubs[_topic_name(unit.text)].update(note.stem for _, note in notes)
+    return session.stem
+
+
+def _created(conv: Conversation) -> str:
+    stamp = conv.created or next((m.created for m in conv.messages if m.created), None)
+    return stamp.isoformat(timespec="seconds") if stamp else ""
+
+
+def _topic_name(sentence: str) -> str:
+    text = sentence.strip().rstrip(".!?").strip()
+    lowered = text.lower()
+    for prefix in _TOPIC_PREFIXES:
+        if lowered.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    return text[:1].upper() + text[1:]
+
+
+def write_topic_hubs(vault: Vault, hubs: dict[str, set[str]], report: IngestReport) -> None:
+    """Write each topic hub, its links merged with those its file already holds."""
+    for topic in sorted(hubs):
+        existing = _existing_hub_links(vault, topic)
+        write_note(vault, topic_hub(topic, sorted(hubs[topic] | existing)), report)
+
+
+def _existing_hub_links(vault: Vault, topic: str) -> set[str]:
+    probe = topic_hub(topic, [])
+    relpath = vault.locate(probe.id)
+    if relpath is None:
+        return set()
+    _, body, _ = vault.read(relpath)
+    return {link.target for link in wikilinks(body) if link.target != probe.stem}
+
+
+def write_threads(vault: Vault, sessions: Sequence[tuple[Conversation, str, str]], llm: StructuredLLM,
+                  report: IngestReport) -> None:
+    """Map each thread of related conversations ((conversation, summary, session stem)) and write it."""
+    by_id = {conv.id: (conv, summary, stem) for conv, summary, stem in sessions}
+    for key, members in group_threads([conv for conv, _, _ in sessions]):
+        pairs = [(c, by_id[c.id][1]) for c in members]
+        try:
+            thread_map = map_thread(key, pairs, llm)
+        except ModelError as exc:
+            report.errors.append(f"thread {key}: {exc}")
+            continue
+        stems = {c.id: by_id[c.id][2] for c in members}
+        write_note(vault, thread_note(key, thread_map, stems), report)
+        report.threads += 1
+
+
+def write_note(vault: Vault, note: Note, report: IngestReport) -> None:
+    """Write one note (lifecycle keys kept) and count the outcome."""
+    note, same = with_lifecycle(vault, note)
+    if same:
+        report.writes["unchanged"] += 1
+        return
+    outcome = vault.write(note)
+    report.writes[outcome.outcome] += 1
+    if outcome.outcome == "refused":
+        report.refused.append(f"{outcome.relpath}: {outcome.reason}")
+
+
+def with_lifecycle(vault: Vault, note: Note) -> tuple[Note, bool]:
+    """The note with its file's lifecycle keys and merged sources; True when the file already says it all."""
+    relpath = vault.locate(note.id)
+    if relpath is None or note.type != "atomic":
+        return note, False
+    try:
+        existing, body, _ = vault.read(relpath)
+    except (VaultError, OSError):
+        return note, False
+    frontmatter = dict(note.frontmatter)
+    frontmatter.update({k: existing[k] for k in LIFECYCLE_KEYS if k in existing})
+    old_source, new_source = existing.get("source"), frontmatter.get("source")
+    if isinstance(old_source, dict) and isinstance(new_source, dict):
+        merged = list(dict.fromkeys([*new_source.get("messages", []), *old_source.get("messages", [])]))
+        frontmatter["source"] = {**new_source, "messages": merged}
+    # Same properties in another key order (clean appends its keys): nothing to write.
+    same = _present(frontmatter) == _present(existing) and body.strip() == note.body.strip()
+    return replace(note, frontmatter=frontmatter), same
+
+
+def _present(frontmatter: dict) -> dict:
+    """Keys as rendered: empty values are not written, so they do not count as a difference."""
+    return {k: v for k, v in frontmatter.items() if v not in (None, "", [], {})}
