@@ -34,61 +34,96 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import combinations
+from itertools import combinations, pairwise
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 STATE_MARK = ".vault_pipeline/bench_clean.json"  # what --reuse checks
 sys.path.insert(0, str(REPO))
 
-QUALIFIERS = ("staging production mobile desktop billing search analytics onboarding marketing support "
-              "payments reporting backend frontend internal public legacy nightly weekly quarterly customer "
-              "partner admin research design security compliance finance legal sales travel office garden "
-              "library fitness kitchen hiring training community events press investor vendor hardware "
-              "firmware network storage caching identity logging metrics alerting release testing docs "
-              "translation accessibility pricing checkout inventory shipping returns loyalty referral "
-              "newsletter podcast video audio chatbot voice maps weather sports music gaming").split()
-ENTITIES = ("team server database cluster project meeting report budget dashboard pipeline service app "
-            "website workshop review sprint launch contract survey backup migration roadmap demo campaign "
-            "audit retreat conference course build portal gateway queue scheduler crawler importer "
-            "exporter notebook wiki forum store kiosk printer router firewall laptop tablet repository "
-            "template playbook handbook checklist").split()
+QUALIFIERS = (
+    "staging production mobile desktop billing search analytics onboarding marketing support "
+    "payments reporting backend frontend internal public legacy nightly weekly quarterly customer "
+    "partner admin research design security compliance finance legal sales travel office garden "
+    "library fitness kitchen hiring training community events press investor vendor hardware "
+    "firmware network storage caching identity logging metrics alerting release testing docs "
+    "translation accessibility pricing checkout inventory shipping returns loyalty referral "
+    "newsletter podcast video audio chatbot voice maps weather sports music gaming"
+).split()
+ENTITIES = (
+    "team server database cluster project meeting report budget dashboard pipeline service app "
+    "website workshop review sprint launch contract survey backup migration roadmap demo campaign "
+    "audit retreat conference course build portal gateway queue scheduler crawler importer "
+    "exporter notebook wiki forum store kiosk printer router firewall laptop tablet repository "
+    "template playbook handbook checklist"
+).split()
 # (attribute, synonym for paraphrases, value kind)
 ATTRIBUTES = (
-    ("deadline", "due date", "date"), ("start date", "kickoff date", "date"), ("owner", "lead", "person"),
-    ("location", "venue", "city"), ("headcount", "team size", "people"), ("port", "listening port", "port"),
-    ("version", "release number", "version"), ("review day", "check-in day", "weekday"),
-    ("budget", "spending cap", "money"), ("timeout", "time limit", "minutes"),
-    ("database", "datastore", "tool"), ("language", "programming language", "lang"),
-    ("vendor", "supplier", "company"), ("sync time", "meeting time", "time"),
-    ("retention period", "retention window", "days"), ("priority", "urgency level", "prio"),
-    ("contact", "point of contact", "person"), ("backup day", "snapshot day", "weekday"),
-    ("capacity", "seat count", "seats"), ("rate limit", "request cap", "requests"),
-    ("license", "licence", "license"), ("file format", "export format", "format"),
-    ("sponsor", "executive sponsor", "person"), ("target date", "goal date", "date"),
+    ("deadline", "due date", "date"),
+    ("start date", "kickoff date", "date"),
+    ("owner", "lead", "person"),
+    ("location", "venue", "city"),
+    ("headcount", "team size", "people"),
+    ("port", "listening port", "port"),
+    ("version", "release number", "version"),
+    ("review day", "check-in day", "weekday"),
+    ("budget", "spending cap", "money"),
+    ("timeout", "time limit", "minutes"),
+    ("database", "datastore", "tool"),
+    ("language", "programming language", "lang"),
+    ("vendor", "supplier", "company"),
+    ("sync time", "meeting time", "time"),
+    ("retention period", "retention window", "days"),
+    ("priority", "urgency level", "prio"),
+    ("contact", "point of contact", "person"),
+    ("backup day", "snapshot day", "weekday"),
+    ("capacity", "seat count", "seats"),
+    ("rate limit", "request cap", "requests"),
+    ("license", "licence", "license"),
+    ("file format", "export format", "format"),
+    ("sponsor", "executive sponsor", "person"),
+    ("target date", "goal date", "date"),
 )
 MONTHS = "January February March April May June July August September October November December".split()
 WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-PEOPLE = ("Alice Bruno Chen Dana Emeka Fatima Greta Hiro Ines Jonas Kofi Lena Marco Nadia Omar Priya Quinn "
-          "Rosa Sven Tariq Uma Viktor Wen Yara Zoe").split()
-CITIES = ("Berlin Paris Lisbon Madrid Oslo Vienna Prague Warsaw Dublin Athens Rome Zurich Helsinki Tallinn "
-          "Riga Porto Seville Lyon Munich Krakow").split()
+PEOPLE = (
+    "Alice Bruno Chen Dana Emeka Fatima Greta Hiro Ines Jonas Kofi Lena Marco Nadia Omar Priya Quinn "
+    "Rosa Sven Tariq Uma Viktor Wen Yara Zoe"
+).split()
+CITIES = (
+    "Berlin Paris Lisbon Madrid Oslo Vienna Prague Warsaw Dublin Athens Rome Zurich Helsinki Tallinn "
+    "Riga Porto Seville Lyon Munich Krakow"
+).split()
 TOOLS = "Postgres MySQL Redis Kafka Cassandra MongoDB SQLite DuckDB ClickHouse Elasticsearch".split()
 LANGS = "Python Go Rust Java Kotlin TypeScript Swift Ruby Elixir Scala".split()
 COMPANIES = "Acme Globex Initech Umbrella Hooli Vandelay Stark Wayne Wonka Tyrell".split()
 LICENSES = "MIT Apache GPL BSD MPL".split()
 FORMATS = "JSON CSV Parquet Avro XML YAML".split()
-NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-                "fifteen sixteen seventeen eighteen nineteen twenty").split()
+NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
 
-BASE_TEMPLATES = ("The {s} is {v}.", "Our {s} is set to {v}.", "The {s} will be {v}.",
-                  "We agreed that the {s} is {v}.", "For the {q} {e}, the {a} is {v}.")
+BASE_TEMPLATES = (
+    "The {s} is {v}.",
+    "Our {s} is set to {v}.",
+    "The {s} will be {v}.",
+    "We agreed that the {s} is {v}.",
+    "For the {q} {e}, the {a} is {v}.",
+)
 PARAPHRASE_TEMPLATES = ("{V} is the {s}.", "The {s} has been fixed at {v}.", "It was decided: the {s} is {v}.")
 CHANGE_TEMPLATES = ("The {s} moved to {v}.", "The {s} changed to {v}.", "The {s} is now {v}.", "The {s} is {v}.")
-RELATED_TEMPLATES = ("The {s} needs approval from {p}.", "The {s} was discussed in the {q} sync.",
-                     "The {s} is documented in the {q} wiki.", "The {s} is tracked in the planning sheet.")
-CONTEXTS = ("Context: mentioned during the {q} planning call.", "Context: confirmed in the follow-up thread.",
-            "Context: from the {q} retro notes.")
+RELATED_TEMPLATES = (
+    "The {s} needs approval from {p}.",
+    "The {s} was discussed in the {q} sync.",
+    "The {s} is documented in the {q} wiki.",
+    "The {s} is tracked in the planning sheet.",
+)
+CONTEXTS = (
+    "Context: mentioned during the {q} planning call.",
+    "Context: confirmed in the follow-up thread.",
+    "Context: from the {q} retro notes.",
+)
 
 
 @dataclass
@@ -157,20 +192,33 @@ class Generator:
     def value(self, kind: str, words: bool = False) -> str:
         """A random value of ``kind``; small numbers may come out as words (a rewording)."""
         r = self.rng
-        number = {"people": (3, 40, "people"), "seats": (10, 400, "seats"), "minutes": (5, 90, "minutes"),
-                  "days": (7, 365, "days"), "requests": (50, 5000, "requests per minute"),
-                  "money": (1000, 90000, "euros")}
+        number = {
+            "people": (3, 40, "people"),
+            "seats": (10, 400, "seats"),
+            "minutes": (5, 90, "minutes"),
+            "days": (7, 365, "days"),
+            "requests": (50, 5000, "requests per minute"),
+            "money": (1000, 90000, "euros"),
+        }
         if kind in number:
             lo, hi, unit = number[kind]
             n = r.randint(lo, hi)
             return f"{NUMBER_WORDS[n] if words and n <= 20 else n} {unit}"
-        simple = {"date": lambda: f"{r.choice(MONTHS)} {r.randint(1, 28)}", "weekday": lambda: r.choice(WEEKDAYS),
-                  "person": lambda: r.choice(PEOPLE), "city": lambda: r.choice(CITIES),
-                  "port": lambda: str(r.randint(1024, 9999)), "version": lambda: f"{r.randint(1, 9)}.{r.randint(0, 20)}",
-                  "tool": lambda: r.choice(TOOLS), "lang": lambda: r.choice(LANGS),
-                  "company": lambda: r.choice(COMPANIES), "prio": lambda: f"P{r.randint(1, 4)}",
-                  "time": lambda: f"{r.randint(7, 18)}:{r.choice(['00', '15', '30', '45'])}",
-                  "license": lambda: r.choice(LICENSES), "format": lambda: r.choice(FORMATS)}
+        simple = {
+            "date": lambda: f"{r.choice(MONTHS)} {r.randint(1, 28)}",
+            "weekday": lambda: r.choice(WEEKDAYS),
+            "person": lambda: r.choice(PEOPLE),
+            "city": lambda: r.choice(CITIES),
+            "port": lambda: str(r.randint(1024, 9999)),
+            "version": lambda: f"{r.randint(1, 9)}.{r.randint(0, 20)}",
+            "tool": lambda: r.choice(TOOLS),
+            "lang": lambda: r.choice(LANGS),
+            "company": lambda: r.choice(COMPANIES),
+            "prio": lambda: f"P{r.randint(1, 4)}",
+            "time": lambda: f"{r.randint(7, 18)}:{r.choice(['00', '15', '30', '45'])}",
+            "license": lambda: r.choice(LICENSES),
+            "format": lambda: r.choice(FORMATS),
+        }
         return simple[kind]()
 
     def other_value(self, kind: str, seen: list[str]) -> str:
@@ -182,24 +230,39 @@ class Generator:
                 return new
         raise SystemExit(f"no fresh value of kind {kind}")
 
-    def sentence(self, template: str, subject: tuple[str, str, int], value: str, synonym: bool = False,
-                 person: str = "") -> str:
+    def sentence(
+        self, template: str, subject: tuple[str, str, int], value: str, synonym: bool = False, person: str = ""
+    ) -> str:
         """Fill a template for ``subject``; ``synonym`` swaps the attribute for its paraphrase."""
         q, e, i = subject
         attr = ATTRIBUTES[i][1] if synonym else ATTRIBUTES[i][0]
-        text = template.format(s=f"{q} {e} {attr}", q=q, e=e, a=attr, v=value, V=value[:1].upper() + value[1:],
-                               p=person or self.rng.choice(PEOPLE))
+        text = template.format(
+            s=f"{q} {e} {attr}",
+            q=q,
+            e=e,
+            a=attr,
+            v=value,
+            V=value[:1].upper() + value[1:],
+            p=person or self.rng.choice(PEOPLE),
+        )
         return text[:1].upper() + text[1:]
 
-    def add(self, text: str, role: str, group: str = "", *, status: str = "", context: str = "",
-            later_than: str = "") -> Synth:
+    def add(
+        self, text: str, role: str, group: str = "", *, status: str = "", context: str = "", later_than: str = ""
+    ) -> Synth:
         """Append a note, created after the previous one (and after ``later_than``)."""
         self.clock += self.rng.randint(1, 600)
         minutes = self.clock if not later_than else max(self.clock, _minutes(later_than) + 60)
-        note = Synth(id=f"a-{len(self.notes):06x}", text=text, created=_stamp(minutes),
-                     status=status or ("kept" if self.rng.random() < 0.1 else "provisional"), context=context,
-                     messages=[f"m{len(self.notes)}-{k}" for k in range(self.rng.randint(1, 3))],
-                     group=group, role=role)
+        note = Synth(
+            id=f"a-{len(self.notes):06x}",
+            text=text,
+            created=_stamp(minutes),
+            status=status or ("kept" if self.rng.random() < 0.1 else "provisional"),
+            context=context,
+            messages=[f"m{len(self.notes)}-{k}" for k in range(self.rng.randint(1, 3))],
+            group=group,
+            role=role,
+        )
         self.notes.append(note)
         return note
 
@@ -218,8 +281,12 @@ def _minutes(stamp: str) -> int:
 def generate(n: int, seed: int = 0) -> tuple[list[Synth], Truth]:
     """``n`` notes: ~12% in duplicate groups, ~9% in contradictions, ~6% related, ~6% look-alikes."""
     g = Generator(seed)
-    planters = [(0.05, _plant_duplicates), (0.04, _plant_contradiction), (0.03, _plant_related),
-                (0.03, _plant_lookalike)]
+    planters = [
+        (0.05, _plant_duplicates),
+        (0.04, _plant_contradiction),
+        (0.03, _plant_related),
+        (0.03, _plant_lookalike),
+    ]
     while len(g.notes) < n:
         roll, acc = g.rng.random(), 0.0
         for share, plant in planters:
@@ -239,7 +306,7 @@ def _plant_duplicates(g: Generator) -> None:
     kind = ATTRIBUTES[subject[2]][2]
     value = g.value(kind)
     synonym = g.rng.random() < 1 / 3  # a third of the groups are paraphrases with a synonym
-    templates = g.rng.sample(BASE_TEMPLATES, 2) + [g.rng.choice(PARAPHRASE_TEMPLATES)]
+    templates = [*g.rng.sample(BASE_TEMPLATES, 2), g.rng.choice(PARAPHRASE_TEMPLATES)]
     members = []
     for k in range(g.rng.choice((2, 2, 3))):
         words = value if k == 0 else _wordy(value)
@@ -261,8 +328,12 @@ def _plant_contradiction(g: Generator) -> None:
     kind = ATTRIBUTES[subject[2]][2]
     old_value = g.value(kind)
     hold = g.rng.random() < 0.1  # a kept engram contradicted by a provisional chat note
-    old = g.add(g.sentence(g.rng.choice(BASE_TEMPLATES), subject, old_value), "contra-old", group,
-                status="kept" if hold else "provisional")
+    old = g.add(
+        g.sentence(g.rng.choice(BASE_TEMPLATES), subject, old_value),
+        "contra-old",
+        group,
+        status="kept" if hold else "provisional",
+    )
     chain, values = [old], [old_value]
     for _ in range(2 if g.rng.random() < 0.15 and not hold else 1):
         if g.rng.random() < 0.15:
@@ -271,7 +342,7 @@ def _plant_contradiction(g: Generator) -> None:
             values.append(g.other_value(kind, values))
             text = g.sentence(g.rng.choice(CHANGE_TEMPLATES), subject, values[-1])
         chain.append(g.add(text, "contra-new", group, status="provisional", later_than=chain[-1].created))
-    for older, newer in zip(chain, chain[1:]):
+    for older, newer in pairwise(chain):
         (g.truth.provenance_holds if hold else g.truth.supersessions).append((newer.id, older.id))
 
 
@@ -279,8 +350,16 @@ def _plant_related(g: Generator) -> None:
     subject, group = g.subject(), f"r{len(g.truth.related)}"
     kind = ATTRIBUTES[subject[2]][2]
     a = g.add(g.sentence(g.rng.choice(BASE_TEMPLATES), subject, g.value(kind)), "related", group)
-    b = g.add(g.sentence(g.rng.choice(RELATED_TEMPLATES), subject, "", person=g.rng.choice(PEOPLE),
-                         ), "related", group)
+    b = g.add(
+        g.sentence(
+            g.rng.choice(RELATED_TEMPLATES),
+            subject,
+            "",
+            person=g.rng.choice(PEOPLE),
+        ),
+        "related",
+        group,
+    )
     g.truth.related.append((a.id, b.id))
 
 
@@ -299,12 +378,15 @@ def _plant_lookalike(g: Generator) -> None:
 
 def _trim(truth: Truth, kept: set[str]) -> Truth:
     """Drop planted pairs cut off by the note budget."""
-    return Truth(duplicate_groups=[[m for m in grp if m in kept] for grp in truth.duplicate_groups
-                                   if sum(m in kept for m in grp) >= 2],
-                 supersessions=[p for p in truth.supersessions if set(p) <= kept],
-                 provenance_holds=[p for p in truth.provenance_holds if set(p) <= kept],
-                 related=[p for p in truth.related if set(p) <= kept],
-                 lookalikes=[p for p in truth.lookalikes if set(p) <= kept])
+    return Truth(
+        duplicate_groups=[
+            [m for m in grp if m in kept] for grp in truth.duplicate_groups if sum(m in kept for m in grp) >= 2
+        ],
+        supersessions=[p for p in truth.supersessions if set(p) <= kept],
+        provenance_holds=[p for p in truth.provenance_holds if set(p) <= kept],
+        related=[p for p in truth.related if set(p) <= kept],
+        lookalikes=[p for p in truth.lookalikes if set(p) <= kept],
+    )
 
 
 # --------------------------------------------------------------------------- vault and index
@@ -312,20 +394,35 @@ def _trim(truth: Truth, kept: set[str]) -> Truth:
 
 def write_vault(root: Path, notes: list[Synth]) -> float:
     """Write the notes as real files (notes.py's renderer, vault.py's layout); returns seconds."""
-    from vault_pipeline.vault.note import Note, safe_stem, wikilink
     from vault_pipeline.vault.files import Vault
+    from vault_pipeline.vault.note import Note, safe_stem, wikilink
 
     started = time.perf_counter()
     Vault.init(root)
     for s in notes:
         kept = s.status == "kept"
-        frontmatter = {"id": s.id, "type": "atomic", "category": "fact", "status": s.status,
-                       "tier": "engram" if kept else "chat", "speaker": "user",
-                       "source": {"kind": "chatgpt", "conversation": f"conv-{s.group or s.id}",
-                                  "title": "Synthetic", "messages": s.messages},
-                       "session": wikilink(f"session-{s.group or s.id}"), "created": s.created}
-        body = s.text + "\n\n" + (s.context + "\n\n" if s.context else "") + \
-            f"Source: {wikilink('session-' + (s.group or s.id), '^m-' + s.messages[0])}\n"
+        frontmatter = {
+            "id": s.id,
+            "type": "atomic",
+            "category": "fact",
+            "status": s.status,
+            "tier": "engram" if kept else "chat",
+            "speaker": "user",
+            "source": {
+                "kind": "chatgpt",
+                "conversation": f"conv-{s.group or s.id}",
+                "title": "Synthetic",
+                "messages": s.messages,
+            },
+            "session": wikilink(f"session-{s.group or s.id}"),
+            "created": s.created,
+        }
+        body = (
+            s.text
+            + "\n\n"
+            + (s.context + "\n\n" if s.context else "")
+            + f"Source: {wikilink('session-' + (s.group or s.id), '^m-' + s.messages[0])}\n"
+        )
         note = Note(s.id, "atomic", "engrams" if kept else "inbox", safe_stem(s.text, s.id), frontmatter, body)
         # Direct writes: vault.write would commit one state row per note, which is not what we time.
         (root / note.relpath).write_text(note.text(), encoding="utf-8")
@@ -373,20 +470,28 @@ def plan_phase(root: Path) -> dict:
     index = Index.open(vault)
     result = plan(vault, index, OfflineBackend())
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"wall_seconds": round(time.perf_counter() - started, 2), "import_seconds": round(imports, 2),
-            "cpu_seconds": round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 1),
-            "load_average_1m": round(os.getloadavg()[0], 2),
-            "plan_seconds": result.seconds, "timings": result.timings,
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "notes": result.notes, "candidates": result.candidates, "judged": dict(result.judged),
-            "actions": [a.to_dict() for a in result.actions], "judgements": result.judgements,
-            "skipped": result.skipped[:20]}
+    return {
+        "wall_seconds": round(time.perf_counter() - started, 2),
+        "import_seconds": round(imports, 2),
+        "cpu_seconds": round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 1),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "plan_seconds": result.seconds,
+        "timings": result.timings,
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "notes": result.notes,
+        "candidates": result.candidates,
+        "judged": dict(result.judged),
+        "actions": [a.to_dict() for a in result.actions],
+        "judgements": result.judgements,
+        "skipped": result.skipped[:20],
+    }
 
 
 def run_plan_subprocess(root: Path) -> dict:
     """Run ``plan_phase`` in a fresh interpreter, so its time and peak RSS are the dry run's alone."""
-    out = subprocess.run([sys.executable, __file__, "--phase", "plan", "--out", str(root)],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--phase", "plan", "--out", str(root)], check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout)
 
 
@@ -395,9 +500,13 @@ def run_plan_subprocess(root: Path) -> dict:
 
 def _prf(pred: set, truth: set) -> dict:
     hit = len(pred & truth)
-    return {"predicted": len(pred), "planted": len(truth), "correct": hit,
-            "precision": round(hit / len(pred), 4) if pred else None,
-            "recall": round(hit / len(truth), 4) if truth else None}
+    return {
+        "predicted": len(pred),
+        "planted": len(truth),
+        "correct": hit,
+        "precision": round(hit / len(pred), 4) if pred else None,
+        "recall": round(hit / len(truth), 4) if truth else None,
+    }
 
 
 def score(result: dict, truth: Truth) -> dict:
@@ -414,14 +523,21 @@ def score(result: dict, truth: Truth) -> dict:
     return {
         "duplicates": _prf(dup_pred, dup_true),
         "contradictions": _supersession_prf(sup_pred, truth.supersessions),
-        "provenance_holds": {"planted": len(holds), "related_not_archived": len(holds & related_pred),
-                             "wrongly_superseded": len(holds & {frozenset(p) for p in sup_pred})},
-        "related_links": {"planted": len(truth.related), "linked": len({frozenset(p) for p in truth.related}
-                                                                       & related_pred),
-                          "relate_actions": len(related_pred)},
+        "provenance_holds": {
+            "planted": len(holds),
+            "related_not_archived": len(holds & related_pred),
+            "wrongly_superseded": len(holds & {frozenset(p) for p in sup_pred}),
+        },
+        "related_links": {
+            "planted": len(truth.related),
+            "linked": len({frozenset(p) for p in truth.related} & related_pred),
+            "relate_actions": len(related_pred),
+        },
         "lookalikes_merged_or_superseded": len(looks & (dup_pred | {frozenset(p) for p in sup_pred})),
-        "candidate_recall": {"duplicate_pairs": _share(dup_true, judged),
-                             "supersessions": _share({frozenset(p) for p in sup_true}, judged)},
+        "candidate_recall": {
+            "duplicate_pairs": _share(dup_true, judged),
+            "supersessions": _share({frozenset(p) for p in sup_true}, judged),
+        },
     }
 
 
@@ -441,9 +557,13 @@ def _supersession_prf(pred: set[tuple[str, str]], planted: list[tuple[str, str]]
     hit = {p for p in pred if p[0] in chains and chains[p[0]] == chains.get(p[1])}
     olders = {old for _, old in planted}
     retired = {old for _, old in hit} & olders
-    return {"predicted": len(pred), "planted": len(olders), "correct": len(hit),
-            "precision": round(len(hit) / len(pred), 4) if pred else None,
-            "recall": round(len(retired) / len(olders), 4) if olders else None}
+    return {
+        "predicted": len(pred),
+        "planted": len(olders),
+        "correct": len(hit),
+        "precision": round(len(hit) / len(pred), 4) if pred else None,
+        "recall": round(len(retired) / len(olders), 4) if olders else None,
+    }
 
 
 def _share(truth: set, found: set) -> float | None:
@@ -463,15 +583,23 @@ def cosine_profile(root: Path, truth: Truth) -> dict:
 
     def quantiles(pairs) -> dict:
         sims = np.array([float(vectors[row[a]] @ vectors[row[b]]) for a, b in pairs if a in row and b in row])
-        return {q: round(float(np.quantile(sims, v)), 3) for q, v in (("p10", .1), ("p50", .5), ("p90", .9))} \
-            if len(sims) else {}
+        return (
+            {q: round(float(np.quantile(sims, v)), 3) for q, v in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))}
+            if len(sims)
+            else {}
+        )
 
     _, sims = neighbours(vectors, 1)
     dup_pairs = [p for grp in truth.duplicate_groups for p in combinations(grp, 2)]
-    return {"nearest_neighbour": {q: round(float(np.quantile(sims[:, 0], v)), 3)
-                                  for q, v in (("p10", .1), ("p50", .5), ("p90", .9))},
-            "duplicates": quantiles(dup_pairs), "contradictions": quantiles(truth.supersessions),
-            "related": quantiles(truth.related), "lookalikes": quantiles(truth.lookalikes)}
+    return {
+        "nearest_neighbour": {
+            q: round(float(np.quantile(sims[:, 0], v)), 3) for q, v in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))
+        },
+        "duplicates": quantiles(dup_pairs),
+        "contradictions": quantiles(truth.supersessions),
+        "related": quantiles(truth.related),
+        "lookalikes": quantiles(truth.lookalikes),
+    }
 
 
 # --------------------------------------------------------------------------- main
@@ -492,15 +620,25 @@ def main(argv: list[str] | None = None) -> int:
         write_seconds = write_vault(root, notes)
         print(f"vault: {root} ({len(notes):,} atomic notes, seed {args.seed}), written in {write_seconds:.1f} s")
         index_seconds, rows = index_vault(root, args.embedder)
-        print(f"index: embedder {args.embedder}, {rows:,} rows in {index_seconds:.1f} s "
-              f"({len(notes) / max(index_seconds, 1e-9):,.0f} notes/s)")
-        (root / STATE_MARK).write_text(json.dumps({"notes": len(notes), "seed": args.seed,
-                                                   "embedder": args.embedder, "index_seconds": index_seconds}))
+        print(
+            f"index: embedder {args.embedder}, {rows:,} rows in {index_seconds:.1f} s "
+            f"({len(notes) / max(index_seconds, 1e-9):,.0f} notes/s)"
+        )
+        (root / STATE_MARK).write_text(
+            json.dumps(
+                {"notes": len(notes), "seed": args.seed, "embedder": args.embedder, "index_seconds": index_seconds}
+            )
+        )
     result = run_plan_subprocess(root)
-    figures = {"notes": len(notes), "embedder": args.embedder, "index_seconds": round(index_seconds, 1),
-               **{k: v for k, v in result.items() if k not in ("actions", "judgements", "skipped")},
-               "action_counts": _counts(result["actions"]), **score(result, truth),
-               "cosines": cosine_profile(root, truth)}
+    figures = {
+        "notes": len(notes),
+        "embedder": args.embedder,
+        "index_seconds": round(index_seconds, 1),
+        **{k: v for k, v in result.items() if k not in ("actions", "judgements", "skipped")},
+        "action_counts": _counts(result["actions"]),
+        **score(result, truth),
+        "cosines": cosine_profile(root, truth),
+    }
     _print(figures)
     if args.json:
         print(json.dumps(figures, indent=1))
@@ -515,17 +653,23 @@ def _counts(actions: list[dict]) -> dict:
 
 
 def _print(f: dict) -> None:
-    print(f"dry run (clean.plan, offline judge, own process): wall {f['wall_seconds']} s "
-          f"(imports {f['import_seconds']} s; stages {f['timings']}), peak RSS {f['peak_rss_mib']} MiB, "
-          f"CPU {f['cpu_seconds']} s incl. reader processes, 1-min load average {f['load_average_1m']} "
-          f"on {len(os.sched_getaffinity(0))} cores")
+    print(
+        f"dry run (clean.plan, offline judge, own process): wall {f['wall_seconds']} s "
+        f"(imports {f['import_seconds']} s; stages {f['timings']}), peak RSS {f['peak_rss_mib']} MiB, "
+        f"CPU {f['cpu_seconds']} s incl. reader processes, 1-min load average {f['load_average_1m']} "
+        f"on {len(os.sched_getaffinity(0))} cores"
+    )
     print(f"candidate pairs: {f['candidates']:,}   judged: {f['judged']}   actions: {f['action_counts']}")
     for kind in ("duplicates", "contradictions"):
-        print(f"{kind}: precision {f[kind]['precision']}, recall {f[kind]['recall']} "
-              f"({f[kind]['correct']} of {f[kind]['predicted']} predicted, {f[kind]['planted']} planted pairs)")
+        print(
+            f"{kind}: precision {f[kind]['precision']}, recall {f[kind]['recall']} "
+            f"({f[kind]['correct']} of {f[kind]['predicted']} predicted, {f[kind]['planted']} planted pairs)"
+        )
     print(f"candidate recall: {f['candidate_recall']}")
-    print(f"provenance holds: {f['provenance_holds']}   related: {f['related_links']}   "
-          f"look-alikes merged/superseded: {f['lookalikes_merged_or_superseded']}")
+    print(
+        f"provenance holds: {f['provenance_holds']}   related: {f['related_links']}   "
+        f"look-alikes merged/superseded: {f['lookalikes_merged_or_superseded']}"
+    )
     print(f"cosines: {f['cosines']}")
 
 
@@ -533,12 +677,19 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=100_000, help="atomic notes to generate (default 100,000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
-                        help="minilm: the offline default (~160-200 notes/s to index); hash: a quick fake")
+    parser.add_argument(
+        "--embedder",
+        choices=("minilm", "hash"),
+        default="minilm",
+        help="minilm: the offline default (~160-200 notes/s to index); hash: a quick fake",
+    )
     parser.add_argument("--out", help="vault folder to create (default: a new temp folder)")
     parser.add_argument("--json", action="store_true", help="also print all figures as JSON")
-    parser.add_argument("--reuse", action="store_true",
-                        help="with --out: reuse a vault this script built and indexed (same --notes/--seed)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --out: reuse a vault this script built and indexed (same --notes/--seed)",
+    )
     parser.add_argument("--phase", choices=("all", "plan"), default="all", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 

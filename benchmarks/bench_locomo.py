@@ -30,13 +30,13 @@ sys.path.insert(0, str(REPO))
 
 from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
-from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.index.sync import Index  # noqa: E402
-from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
 from vault_pipeline.ingest.notes import block_id  # noqa: E402
-from vault_pipeline.text import estimate_tokens  # noqa: E402
+from vault_pipeline.models.embed import build_embedder  # noqa: E402
+from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
 from vault_pipeline.retrieve.types import FunnelConfig  # noqa: E402
+from vault_pipeline.text import estimate_tokens  # noqa: E402
 from vault_pipeline.vault.files import Vault  # noqa: E402
 
 
@@ -49,8 +49,14 @@ def questions(data: Path, limit: int | None) -> list[dict]:
                 continue
             gold = {e.strip() for ev in qa.get("evidence", []) for e in str(ev).split(";") if e.strip()}
             if gold:
-                out.append({"query": qa["question"], "gold": sorted(gold), "sample": sample["sample_id"],
-                            "category": qa["category"]})
+                out.append(
+                    {
+                        "query": qa["question"],
+                        "gold": sorted(gold),
+                        "sample": sample["sample_id"],
+                        "category": qa["category"],
+                    }
+                )
     return out[:limit] if limit else out
 
 
@@ -67,7 +73,7 @@ def hits(blocks: list[dict], gold: list[str]) -> set[str]:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else 0.0
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
 def build(data: Path, out: Path, embed: str) -> tuple[Vault, float, float]:
@@ -75,8 +81,7 @@ def build(data: Path, out: Path, embed: str) -> tuple[Vault, float, float]:
     started = time.perf_counter()
     report = pipeline.ingest(vault, [data], OfflineBackend())
     ingest_s = time.perf_counter() - started
-    print(f"ingest: {report.conversations} sessions, {report.messages} turns, {report.notes} notes, "
-          f"{ingest_s:.1f}s")
+    print(f"ingest: {report.conversations} sessions, {report.messages} turns, {report.notes} notes, {ingest_s:.1f}s")
     started = time.perf_counter()
     index_report = pipeline.index(vault, build_embedder(embed))
     index_s = time.perf_counter() - started
@@ -88,10 +93,22 @@ def run_cli_batch(vault: Vault, qs: list[dict], budget: int) -> list[dict]:
     """Every question through `vault query --batch --json` (one process, one package per line)."""
     batch = vault.root.parent / "locomo-queries.jsonl"
     batch.write_text("".join(json.dumps({"query": q["query"]}) + "\n" for q in qs), encoding="utf-8")
-    command = [sys.executable, "-m", "vault_pipeline.cli", "query", "--batch", str(batch), "--json",
-               "--budget", str(budget), "--vault", str(vault.root)]
-    result = subprocess.run(command, capture_output=True, text=True, check=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    command = [
+        sys.executable,
+        "-m",
+        "vault_pipeline.cli",
+        "query",
+        "--batch",
+        str(batch),
+        "--json",
+        "--budget",
+        str(budget),
+        "--vault",
+        str(vault.root),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
 
@@ -138,8 +155,9 @@ def topk_baseline(vault: Vault, qs: list[dict], embed: str, budget: int) -> list
             if used + cost > budget:
                 break
             used += cost
-            blocks.append({"text": row.text, "type": row.type,
-                           "source": {"messages": json.loads(row.source_messages or "[]")}})
+            blocks.append(
+                {"text": row.text, "type": row.type, "source": {"messages": json.loads(row.source_messages or "[]")}}
+            )
         results.append((hits(blocks, q["gold"]), used))
     return results
 
@@ -147,8 +165,10 @@ def topk_baseline(vault: Vault, qs: list[dict], embed: str, budget: int) -> list
 def summarise(name: str, found: list[set[str]], tokens: list[int], qs: list[dict]) -> None:
     any_hit = sum(1 for f in found if f) / len(qs)
     turns = sum(len(f) for f in found) / sum(len(q["gold"]) for q in qs)
-    print(f"{name:<28} questions with evidence {any_hit:6.1%}   gold turns found {turns:6.1%}   "
-          f"tokens mean {statistics.mean(tokens):7.1f}   p95 {percentile(tokens, 0.95):7.1f}")
+    print(
+        f"{name:<28} questions with evidence {any_hit:6.1%}   gold turns found {turns:6.1%}   "
+        f"tokens mean {statistics.mean(tokens):7.1f}   p95 {percentile(tokens, 0.95):7.1f}"
+    )
     by_cat = {}
     for f, q in zip(found, qs):
         by_cat.setdefault(q["category"], []).append(bool(f))
@@ -178,8 +198,10 @@ def main() -> None:
     base = topk_baseline(vault, qs, args.embedder, args.budget)
     summarise("plain top-k vector", [f for f, _ in base], [t for _, t in base], qs)
     times = latency(vault, qs, args.embedder, args.budget)
-    print(f"funnel latency excluding model time: p50 {percentile(times, 0.5):.1f} ms, "
-          f"p95 {percentile(times, 0.95):.1f} ms over {len(times)} queries")
+    print(
+        f"funnel latency excluding model time: p50 {percentile(times, 0.5):.1f} ms, "
+        f"p95 {percentile(times, 0.95):.1f} ms over {len(times)} queries"
+    )
     degraded = sum(1 for p in packages if p["stats"].get("degraded"))
     print(f"packages degraded (gate fail-open): {degraded}")
 

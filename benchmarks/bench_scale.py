@@ -43,10 +43,30 @@ from bench_clean import ATTRIBUTES, ENTITIES, QUALIFIERS, generate, write_vault 
 MARK = ".vault_pipeline/bench_scale.json"  # what --reuse checks
 VAULT_CMD = [sys.executable, "-m", "vault_pipeline.cli"]
 TARGETS = {"index_share": 0.90, "edit_seconds": 2.0, "p50_ms": 50.0, "p95_ms": 150.0, "help_seconds": 0.5}
-SECTION_WORDS = ("Background", "Decisions", "Open questions", "Measurements", "Risks", "Timeline", "People",
-                 "Costs", "Alternatives", "Lessons", "Follow-ups", "Glossary")
-LINKERS = ("In practice", "Last quarter", "According to the notes", "After the review", "For now",
-           "As a rule", "Since the migration", "In the meantime")
+SECTION_WORDS = (
+    "Background",
+    "Decisions",
+    "Open questions",
+    "Measurements",
+    "Risks",
+    "Timeline",
+    "People",
+    "Costs",
+    "Alternatives",
+    "Lessons",
+    "Follow-ups",
+    "Glossary",
+)
+LINKERS = (
+    "In practice",
+    "Last quarter",
+    "According to the notes",
+    "After the review",
+    "For now",
+    "As a rule",
+    "Since the migration",
+    "In the meantime",
+)
 
 
 # --------------------------------------------------------------------------- the vault
@@ -64,8 +84,10 @@ def long_note(rng: random.Random, number: int) -> tuple[str, str]:
             for _ in range(rng.randint(3, 5)):
                 attr = rng.choice(ATTRIBUTES)[0]
                 other = f"{rng.choice(QUALIFIERS)} {rng.choice(ENTITIES)}"
-                sentences.append(f"{rng.choice(LINKERS)}, the {q} {e} {attr} follows the {other} "
-                                 f"and is reviewed every {rng.randint(2, 12)} weeks.")
+                sentences.append(
+                    f"{rng.choice(LINKERS)}, the {q} {e} {attr} follows the {other} "
+                    f"and is reviewed every {rng.randint(2, 12)} weeks."
+                )
             lines += [" ".join(sentences), ""]
     created = f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
     front = f"---\nid: r-scale-{number:05d}\ntype: resource\ntier: resource\ncreated: {created}\n---\n\n"
@@ -82,17 +104,29 @@ def build_vault(root: Path, atomic: int, long: int, seed: int) -> dict:
         relpath, text = long_note(rng, number)
         (root / relpath).write_text(text, encoding="utf-8")
     size = sum(p.stat().st_size for p in root.rglob("*.md"))
-    return {"atomic": atomic, "long": long, "seconds": time.perf_counter() - started, "megabytes": size / 2**20,
-            "edit_target": next(f"inbox/{p.name}" for p in sorted((root / "inbox").glob("*.md")))}
+    return {
+        "atomic": atomic,
+        "long": long,
+        "seconds": time.perf_counter() - started,
+        "megabytes": size / 2**20,
+        "edit_target": next(f"inbox/{p.name}" for p in sorted((root / "inbox").glob("*.md"))),
+    }
 
 
 def queries(n: int, seed: int) -> list[str]:
     """Seeded questions in the vault's vocabulary: lookups, and broader topical asks."""
     rng = random.Random(seed + 2)
-    forms = ("What is the {q} {e} {a}?", "When is the {q} {e} {a}?", "Who decided the {q} {e} {a}?",
-             "Summarise what we know about the {q} {e}.", "Has the {a} of the {e} changed recently?")
-    return [rng.choice(forms).format(q=rng.choice(QUALIFIERS), e=rng.choice(ENTITIES), a=rng.choice(ATTRIBUTES)[0])
-            for _ in range(n)]
+    forms = (
+        "What is the {q} {e} {a}?",
+        "When is the {q} {e} {a}?",
+        "Who decided the {q} {e} {a}?",
+        "Summarise what we know about the {q} {e}.",
+        "Has the {a} of the {e} changed recently?",
+    )
+    return [
+        rng.choice(forms).format(q=rng.choice(QUALIFIERS), e=rng.choice(ENTITIES), a=rng.choice(ATTRIBUTES)[0])
+        for _ in range(n)
+    ]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -110,8 +144,12 @@ def run(args: list[str], *, ok: tuple[int, ...] = (0,)) -> dict:
         if code not in ok:
             errors.seek(0)
             raise SystemExit(f"{' '.join(args)} failed ({code}):\n{errors.read()[-2000:]}")
-    return {"seconds": wall, "stdout": stdout, "peak_mib": usage.ru_maxrss / 1024,
-            "cpu": usage.ru_utime + usage.ru_stime}
+    return {
+        "seconds": wall,
+        "stdout": stdout,
+        "peak_mib": usage.ru_maxrss / 1024,
+        "cpu": usage.ru_utime + usage.ru_stime,
+    }
 
 
 def edit_one(root: Path, relpath: str) -> dict:
@@ -120,15 +158,20 @@ def edit_one(root: Path, relpath: str) -> dict:
         fh.write(f"\nEdited by the scale benchmark at {time.time_ns()}.\n")
     edit = run([*VAULT_CMD, "index", "--vault", str(root), "--json"])
     report = json.loads(edit["stdout"])
-    return {"seconds": edit["seconds"], "sync_seconds": report["seconds"], "notes": report["embedded_notes"],
-            "chunks": report["embedded_chunks"], "peak_mib": edit["peak_mib"]}
+    return {
+        "seconds": edit["seconds"],
+        "sync_seconds": report["seconds"],
+        "notes": report["embedded_notes"],
+        "chunks": report["embedded_chunks"],
+        "peak_mib": edit["peak_mib"],
+    }
 
 
 def raw_embedder(root: Path, sample: int, seed: int) -> dict:
     """The embedder alone on a seeded sample of the indexed chunk texts, called like the index calls it."""
-    from vault_pipeline.models.embed import MiniLMEmbedder
-    from vault_pipeline.index.sync import BATCH_CHUNKS, EMBED_CALL
     from vault_pipeline.index.search import Index
+    from vault_pipeline.index.sync import BATCH_CHUNKS, EMBED_CALL
+    from vault_pipeline.models.embed import MiniLMEmbedder
 
     texts = Index.open(str(root)).table.search().select(["text"]).limit(None).to_arrow()["text"].to_pylist()
     picked = random.Random(seed + 3).sample(texts, min(sample, len(texts)))
@@ -136,20 +179,25 @@ def raw_embedder(root: Path, sample: int, seed: int) -> dict:
     embedder.embed(["warm up the session"])
     started = time.perf_counter()
     for start in range(0, len(picked), BATCH_CHUNKS):
-        group = sorted(picked[start:start + BATCH_CHUNKS], key=len)  # the index sorts each write batch too
+        group = sorted(picked[start : start + BATCH_CHUNKS], key=len)  # the index sorts each write batch too
         for call in range(0, len(group), EMBED_CALL):
-            embedder.embed(group[call:call + EMBED_CALL])
+            embedder.embed(group[call : call + EMBED_CALL])
     seconds = time.perf_counter() - started
-    return {"texts": len(picked), "seconds": seconds, "per_second": len(picked) / seconds,
-            "share_of_all": len(picked) / len(texts)}
+    return {
+        "texts": len(picked),
+        "seconds": seconds,
+        "per_second": len(picked) / seconds,
+        "share_of_all": len(picked) / len(texts),
+    }
 
 
 def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
     """Per-query funnel ms minus model time, in one process (index and embedder opened once)."""
     from bench_locomo import TimedLLM
+
     from vault_pipeline.config import load_settings
-    from vault_pipeline.models.embed import MiniLMEmbedder
     from vault_pipeline.index.search import Index
+    from vault_pipeline.models.embed import MiniLMEmbedder
     from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.retrieve.funnel import run_query
     from vault_pipeline.retrieve.types import FunnelConfig
@@ -175,10 +223,16 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
         profile.write_text(profiler.output_text(unicode=False, color=False, show_all=False), encoding="utf-8")
     # The text lane runs while the queries are embedded, so "minus embedding" is a lower bound.
     bare = [t - e for t, e in zip(times, embedding)]
-    return {"queries": len(qs), "p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95),
-            "mean_ms": statistics.fmean(times), "llm_p50_ms": percentile(llm, 0.5),
-            "embed_p50_ms": percentile(embedding, 0.5),
-            "bare_p50_ms": percentile(bare, 0.5), "bare_p95_ms": percentile(bare, 0.95)}
+    return {
+        "queries": len(qs),
+        "p50_ms": percentile(times, 0.5),
+        "p95_ms": percentile(times, 0.95),
+        "mean_ms": statistics.fmean(times),
+        "llm_p50_ms": percentile(llm, 0.5),
+        "embed_p50_ms": percentile(embedding, 0.5),
+        "bare_p50_ms": percentile(bare, 0.5),
+        "bare_p95_ms": percentile(bare, 0.95),
+    }
 
 
 class TimedEmbedder:
@@ -209,7 +263,7 @@ def _profiler(path: Path | None):
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 # --------------------------------------------------------------------------- the run
@@ -227,24 +281,36 @@ def main(argv: list[str] | None = None) -> int:
         if root.exists() and any(root.iterdir()):
             raise SystemExit(f"{root} is not empty (pass --reuse to measure an earlier build)")
         figures["vault"] = build_vault(root, args.atomic, args.long, args.seed)
-        print(f"wrote {args.atomic:,} atomic + {args.long:,} long notes "
-              f"({figures['vault']['megabytes']:.0f} MB) in {figures['vault']['seconds']:.1f} s")
+        print(
+            f"wrote {args.atomic:,} atomic + {args.long:,} long notes "
+            f"({figures['vault']['megabytes']:.0f} MB) in {figures['vault']['seconds']:.1f} s"
+        )
         full = run([*VAULT_CMD, "index", "--vault", str(root), "--json"])
         report = json.loads(full["stdout"])
-        figures["index"] = {"seconds": full["seconds"], "peak_mib": full["peak_mib"], "cpu": full["cpu"],
-                            "chunks": report["embedded_chunks"], "notes": report["embedded_notes"],
-                            "rows": report["rows"], "sync_seconds": report["seconds"],
-                            "embed_seconds": report["embed_seconds"],
-                            "per_second": report["embedded_chunks"] / full["seconds"]}
-        print(f"vault index: {report['embedded_chunks']:,} chunks of {report['embedded_notes']:,} notes "
-              f"in {full['seconds']:.1f} s, peak {full['peak_mib']:.0f} MiB")
+        figures["index"] = {
+            "seconds": full["seconds"],
+            "peak_mib": full["peak_mib"],
+            "cpu": full["cpu"],
+            "chunks": report["embedded_chunks"],
+            "notes": report["embedded_notes"],
+            "rows": report["rows"],
+            "sync_seconds": report["seconds"],
+            "embed_seconds": report["embed_seconds"],
+            "per_second": report["embedded_chunks"] / full["seconds"],
+        }
+        print(
+            f"vault index: {report['embedded_chunks']:,} chunks of {report['embedded_notes']:,} notes "
+            f"in {full['seconds']:.1f} s, peak {full['peak_mib']:.0f} MiB"
+        )
         marker.write_text(json.dumps(figures), encoding="utf-8")
     qs = queries(args.queries, args.seed)
     if args.funnel_only:  # e.g. to compare two checkouts on one built vault
         fun = funnel_latency(root, qs, args.profile)
-        print(f"funnel latency (no planner/gate time): p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, "
-              f"mean {fun['mean_ms']:.1f} ms over {fun['queries']} queries (query embeddings p50 "
-              f"{fun['embed_p50_ms']:.1f} ms); load {os.getloadavg()[0]:.1f}")
+        print(
+            f"funnel latency (no planner/gate time): p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, "
+            f"mean {fun['mean_ms']:.1f} ms over {fun['queries']} queries (query embeddings p50 "
+            f"{fun['embed_p50_ms']:.1f} ms); load {os.getloadavg()[0]:.1f}"
+        )
         return 0
     figures["raw"] = raw_embedder(root, args.raw_sample, args.seed)
     figures["index_share"] = figures["index"]["per_second"] / figures["raw"]["per_second"]
@@ -271,29 +337,46 @@ def _best(measure, times: int) -> float:
 
 def _machine() -> str:
     load = os.getloadavg()[0]
-    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"load {load:.1f} at start")
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load {load:.1f} at start"
 
 
 def _print(f: dict) -> None:
     idx, raw, edit, fun = f["index"], f["raw"], f["edit"], f["funnel"]
     ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
     rows = [
-        ("vault", f"{f['vault']['atomic']:,} atomic + {f['vault']['long']:,} long notes, "
-                  f"{idx['rows']:,} chunks, {f['vault']['megabytes']:.0f} MB", ""),
-        ("vault index (full)", f"{idx['seconds']:.1f} s, {idx['per_second']:.0f} chunks/s, peak {idx['peak_mib']:.0f} MiB", ""),
+        (
+            "vault",
+            f"{f['vault']['atomic']:,} atomic + {f['vault']['long']:,} long notes, "
+            f"{idx['rows']:,} chunks, {f['vault']['megabytes']:.0f} MB",
+            "",
+        ),
+        (
+            "vault index (full)",
+            f"{idx['seconds']:.1f} s, {idx['per_second']:.0f} chunks/s, peak {idx['peak_mib']:.0f} MiB",
+            "",
+        ),
         ("embedder alone", f"{raw['per_second']:.0f} chunks/s on {raw['texts']:,} sampled chunks", ""),
-        ("index / embedder alone", f"{100 * f['index_share']:.1f} % (two runs, each under the machine's load then)",
-         ok(f["index_share"] >= TARGETS["index_share"])),
-        ("embedder share of index wall", f"{100 * idx['embed_seconds'] / idx['seconds']:.1f} % "
-                                         f"({idx['embed_seconds']:.1f} s in the embedder)",
-         ok(idx["embed_seconds"] / idx["seconds"] >= TARGETS["index_share"])),
-        ("vault index (1 note edited)", f"median of 3: {edit['seconds']:.2f} s wall ({edit['sync_seconds']:.2f} s sync), "
-                                        f"{edit['notes']} note / {edit['chunks']} chunk re-embedded",
-         ok(edit["seconds"] <= TARGETS["edit_seconds"] and edit["notes_each"] == [1, 1, 1])),
-        ("funnel latency (no planner/gate)", f"p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms "
-                                           f"over {fun['queries']} queries",
-         ok(fun["p50_ms"] <= TARGETS["p50_ms"] and fun["p95_ms"] <= TARGETS["p95_ms"])),
+        (
+            "index / embedder alone",
+            f"{100 * f['index_share']:.1f} % (two runs, each under the machine's load then)",
+            ok(f["index_share"] >= TARGETS["index_share"]),
+        ),
+        (
+            "embedder share of index wall",
+            f"{100 * idx['embed_seconds'] / idx['seconds']:.1f} % ({idx['embed_seconds']:.1f} s in the embedder)",
+            ok(idx["embed_seconds"] / idx["seconds"] >= TARGETS["index_share"]),
+        ),
+        (
+            "vault index (1 note edited)",
+            f"median of 3: {edit['seconds']:.2f} s wall ({edit['sync_seconds']:.2f} s sync), "
+            f"{edit['notes']} note / {edit['chunks']} chunk re-embedded",
+            ok(edit["seconds"] <= TARGETS["edit_seconds"] and edit["notes_each"] == [1, 1, 1]),
+        ),
+        (
+            "funnel latency (no planner/gate)",
+            f"p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms over {fun['queries']} queries",
+            ok(fun["p50_ms"] <= TARGETS["p50_ms"] and fun["p95_ms"] <= TARGETS["p95_ms"]),
+        ),
         ("  of which query embeddings", f"p50 {fun['embed_p50_ms']:.1f} ms (5 queries, MiniLM on the CPU)", ""),
         ("  without the embeddings", f"p50 {fun['bare_p50_ms']:.1f} ms, p95 {fun['bare_p95_ms']:.1f} ms", ""),
         ("offline planner + gate per query", f"p50 {fun['llm_p50_ms']:.1f} ms (model time, not counted)", ""),

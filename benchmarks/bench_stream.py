@@ -21,8 +21,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-WORDS = ("the paper review deadline moved to friday because the reviewers asked for another "
-         "experiment on the staging server with port 8080 and a smaller batch size").split()
+WORDS = (
+    "the paper review deadline moved to friday because the reviewers asked for another "
+    "experiment on the staging server with port 8080 and a smaller batch size"
+).split()
 TURNS = 20
 
 
@@ -32,13 +34,25 @@ def conversation(index: int, rng: random.Random) -> dict:
     for turn in range(TURNS):
         node = f"n{turn}"
         text = " ".join(rng.choice(WORDS) for _ in range(150)) + "."
-        mapping[node] = {"id": node, "parent": "root" if turn == 0 else f"n{turn - 1}",
-                         "children": [f"n{turn + 1}"] if turn + 1 < TURNS else [],
-                         "message": {"id": f"m{index}-{turn}", "author": {"role": ("user", "assistant")[turn % 2]},
-                                     "create_time": 1_700_000_000 + index * 60 + turn,
-                                     "content": {"content_type": "text", "parts": [text]}}}
-    return {"id": f"conv-{index:06d}", "title": f"Conversation {index}", "create_time": 1_700_000_000 + index * 60,
-            "update_time": 1_700_000_000 + index * 60 + TURNS, "current_node": f"n{TURNS - 1}", "mapping": mapping}
+        mapping[node] = {
+            "id": node,
+            "parent": "root" if turn == 0 else f"n{turn - 1}",
+            "children": [f"n{turn + 1}"] if turn + 1 < TURNS else [],
+            "message": {
+                "id": f"m{index}-{turn}",
+                "author": {"role": ("user", "assistant")[turn % 2]},
+                "create_time": 1_700_000_000 + index * 60 + turn,
+                "content": {"content_type": "text", "parts": [text]},
+            },
+        }
+    return {
+        "id": f"conv-{index:06d}",
+        "title": f"Conversation {index}",
+        "create_time": 1_700_000_000 + index * 60,
+        "update_time": 1_700_000_000 + index * 60 + TURNS,
+        "current_node": f"n{TURNS - 1}",
+        "mapping": mapping,
+    }
 
 
 def write_export(path: Path, megabytes: float, seed: int) -> int:
@@ -58,8 +72,9 @@ def write_export(path: Path, megabytes: float, seed: int) -> int:
 
 def parse_in_child(path: Path) -> dict:
     """Read ``path`` with ``read_export`` in a fresh interpreter; its own figures as a dict."""
-    result = subprocess.run([sys.executable, __file__, "--parse", str(path)], capture_output=True, text=True,
-                            cwd=REPO, check=True)
+    result = subprocess.run(
+        [sys.executable, __file__, "--parse", str(path)], capture_output=True, text=True, cwd=REPO, check=True
+    )
     return json.loads(result.stdout)
 
 
@@ -78,9 +93,18 @@ def _parse(path: Path) -> None:
         else:
             issues += 1
     seconds = time.perf_counter() - started
-    print(json.dumps({"conversations": conversations, "messages": messages, "issues": issues,
-                      "seconds": round(seconds, 2), "baseline_kib": baseline,
-                      "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    print(
+        json.dumps(
+            {
+                "conversations": conversations,
+                "messages": messages,
+                "issues": issues,
+                "seconds": round(seconds, 2),
+                "baseline_kib": baseline,
+                "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            }
+        )
+    )
 
 
 def run(megabytes: float, seed: int, folder: Path) -> dict:
@@ -88,8 +112,12 @@ def run(megabytes: float, seed: int, folder: Path) -> dict:
     path = folder / "conversations.json"
     written = write_export(path, megabytes, seed)
     figures = parse_in_child(path)
-    return {"file_mb": round(path.stat().st_size / 1e6, 1), "written": written, **figures,
-            "peak_above_baseline_mb": round((figures["peak_kib"] - figures["baseline_kib"]) / 1024, 1)}
+    return {
+        "file_mb": round(path.stat().st_size / 1e6, 1),
+        "written": written,
+        **figures,
+        "peak_above_baseline_mb": round((figures["peak_kib"] - figures["baseline_kib"]) / 1024, 1),
+    }
 
 
 def main() -> None:
@@ -113,10 +141,14 @@ def main() -> None:
         print(json.dumps(figures))
         return
     print(f"export       {figures['file_mb']} MB, {figures['written']} conversations written")
-    print(f"parsed       {figures['conversations']} conversations, {figures['messages']} messages, "
-          f"{figures['issues']} issues in {figures['seconds']} s")
-    print(f"peak RSS     {figures['peak_kib'] / 1024:.1f} MiB (after imports {figures['baseline_kib'] / 1024:.1f} MiB, "
-          f"+{figures['peak_above_baseline_mb']} MiB while reading)")
+    print(
+        f"parsed       {figures['conversations']} conversations, {figures['messages']} messages, "
+        f"{figures['issues']} issues in {figures['seconds']} s"
+    )
+    print(
+        f"peak RSS     {figures['peak_kib'] / 1024:.1f} MiB (after imports {figures['baseline_kib'] / 1024:.1f} MiB, "
+        f"+{figures['peak_above_baseline_mb']} MiB while reading)"
+    )
 
 
 if __name__ == "__main__":

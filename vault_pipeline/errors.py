@@ -55,8 +55,7 @@ class LockError(VaultError):
 class ModelError(VaultError):
     """A model call failed for good: retries exhausted or output never validated."""
 
-    def __init__(self, prompt: str, model: str, reason: str, attempts: int = 0,
-                 last_output: str | None = None):
+    def __init__(self, prompt: str, model: str, reason: str, attempts: int = 0, last_output: str | None = None):
         self.prompt = prompt
         self.model = model
         self.reason = reason

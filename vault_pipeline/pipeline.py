@@ -21,8 +21,18 @@ from vault_pipeline.ingest.write import IngestReport, write_conversation, write_
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
 
-__all__ = ["IngestReport", "VaultStatus", "clean", "index", "ingest", "keep", "plan_clean", "query", "status",
-           "undo_clean"]
+__all__ = [
+    "IngestReport",
+    "VaultStatus",
+    "clean",
+    "index",
+    "ingest",
+    "keep",
+    "plan_clean",
+    "query",
+    "status",
+    "undo_clean",
+]
 
 Progress = Callable[[int, int | None, str], None]
 
@@ -30,8 +40,9 @@ Progress = Callable[[int, int | None, str], None]
 # --------------------------------------------------------------------------- ingest (keep: ingest.keep)
 
 
-def ingest(vault: Vault, paths: Sequence[Path], llm: StructuredLLM, *,
-           progress: Progress | None = None, wait: float = 0) -> IngestReport:
+def ingest(
+    vault: Vault, paths: Sequence[Path], llm: StructuredLLM, *, progress: Progress | None = None, wait: float = 0
+) -> IngestReport:
     """Parse exports, extract atomic units, and write notes into the vault (idempotent)."""
     report = IngestReport(sources=[str(p) for p in paths])
     started = time.perf_counter()
@@ -78,8 +89,15 @@ def _extract(conv: Conversation, llm: StructuredLLM, report: IngestReport) -> Ex
 # --------------------------------------------------------------------------- index and query
 
 
-def index(vault: Vault, embedder, *, progress: Progress | None = None, rebuild: bool = False,
-          verify: bool = False, wait: float = 0):
+def index(
+    vault: Vault,
+    embedder,
+    *,
+    progress: Progress | None = None,
+    rebuild: bool = False,
+    verify: bool = False,
+    wait: float = 0,
+):
     """Bring the derived index in line with the vault (incremental by content hash)."""
     from vault_pipeline.index.sync import sync
 
@@ -87,8 +105,15 @@ def index(vault: Vault, embedder, *, progress: Progress | None = None, rebuild: 
         return sync(vault, embedder, progress=_stage_progress(progress, "index"), rebuild=rebuild, verify=verify)
 
 
-def query(vault: Vault, queries: Iterable[tuple[str, str | None]], *, embedder, llm_plan: StructuredLLM,
-          llm_gate: StructuredLLM, config=None) -> Iterable:
+def query(
+    vault: Vault,
+    queries: Iterable[tuple[str, str | None]],
+    *,
+    embedder,
+    llm_plan: StructuredLLM,
+    llm_gate: StructuredLLM,
+    config=None,
+) -> Iterable:
     """Answer each (query, intent) with a context package; the index is opened once for all."""
     from vault_pipeline.index.sync import Index, Preloadable
     from vault_pipeline.retrieve.funnel import run_query
@@ -97,8 +122,15 @@ def query(vault: Vault, queries: Iterable[tuple[str, str | None]], *, embedder, 
         embedder.preload()  # the model loads while LanceDB is imported and the index opened
     retriever = Index.open(vault, embedder)
     for text, intent in queries:
-        yield run_query(text, retriever=retriever, embedder=embedder, llm_plan=llm_plan,
-                        llm_gate=llm_gate, config=config, intent=intent)
+        yield run_query(
+            text,
+            retriever=retriever,
+            embedder=embedder,
+            llm_plan=llm_plan,
+            llm_gate=llm_gate,
+            config=config,
+            intent=intent,
+        )
 
 
 # --------------------------------------------------------------------------- status
@@ -129,8 +161,7 @@ def status(vault: Vault, *, lint: bool = False) -> VaultStatus:
 # --------------------------------------------------------------------------- clean and undo
 
 
-def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None,
-               wait: float = 0):
+def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None, wait: float = 0):
     """The nightly sweep's plan (duplicates, supersessions, related links) on a freshly synced index."""
     with vault.lock("clean (plan)", wait=wait):
         return _plan_held(vault, embedder, llm, progress)
@@ -170,6 +201,7 @@ def undo_clean(vault: Vault, run_id: str, *, embedder=None, wait: float = 0):
 
 def _stage_progress(progress: Progress | None, stage: str) -> Callable[[int, int], None]:
     """A stage's (done, total) callback reporting to ``progress`` under the stage's name."""
+
     def report_progress(done: int, total: int) -> None:
         if progress:
             progress(done, total, stage)

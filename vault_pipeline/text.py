@@ -63,7 +63,8 @@ def head_words(text: str, n: int) -> str:
 # dotted forms ("U.S", "a.m") are abbreviations too, see ``is_abbreviation``.
 ABBREVIATIONS = frozenset(
     "e.g i.e vs etc cf al dr mr mrs ms prof st jr sr nr fig eq ca approx inc ltd co dept est vol ch sec pp "
-    "incl excl resp a.m p.m u.s u.k bijv o.a d.w.z z.b mt".split())
+    "incl excl resp a.m p.m u.s u.k bijv o.a d.w.z z.b mt".split()
+)
 _DOTTED = re.compile(r"(?:\w\.)+\w")
 # A sentence end: . ! ? (then closing quotes or brackets) before white space, or a CJK full stop.
 _SENTENCE_GAP = re.compile(r"[.!?][\"'”’)\]]*\s+|[。！？][」』）\"'”’)\]]*\s*")
@@ -93,7 +94,7 @@ def sentence_starts(text: str) -> list[int]:
         if mark not in "。！？":
             if not starts_sentence(text[gap.end()]):
                 continue
-            token = _WORD_BREAK.split(text[max(0, gap.start() - 40): gap.start()])[-1]
+            token = _WORD_BREAK.split(text[max(0, gap.start() - 40) : gap.start()])[-1]
             if mark == "." and is_abbreviation(token):
                 continue
         starts.append(gap.end())
@@ -122,7 +123,8 @@ TITLE_STOPWORDS = frozenset(
     "chat conversation session help question questions using use used via vs part one two three fix fixing fixed "
     "error errors issue issues problem problems set setting create creating make making improve improving get "
     "getting add adding best tip tips guide explain explanation example examples summary overview request "
-    "van het een de en voor met naar hoe wat".split())
+    "van het een de en voor met naar hoe wat".split()
+)
 
 # Words of four letters or more that are never a conversation's recurring key term (offline topics).
 KEY_TERM_STOPWORDS = frozenset(
@@ -132,10 +134,12 @@ KEY_TERM_STOPWORDS = frozenset(
     "sure thanks please following below above same different because while after before being both needs "
     "uses makes gives takes helps shows provides include includes "
     "voor niet maar zijn deze door naar meer ook wordt worden heeft hebben kunnen moet waar want over "
-    "onder tussen zoals omdat alle andere eerste jouw mijn onze".split())
+    "onder tussen zoals omdat alle andere eerste jouw mijn onze".split()
+)
 
 # Question words, pronouns, politeness, auxiliaries and generic verbs: never a query's subject domain.
-QUERY_STOPWORDS = frozenset("""
+QUERY_STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further had
 has have having he her here hers herself him himself his how i if in into is it its itself just
@@ -147,7 +151,8 @@ please thanks thank hi hello hey talk talking discuss discussing tell explain he
 need like know think thinking maybe kind sort thing things something anything way ways get got
 make made use used using work works working does done go going say said ask asking let us
 shall may might must also really quite rather still even well much many lot lots one ones
-""".split())
+""".split()
+)
 
 
 # --------------------------------------------------------------------------- normalisation and tokens
@@ -182,8 +187,12 @@ _JOINERS = {"\u200d", "\ufe0e", "\ufe0f"}
 def _glued(ch: str) -> bool:
     """True if ``ch`` attaches to the character before it (never start a cut there)."""
     cp = ord(ch)
-    return (ch in _JOINERS or unicodedata.category(ch) in ("Mn", "Me", "Mc")
-            or 0x1F3FB <= cp <= 0x1F3FF or 0xE0020 <= cp <= 0xE007F)
+    return (
+        ch in _JOINERS
+        or unicodedata.category(ch) in ("Mn", "Me", "Mc")
+        or 0x1F3FB <= cp <= 0x1F3FF
+        or 0xE0020 <= cp <= 0xE007F
+    )
 
 
 def grapheme_safe(text: str, pos: int) -> int:
@@ -237,12 +246,18 @@ STOPWORDS = ARTICLES | frozenset(
     "in on at by with from into onto about as and or but so if then than also just there here "
     "is are was were be been being am will would shall should can could must might do does did "
     "has have had get gets got some any all each every which who whom what when where how now "
-    "s t let lets going gonna".split())
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
-         if w != "_"}
+    "s t let lets going gonna".split()
+)
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"
+}
 _TENS_DIGITS = frozenset(str(t) for t in _TENS.values())
 _TOKEN = re.compile(r"\d+(?:[.:/-]\d+)*(?:st|nd|rd|th|am|pm|k|m|%)?|[a-z]+\d[a-z\d]*|[a-z]+(?:'[a-z]+)?", re.I)
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")

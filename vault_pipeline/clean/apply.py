@@ -95,8 +95,11 @@ def _apply_action(vault: Vault, journal: Journal, action: Action) -> str:
     try:
         _perform(vault, journal, action, live)
     except DirtyFileError as exc:  # edited between our check and the write, or archive/ has that name
-        partly = " (the action was partly applied; the journal records what changed)" \
-            if len(journal.entries) > touched else ""
+        partly = (
+            " (the action was partly applied; the journal records what changed)"
+            if len(journal.entries) > touched
+            else ""
+        )
         return f"{exc}{partly}"
     return ""
 
@@ -107,26 +110,28 @@ def _perform(vault: Vault, journal: Journal, action: Action, live: dict[str, _Li
             kept = live[canon.id]
             _edit(vault, journal, canon.id, kept, _absorb(kept, [live[d.id] for d in duplicates]))
             for dup in duplicates:
-                _edit(vault, journal, dup.id, live[dup.id],
-                      {"duplicate_of": _wikilink(kept.path), "status": "archived"}, ARCHIVE)
+                _edit(
+                    vault,
+                    journal,
+                    dup.id,
+                    live[dup.id],
+                    {"duplicate_of": _wikilink(kept.path), "status": "archived"},
+                    ARCHIVE,
+                )
         case Supersede(newer=newer, older=older):
             new, old = live[newer.id], live[older.id]
             supersedes = _union(new.frontmatter.get("supersedes"), [_wikilink(old.path)])
             _edit(vault, journal, newer.id, new, {"supersedes": supersedes})
-            _edit(vault, journal, older.id, old,
-                  {"superseded_by": _wikilink(new.path), "status": "archived"}, ARCHIVE)
+            _edit(vault, journal, older.id, old, {"superseded_by": _wikilink(new.path), "status": "archived"}, ARCHIVE)
         case Relate(a=a, b=b):
             one, two = live[a.id], live[b.id]
-            _edit(vault, journal, a.id, one, {"related": _union(one.frontmatter.get("related"),
-                                                                [_wikilink(two.path)])})
-            _edit(vault, journal, b.id, two, {"related": _union(two.frontmatter.get("related"),
-                                                                [_wikilink(one.path)])})
+            _edit(vault, journal, a.id, one, {"related": _union(one.frontmatter.get("related"), [_wikilink(two.path)])})
+            _edit(vault, journal, b.id, two, {"related": _union(two.frontmatter.get("related"), [_wikilink(one.path)])})
         case _:
             assert_never(action)
 
 
-def _edit(vault: Vault, journal: Journal, note_id: str, note: _Live, changes: dict[str, Any],
-          folder: str = "") -> None:
+def _edit(vault: Vault, journal: Journal, note_id: str, note: _Live, changes: dict[str, Any], folder: str = "") -> None:
     """Change named frontmatter keys (and move), journaling the bytes first."""
     journal.before(note_id, note.path, note.data)
     new_sha = sha256_bytes(edit_frontmatter_text(note.data.decode("utf-8"), changes, note.path).encode("utf-8"))
@@ -167,8 +172,12 @@ def _absorb(canon: _Live, others: list[_Live]) -> dict[str, Any]:
     source["messages"] = list(dict.fromkeys(messages))
     own = PurePosixPath(canon.path).stem
     dropped = {PurePosixPath(o.path).stem for o in others}
-    related = [r for o in [canon, *others] for r in as_list(o.frontmatter.get("related"))
-               if link_target(r) not in dropped | {own}]
+    related = [
+        r
+        for o in [canon, *others]
+        for r in as_list(o.frontmatter.get("related"))
+        if link_target(r) not in dropped | {own}
+    ]
     tags = sorted({str(t) for o in [canon, *others] for t in as_list(o.frontmatter.get("tags"))})
     changes: dict[str, Any] = {"source": source}
     if related:

@@ -55,9 +55,14 @@ class Journal:
             return
         copy = self.dir / f"{len(self.entries):05d}.md"
         _write_atomic(copy, data)
-        self.entries[key] = {"id": key, "path_before": relpath, "sha256_before": sha256_bytes(data),
-                             "copy": copy.relative_to(journal_dir(self.vault)).as_posix(),
-                             "path_after": relpath, "sha256_after": sha256_bytes(data)}
+        self.entries[key] = {
+            "id": key,
+            "path_before": relpath,
+            "sha256_before": sha256_bytes(data),
+            "copy": copy.relative_to(journal_dir(self.vault)).as_posix(),
+            "path_after": relpath,
+            "sha256_after": sha256_bytes(data),
+        }
         self._append(key)  # before the first change: a crash mid-edit still leaves a trace
 
     def expect(self, key: str, states: Sequence[tuple[str, str]]) -> None:
@@ -81,9 +86,16 @@ class Journal:
         """Write ``<run-id>.json`` (nothing when the run touched no file)."""
         if not self.entries:
             return None
-        record = {"run_id": self.run_id, "kind": self.kind, "undoes": self.undoes, "started": self.started,
-                  "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-                  "actions": actions, "skipped": skipped, "files": list(self.entries.values())}
+        record = {
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "undoes": self.undoes,
+            "started": self.started,
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            "actions": actions,
+            "skipped": skipped,
+            "files": list(self.entries.values()),
+        }
         path = journal_dir(self.vault) / f"{self.run_id}.json"
         _write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
         return path

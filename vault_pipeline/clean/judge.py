@@ -122,8 +122,10 @@ def contradiction_guard(text_a: str, text_b: str, stated_subject: str) -> str:
     """Empty when a contradiction is plausible by subject; else the reason to downgrade it."""
     a, b = parse_claim(text_a), parse_claim(text_b)
     if not same_subject(a, b):
-        return (f"subjects differ ({' '.join(sorted(a.subject)) or '?'} / "
-                f"{' '.join(sorted(b.subject)) or '?'}); a contradiction needs the same subject")
+        return (
+            f"subjects differ ({' '.join(sorted(a.subject)) or '?'} / "
+            f"{' '.join(sorted(b.subject)) or '?'}); a contradiction needs the same subject"
+        )
     stated = content_stems(stated_subject)
     if stated and not (stated & a.stems and stated & b.stems):
         return f"the stated subject {stated_subject!r} does not occur in both notes"
@@ -152,11 +154,16 @@ class Verdicts:
     failed: dict[str, str]
 
 
-def judge_pairs(llm: StructuredLLM, pairs: Sequence[PairText], *, batch_size: int = BATCH_SIZE,
-                progress: Callable[[int, int], None] | None = None) -> Verdicts:
+def judge_pairs(
+    llm: StructuredLLM,
+    pairs: Sequence[PairText],
+    *,
+    batch_size: int = BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
+) -> Verdicts:
     """Judge ``pairs`` in batches through the model seam; a failed batch is skipped, never guessed."""
     prompt = load_prompt("judge")
-    batches = [list(pairs[i:i + batch_size]) for i in range(0, len(pairs), max(1, batch_size))]
+    batches = [list(pairs[i : i + batch_size]) for i in range(0, len(pairs), max(1, batch_size))]
     verdicts = Verdicts({}, {})
 
     def run(batch: list[PairText]) -> PairJudgements:
@@ -180,13 +187,17 @@ def judge_pairs(llm: StructuredLLM, pairs: Sequence[PairText], *, batch_size: in
     return verdicts
 
 
-def _settled(run: Callable[[list[PairText]], PairJudgements]) -> Callable[[list[PairText]], PairJudgements | ModelError]:
+def _settled(
+    run: Callable[[list[PairText]], PairJudgements],
+) -> Callable[[list[PairText]], PairJudgements | ModelError]:
     """Turn a batch's ModelError into a value, so one bad batch does not stop the others."""
+
     def call(batch: list[PairText]) -> PairJudgements | ModelError:
         try:
             return run(batch)
         except ModelError as exc:
             return exc
+
     return call
 
 

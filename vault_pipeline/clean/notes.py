@@ -38,8 +38,8 @@ class SweepNote:
     id: str
     path: str
     stem: str
-    text: str            # the claim sentence
-    context: str         # the Context: line, if any
+    text: str  # the claim sentence
+    context: str  # the Context: line, if any
     created: str
     status: str
     tier: str
@@ -73,12 +73,20 @@ def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sh
     raw_source = fm.get("source")
     source = raw_source if isinstance(raw_source, dict) else {}
     sentence, context = _claim(body)
-    return SweepNote(id=str(fm.get("id") or note_id), path=relpath, stem=PurePosixPath(relpath).stem,
-                     text=sentence, context=context, created=str(fm.get("created") or ""),
-                     status=str(fm.get("status") or ""), tier=note_tier(dict(fm), relpath),
-                     messages=tuple(str(m) for m in as_list(source.get("messages"))),
-                     related=frozenset(link_target(v) for v in as_list(fm.get("related"))), sha256=sha,
-                     category=str(fm.get("category") or ""))
+    return SweepNote(
+        id=str(fm.get("id") or note_id),
+        path=relpath,
+        stem=PurePosixPath(relpath).stem,
+        text=sentence,
+        context=context,
+        created=str(fm.get("created") or ""),
+        status=str(fm.get("status") or ""),
+        tier=note_tier(dict(fm), relpath),
+        messages=tuple(str(m) for m in as_list(source.get("messages"))),
+        related=frozenset(link_target(v) for v in as_list(fm.get("related"))),
+        sha256=sha,
+        category=str(fm.get("category") or ""),
+    )
 
 
 def load_notes(vault: Vault, ids: Sequence[str], paths: Sequence[str]) -> tuple[list[SweepNote], list[int], list[str]]:
@@ -92,12 +100,11 @@ def load_notes(vault: Vault, ids: Sequence[str], paths: Sequence[str]) -> tuple[
         # re-imports the caller's __main__ (an unguarded script would recurse). The children
         # only read and parse note files; they never touch LanceDB or its threads.
         size = -(-len(items) // (workers * 4))
-        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="lancedb fork support", category=RuntimeWarning)
             with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-                results = [r for part in pool.map(_read_notes, [str(vault.root)] * len(chunks), chunks)
-                           for r in part]
+                results = [r for part in pool.map(_read_notes, [str(vault.root)] * len(chunks), chunks) for r in part]
     notes, rows, skipped = [], [], []
     for row, (note, why) in enumerate(results):
         if why:
@@ -116,8 +123,7 @@ def _read_notes(root: str, items: Sequence[tuple[str, str]]) -> list[tuple[Sweep
         try:
             fm, body, sha = vault.read(relpath)
         except (OSError, VaultError) as exc:
-            out.append((None, f"{relpath}: unreadable or gone since the last index sync ({exc}); "
-                              "run `vault index`"))
+            out.append((None, f"{relpath}: unreadable or gone since the last index sync ({exc}); run `vault index`"))
             continue
         out.append((_sweep_note(note_id, relpath, fm, body, sha), ""))
     return out

@@ -36,21 +36,21 @@ from vault_pipeline.text import jaccard, overlap
 class CandidateSettings:
     """Knobs of the candidate stage; defaults measured with benchmarks/bench_clean.py."""
 
-    k: int = 8                   # vector neighbours per note in the pool
-    per_note: int = 4            # a pair survives if it is among the 4 best of either note: <= n * 4 pairs
-    rank_lexical: float = 0.3    # weight of the estimated Jaccard in the per-note ranking (best of 0-1 measured)
-    min_shared: int = 1          # ... and shares at least one uncommon content stem
-    blend_floor: float = 0.45    # ... and (cosine + stem overlap) / 2 reaches this
-    common_df: float = 0.05      # stems in more than 5% of notes (and > common_min) are corpus stopwords
+    k: int = 8  # vector neighbours per note in the pool
+    per_note: int = 4  # a pair survives if it is among the 4 best of either note: <= n * 4 pairs
+    rank_lexical: float = 0.3  # weight of the estimated Jaccard in the per-note ranking (best of 0-1 measured)
+    min_shared: int = 1  # ... and shares at least one uncommon content stem
+    blend_floor: float = 0.45  # ... and (cosine + stem overlap) / 2 reaches this
+    common_df: float = 0.05  # stems in more than 5% of notes (and > common_min) are corpus stopwords
     common_min: int = 50
     # 16 bands x 3 rows: P(collide) = 1-(1-J^3)^16 = 0.35 at J=0.3, 0.88 at J=0.5, 0.998 at J=0.7;
     # 8 x 4 caught only ~60% of "X is May 3" / "X moved to May 10" pairs (J ~ 0.57).
     lsh_bands: int = 16
     lsh_rows: int = 3
-    lsh_max_bucket: int = 64     # bigger buckets are boilerplate, not rewrites
-    lsh_estimate: float = 0.4    # MinHash-estimated Jaccard a collision needs to enter the pool
-    exact_below: int = 20_000    # exact neighbour search below this many notes
-    probes: int = 8              # k-means lists each query scans (0.95 neighbour recall at 20k notes)
+    lsh_max_bucket: int = 64  # bigger buckets are boilerplate, not rewrites
+    lsh_estimate: float = 0.4  # MinHash-estimated Jaccard a collision needs to enter the pool
+    exact_below: int = 20_000  # exact neighbour search below this many notes
+    probes: int = 8  # k-means lists each query scans (0.95 neighbour recall at 20k notes)
     seed: int = 0
 
 
@@ -61,16 +61,17 @@ class Candidate:
     a: int
     b: int
     cosine: float
-    lexical: float        # Jaccard of uncommon content stems
-    score: float          # (cosine + overlap) / 2: the per-note ranking and the plan's order
-    via: str              # "vector" (a neighbour, maybe also an LSH hit) or "lexical" (an LSH hit only)
+    lexical: float  # Jaccard of uncommon content stems
+    score: float  # (cosine + overlap) / 2: the per-note ranking and the plan's order
+    via: str  # "vector" (a neighbour, maybe also an LSH hit) or "lexical" (an LSH hit only)
 
 
 # --------------------------------------------------------------------------- vector neighbours
 
 
-def neighbours(vectors: np.ndarray, k: int, settings: CandidateSettings = CandidateSettings()
-               ) -> tuple[np.ndarray, np.ndarray]:
+def neighbours(
+    vectors: np.ndarray, k: int, settings: CandidateSettings = CandidateSettings()
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` neighbours of every row (self excluded): (indices int64, cosines float32), -1 padded."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n = len(vectors)
@@ -82,8 +83,9 @@ def neighbours(vectors: np.ndarray, k: int, settings: CandidateSettings = Candid
     return _partitioned(vectors, k, settings)
 
 
-def _search(vectors: np.ndarray, queries: np.ndarray, pool: np.ndarray, k: int,
-            block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+def _search(
+    vectors: np.ndarray, queries: np.ndarray, pool: np.ndarray, k: int, block: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k of ``queries`` within ``pool`` (row indices), in blocks to bound memory."""
     out_i = np.full((len(queries), k), -1, np.int64)
     out_s = np.zeros((len(queries), k), np.float32)
@@ -92,7 +94,7 @@ def _search(vectors: np.ndarray, queries: np.ndarray, pool: np.ndarray, k: int,
         return out_i, out_s
     base = vectors[pool]
     for start in range(0, len(queries), block):
-        rows = queries[start:start + block]
+        rows = queries[start : start + block]
         sims = vectors[rows] @ base.T
         at = np.searchsorted(pool, rows)  # pool is sorted; a query found in it is not its own neighbour
         mine = at < len(pool)
@@ -102,8 +104,8 @@ def _search(vectors: np.ndarray, queries: np.ndarray, pool: np.ndarray, k: int,
         top_s = np.take_along_axis(sims, top, axis=1)
         # Total order: similarity desc, then pool index asc, so ties never flip between runs.
         order = np.lexsort((pool[top], -top_s), axis=1)
-        out_i[start:start + len(rows), :kk] = pool[np.take_along_axis(top, order, axis=1)]
-        out_s[start:start + len(rows), :kk] = np.take_along_axis(top_s, order, axis=1)
+        out_i[start : start + len(rows), :kk] = pool[np.take_along_axis(top, order, axis=1)]
+        out_s[start : start + len(rows), :kk] = np.take_along_axis(top_s, order, axis=1)
     out_i[~np.isfinite(out_s)] = -1
     return out_i, np.nan_to_num(out_s, neginf=0.0)
 
@@ -113,7 +115,7 @@ def _partitioned(vectors: np.ndarray, k: int, settings: CandidateSettings) -> tu
     centroids = _kmeans(vectors, int(np.sqrt(len(vectors))), settings.seed)
     probes = min(settings.probes, len(centroids))
     nearest = _nearest_centroids(vectors, centroids, probes)
-    lists = _group(nearest[:, 0], len(centroids))           # each note lives in its nearest list
+    lists = _group(nearest[:, 0], len(centroids))  # each note lives in its nearest list
     asking = _group(nearest.ravel(), len(centroids), probes)  # the queries that probe each list
     parts_q, parts_i, parts_s = [], [], []
     for c in range(len(centroids)):
@@ -162,7 +164,7 @@ def _nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, probes: int, 
     """(n, probes) centroid indices per row, nearest first."""
     out = []
     for s in range(0, len(vectors), block):
-        sims = vectors[s:s + block] @ centroids.T
+        sims = vectors[s : s + block] @ centroids.T
         top = np.argpartition(-sims, probes - 1, axis=1)[:, :probes]
         order = np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1, kind="stable")
         out.append(np.take_along_axis(top, order, axis=1))
@@ -174,7 +176,7 @@ def _group(labels: np.ndarray, groups: int, stride: int = 1) -> list[np.ndarray]
     order = np.argsort(labels, kind="stable")
     bounds = np.searchsorted(labels[order], np.arange(groups + 1))
     rows = order // stride
-    return [np.sort(rows[bounds[g]:bounds[g + 1]]) for g in range(groups)]
+    return [np.sort(rows[bounds[g] : bounds[g + 1]]) for g in range(groups)]
 
 
 def _kmeans(vectors: np.ndarray, n_lists: int, seed: int, iters: int = 8, sample: int = 25_000) -> np.ndarray:
@@ -195,8 +197,9 @@ def _kmeans(vectors: np.ndarray, n_lists: int, seed: int, iters: int = 8, sample
 
 
 def _assign(vectors: np.ndarray, centroids: np.ndarray, block: int = 8192) -> np.ndarray:
-    return np.concatenate([np.argmax(vectors[s:s + block] @ centroids.T, axis=1)
-                           for s in range(0, len(vectors), block)])
+    return np.concatenate(
+        [np.argmax(vectors[s : s + block] @ centroids.T, axis=1) for s in range(0, len(vectors), block)]
+    )
 
 
 # --------------------------------------------------------------------------- MinHash-LSH
@@ -234,7 +237,7 @@ def lsh_pairs(signatures: np.ndarray, settings: CandidateSettings = CandidateSet
     found = [np.zeros((0, 2), np.int64)]
     live = np.flatnonzero(signatures[:, 0] != np.iinfo(np.uint64).max)  # empty sets hash nowhere
     for band in range(settings.lsh_bands):
-        cols = signatures[live, band * settings.lsh_rows:(band + 1) * settings.lsh_rows]
+        cols = signatures[live, band * settings.lsh_rows : (band + 1) * settings.lsh_rows]
         keys = np.zeros(len(live), np.uint64)
         for col in range(cols.shape[1]):  # mix the band into one key; a rare clash is caught later
             keys = (keys ^ cols[:, col]) * np.uint64(0x9E3779B97F4A7C15)
@@ -292,8 +295,9 @@ def _member(pairs: np.ndarray, sorted_pairs: np.ndarray, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- combination
 
 
-def candidate_pairs(stem_sets: Sequence[frozenset[str]], vectors: np.ndarray,
-                    settings: CandidateSettings = CandidateSettings()) -> list[Candidate]:
+def candidate_pairs(
+    stem_sets: Sequence[frozenset[str]], vectors: np.ndarray, settings: CandidateSettings = CandidateSettings()
+) -> list[Candidate]:
     """Vector neighbours and LSH collisions, ranked per note, checked lexically; once each, ordered."""
     n = len(stem_sets)
     if n != len(vectors):
@@ -311,7 +315,7 @@ def candidate_pairs(stem_sets: Sequence[frozenset[str]], vectors: np.ndarray,
     rank_by = (1 - settings.rank_lexical) * cosines + settings.rank_lexical * _agreement(signatures, pool)
     keep = _best_per_note(pool, rank_by, n, settings.per_note)
     pool, cosines = pool[keep], cosines[keep]
-    from_vectors = int(keep[:len(by_vector)].sum())  # the pool lists vector pairs first
+    from_vectors = int(keep[: len(by_vector)].sum())  # the pool lists vector pairs first
     found = []
     for at, ((i, j), cosine) in enumerate(zip(pool.tolist(), cosines.tolist())):
         via = "vector" if at < from_vectors else "lexical"
@@ -322,8 +326,9 @@ def candidate_pairs(stem_sets: Sequence[frozenset[str]], vectors: np.ndarray,
     return sorted(found, key=lambda c: (-c.score, c.a, c.b))
 
 
-def uncommon(stem_sets: Sequence[frozenset[str]], settings: CandidateSettings = CandidateSettings()
-             ) -> list[frozenset[str]]:
+def uncommon(
+    stem_sets: Sequence[frozenset[str]], settings: CandidateSettings = CandidateSettings()
+) -> list[frozenset[str]]:
     """Stem sets without the corpus's own stopwords (stems in more than ``common_df`` of the notes).
 
     "agreed", "set", a template's verb: shared by thousands of notes, they make look-alikes
@@ -342,16 +347,16 @@ def _agreement(signatures: np.ndarray, pairs: np.ndarray, block: int = 65_536) -
     """MinHash-estimated Jaccard of each pair: the share of equal signature slots."""
     out = np.zeros(len(pairs), np.float32)
     for s in range(0, len(pairs), block):
-        p = pairs[s:s + block]
-        out[s:s + block] = (signatures[p[:, 0]] == signatures[p[:, 1]]).mean(axis=1)
+        p = pairs[s : s + block]
+        out[s : s + block] = (signatures[p[:, 0]] == signatures[p[:, 1]]).mean(axis=1)
     return out
 
 
 def _cosines(vectors: np.ndarray, pairs: np.ndarray, block: int = 16_384) -> np.ndarray:
     out = np.zeros(len(pairs), np.float32)
     for s in range(0, len(pairs), block):
-        p = pairs[s:s + block]
-        out[s:s + block] = np.einsum("ij,ij->i", vectors[p[:, 0]], vectors[p[:, 1]])
+        p = pairs[s : s + block]
+        out[s : s + block] = np.einsum("ij,ij->i", vectors[p[:, 0]], vectors[p[:, 1]])
     return out
 
 

@@ -77,8 +77,14 @@ class _Judged:
     cosine: float
 
 
-def plan(vault: Vault, index: VectorSource, llm: StructuredLLM, *, progress: Progress | None = None,
-         settings: CandidateSettings = CandidateSettings()) -> Plan:  # noqa: B008  (frozen)
+def plan(
+    vault: Vault,
+    index: VectorSource,
+    llm: StructuredLLM,
+    *,
+    progress: Progress | None = None,
+    settings: CandidateSettings = CandidateSettings(),
+) -> Plan:
     """Candidates -> judgements -> ordered actions; reads only, writes nothing."""
     clock = _Clock()
     ids, paths, vectors = index.all_vectors()
@@ -86,8 +92,11 @@ def plan(vault: Vault, index: VectorSource, llm: StructuredLLM, *, progress: Pro
     result = Plan(skipped=skipped, notes=len(notes))
     vectors = np.asarray(vectors, dtype=np.float32)[rows] if rows else np.zeros((0, 1), np.float32)
     clock.lap(result, "read")
-    cands = [c for c in candidate_pairs([parse_claim(n.text).stems for n in notes], vectors, settings)
-             if not _linked(notes[c.a], notes[c.b])]  # linked pairs were judged related before
+    cands = [
+        c
+        for c in candidate_pairs([parse_claim(n.text).stems for n in notes], vectors, settings)
+        if not _linked(notes[c.a], notes[c.b])
+    ]  # linked pairs were judged related before
     result.candidates = len(cands)
     clock.lap(result, "candidates")
     judged = _judge(llm, notes, cands, result, progress)
@@ -126,8 +135,9 @@ def _time(note: SweepNote) -> float:
     return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
 
 
-def _judge(llm: StructuredLLM, notes: list[SweepNote], cands: list[Candidate], result: Plan,
-           progress: Progress | None) -> list[_Judged]:
+def _judge(
+    llm: StructuredLLM, notes: list[SweepNote], cands: list[Candidate], result: Plan, progress: Progress | None
+) -> list[_Judged]:
     pairs, meta = [], {}
     for n, cand in enumerate(cands):
         older, newer = _order(notes[cand.a], notes[cand.b])
@@ -172,8 +182,11 @@ def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Ac
                 _contradiction(older, newer, why, supersede, relate)
             case Related(reasoning=why, downgraded=downgraded):
                 if downgraded:
-                    relate[(older.id, newer.id)] = (older, newer, f"model said contradiction, downgraded "
-                                                                  f"to related: {downgraded}. {why}")
+                    relate[(older.id, newer.id)] = (
+                        older,
+                        newer,
+                        f"model said contradiction, downgraded to related: {downgraded}. {why}",
+                    )
                 elif j.cosine >= floor:
                     relate.setdefault((older.id, newer.id), (older, newer, why))
                 else:
@@ -197,13 +210,20 @@ def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Ac
 def _contradiction(older: SweepNote, newer: SweepNote, why: str, supersede: dict, relate: dict) -> None:
     """Plan a supersession unless time or provenance says the older note must stay."""
     if _time(older) == _time(newer):
-        relate[(older.id, newer.id)] = (older, newer, f"contradiction, but both notes have the same "
-                                                      f"creation time, so neither can supersede: {why}")
+        relate[(older.id, newer.id)] = (
+            older,
+            newer,
+            f"contradiction, but both notes have the same creation time, so neither can supersede: {why}",
+        )
     elif older.provenance > newer.provenance:
-        relate[(older.id, newer.id)] = (older, newer, f"contradiction, but {older.id} ({older.tier}, "
-                                                      f"{older.status}) outranks the newer {newer.id} "
-                                                      f"({newer.tier}, {newer.status}) by provenance; "
-                                                      f"not archived, review: {why}")
+        relate[(older.id, newer.id)] = (
+            older,
+            newer,
+            f"contradiction, but {older.id} ({older.tier}, "
+            f"{older.status}) outranks the newer {newer.id} "
+            f"({newer.tier}, {newer.status}) by provenance; "
+            f"not archived, review: {why}",
+        )
     else:
         supersede.setdefault(older.id, []).append((newer, older, why))
 
@@ -236,8 +256,13 @@ def _duplicate_actions(dups: list[_Judged]) -> tuple[list[Action], dict[str, Swe
         others = [m for m in members if m.id != canon.id]
         alias.update({m.id: canon for m in others})
         why = next((reasons[m.id] for m in members if m.id in reasons), "")
-        actions.append(Collapse(_ref(canon), tuple(_ref(o) for o in others), f"{len(members)} notes state one "
-                                f"claim; {canon.id} kept ({_why_canonical(canon, others)}). {why}"))
+        actions.append(
+            Collapse(
+                _ref(canon),
+                tuple(_ref(o) for o in others),
+                f"{len(members)} notes state one claim; {canon.id} kept ({_why_canonical(canon, others)}). {why}",
+            )
+        )
     return actions, alias
 
 

@@ -83,8 +83,11 @@ def _restore(vault: Vault, journal: Journal, entry: dict[str, Any]) -> str:
 def _as_the_run_left_it(root: Path, entry: dict[str, Any]) -> tuple[str, bytes] | None:
     """(path, bytes) of the file as the run left it: as recorded, as a crash mid-change left it
     (the entry's pending states), or moved back by an undo that crashed before restoring bytes."""
-    states = [(entry["path_after"], entry["sha256_after"]), *map(tuple, entry.get("pending", ())),
-              (entry["path_before"], entry["sha256_after"])]
+    states = [
+        (entry["path_after"], entry["sha256_after"]),
+        *map(tuple, entry.get("pending", ())),
+        (entry["path_before"], entry["sha256_after"]),
+    ]
     for relpath, sha in states:
         data = _read(root / relpath)
         if data is not None and sha256_bytes(data) == sha:

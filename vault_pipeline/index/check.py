@@ -43,8 +43,14 @@ class CheckReport:
     @property
     def problems(self) -> int:
         """How many problems were found (before any fix)."""
-        return (len(self.invalid) + len(self.dangling_links) + len(self.dangling_blocks)
-                + len(self.duplicate_ids) + len(self.index_mismatches) + len(self.temp_files))
+        return (
+            len(self.invalid)
+            + len(self.dangling_links)
+            + len(self.dangling_blocks)
+            + len(self.duplicate_ids)
+            + len(self.index_mismatches)
+            + len(self.temp_files)
+        )
 
 
 @dataclass
@@ -151,5 +157,7 @@ def _fix(vault: Vault, report: CheckReport, embedder) -> None:
     if embedder is not None and report.index_mismatches:
         with vault.lock("check --fix"):
             result = sync(vault, embedder, verify=True)
-        report.fixed.append(f"re-synced the index: {result.embedded_notes} note(s) re-embedded, "
-                            f"{result.removed} removed, {result.repaired} repaired")
+        report.fixed.append(
+            f"re-synced the index: {result.embedded_notes} note(s) re-embedded, "
+            f"{result.removed} removed, {result.repaired} repaired"
+        )

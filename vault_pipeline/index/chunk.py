@@ -41,8 +41,10 @@ _BLANK_RUN = re.compile(r"\n[ \t]*\n\s*")
 _LINE_START = re.compile(r"\n(?=\S|[ \t]+\S)")
 _LIST_OR_ROW = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)]|\|)(?:[ \t]|$)")
 _SENTENCE_END = re.compile(r"[.!?:;\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*[ \t]*$")
-_SENTENCE_GAP = re.compile(r"(?:[.!?][\"'\u201d\u2019)\]]*[ \t]+"  # Latin: punctuation, then a space
-                           r"|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*[ \t]*)(?=\S)")  # CJK: no space
+_SENTENCE_GAP = re.compile(
+    r"(?:[.!?][\"'\u201d\u2019)\]]*[ \t]+"  # Latin: punctuation, then a space
+    r"|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*[ \t]*)(?=\S)"
+)  # CJK: no space
 _WHITESPACE = re.compile(r"\s+")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 
@@ -63,7 +65,7 @@ class Chunk:
     @property
     def source_text(self) -> str:
         """The chunk's text without the added heading-path prefix."""
-        return self.text[self.prefix_chars:]
+        return self.text[self.prefix_chars :]
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class _Parsed:
 
 # -- parsing ---------------------------------------------------------------
 
+
 class _SpanState(BlockState):
     """Block state that remembers where each top-level paragraph starts."""
 
@@ -127,8 +130,13 @@ class _SpanParser(BlockParser):
     def parse_setex_heading(self, m, state):
         before = state.last_token()
         end = super().parse_setex_heading(m, state)
-        if (end and state.parent is None and before is not None
-                and state.last_token() is before and before["type"] == "heading"):
+        if (
+            end
+            and state.parent is None
+            and before is not None
+            and state.last_token() is before
+            and before["type"] == "heading"
+        ):
             start = before["_start"] if "_start" in before else _paragraph_start(state.src, m.start())
             before["_span"] = (start, end)
         return end
@@ -181,6 +189,7 @@ def _parse(text: str) -> _Parsed:
 
 # -- sections --------------------------------------------------------------
 
+
 def _sections(parsed: _Parsed, max_level: int = SPLIT_LEVELS) -> list[_Section]:
     """Preamble plus one section per heading up to ``max_level``, each down to the next one."""
     text, heads = parsed.text, [h for h in parsed.headings if h.level <= max_level]
@@ -203,7 +212,7 @@ def _fold_empty_parents(text: str, sections: list[_Section]) -> list[_Section]:
     for i, sec in enumerate(sections):
         start = sec.start if carried is None else carried
         nxt = sections[i + 1] if i + 1 < len(sections) else None
-        if sec.level and nxt and nxt.level > sec.level and not text[sec.heading_end:sec.end].strip():
+        if sec.level and nxt and nxt.level > sec.level and not text[sec.heading_end : sec.end].strip():
             carried = start
             continue
         carried = None
@@ -212,6 +221,7 @@ def _fold_empty_parents(text: str, sections: list[_Section]) -> list[_Section]:
 
 
 # -- splitting an over-long section -------------------------------------------
+
 
 def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
     """True if ``pos`` falls strictly inside one of the sorted, disjoint ``spans``."""
@@ -229,7 +239,7 @@ def _cut_points(text: str, lo: int, hi: int, fences: list[tuple[int, int]]) -> d
     for m in _LINE_START.finditer(text, lo, hi):
         pos = m.end()
         line_start = text.rfind("\n", lo, m.start())
-        prev_line = text[(lo if line_start < 0 else line_start + 1):m.start()]
+        prev_line = text[(lo if line_start < 0 else line_start + 1) : m.start()]
         in_fence = _inside(pos, local)
         if in_fence or _SENTENCE_END.search(prev_line) or _LIST_OR_ROW.match(text, pos):
             cuts[pos] = max(cuts.get(pos, 0), 1 if in_fence else 2)
@@ -250,8 +260,7 @@ def _choose_cut(cands: list[tuple[int, int, int]], floor: int) -> int:
     return max(late, key=lambda c: (c[2], c[0]))[0]
 
 
-def _split_span(text: str, lo: int, hi: int, budget_bytes: int,
-                fences: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _split_span(text: str, lo: int, hi: int, budget_bytes: int, fences: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Split ``text[lo:hi]`` into spans of at most ``budget_bytes`` at the best safe cuts."""
     cuts = sorted(_cut_points(text, lo, hi, fences).items())
     offsets, acc, prev = [], 0, lo
@@ -277,6 +286,7 @@ def _split_span(text: str, lo: int, hi: int, budget_bytes: int,
 
 # -- chunks ----------------------------------------------------------------
 
+
 def _clean(raw: str) -> str:
     """Drop leading blank lines and trailing whitespace (indentation of line one stays)."""
     return _LEADING_BLANK_LINES.sub("", raw).rstrip()
@@ -293,7 +303,7 @@ def _prefix(path: tuple[str, ...], continued: bool) -> str:
 def _section_pieces(parsed: _Parsed, sec: _Section, cap_tokens: int) -> list[tuple[str, str]]:
     """(prefix, verbatim text) pieces of one section, split only above the hard cap."""
     text = parsed.text
-    whole = _clean(text[sec.start:sec.end])
+    whole = _clean(text[sec.start : sec.end])
     head = _prefix(sec.heading_path, continued=False)
     if not whole or estimate_tokens(head + whole) <= cap_tokens:
         return [(head, whole)] if whole else []
@@ -314,12 +324,22 @@ def chunk_markdown(note_id: str, body: str, *, cap_tokens: int = HARD_CAP_TOKENS
     for sec in _fold_empty_parents(parsed.text, _sections(parsed)):
         for prefix, piece in _section_pieces(parsed, sec, cap_tokens):
             text = prefix + piece
-            chunks.append(Chunk(note_id, len(chunks), sec.heading_path, sec.level, text,
-                                estimate_tokens(text), prefix_chars=len(prefix)))
+            chunks.append(
+                Chunk(
+                    note_id,
+                    len(chunks),
+                    sec.heading_path,
+                    sec.level,
+                    text,
+                    estimate_tokens(text),
+                    prefix_chars=len(prefix),
+                )
+            )
     return chunks
 
 
 # -- lint ------------------------------------------------------------------
+
 
 def lint_levels(body: str, *, ceiling: int = BULLET_CEILING) -> list[LintFinding]:
     """Headings with more than ``ceiling`` bullets directly under them (seed 004's governing-idea test)."""
@@ -341,8 +361,10 @@ def lint_levels(body: str, *, ceiling: int = BULLET_CEILING) -> list[LintFinding
     for (path, line), n in counts.items():
         if n > ceiling:
             where = PATH_SEPARATOR.join(path) or "(before the first heading)"
-            message = (f"{where}: {n} bullets in one level; 2-{ceiling} per level is the soft "
-                       "ceiling (can one sentence of 15 words or fewer govern them all?)")
+            message = (
+                f"{where}: {n} bullets in one level; 2-{ceiling} per level is the soft "
+                "ceiling (can one sentence of 15 words or fewer govern them all?)"
+            )
             findings.append(LintFinding(path, line, n, message))
     return findings
 
@@ -394,8 +416,9 @@ def synopsis(body: str, head_chars: int = 8192, outline_chars: int = 2048, *, ou
     return head + "\n\n" + _outline(parsed.headings, outline_chars, outline_levels) + "\n"
 
 
-def chunks_for_note(note_id: str, body: str, *, large_threshold_chars: int = LARGE_THRESHOLD_CHARS,
-                    cap_tokens: int = HARD_CAP_TOKENS) -> list[Chunk]:
+def chunks_for_note(
+    note_id: str, body: str, *, large_threshold_chars: int = LARGE_THRESHOLD_CHARS, cap_tokens: int = HARD_CAP_TOKENS
+) -> list[Chunk]:
     """Chunks of a note: of its synopsis (flagged) above the size threshold, else of its body."""
     if len(body) <= large_threshold_chars:
         return chunk_markdown(note_id, body, cap_tokens=cap_tokens)

@@ -34,13 +34,25 @@ def layout_faults(layout: pa.Table, manifest: dict[str, ManifestEntry]) -> dict[
     # Distinct ordinals per path follow from the checks above (unique chunk ids, each equal to
     # note_id:ordinal) plus one note id per path, so count, min and max pin them to 0..n-1.
     groups = layout.group_by("path").aggregate(
-        [("ordinal", "count"), ("ordinal", "min"), ("ordinal", "max"),
-         ("note_id", "min"), ("note_id", "max"), ("sha256", "min"), ("sha256", "max")])
+        [
+            ("ordinal", "count"),
+            ("ordinal", "min"),
+            ("ordinal", "max"),
+            ("note_id", "min"),
+            ("note_id", "max"),
+            ("sha256", "min"),
+            ("sha256", "max"),
+        ]
+    )
     entries = manifest.values()
-    expected = pa.table({"path": pa.array(list(manifest), pa.string()),
-                         "m_note": pa.array([e.note_id for e in entries], pa.string()),
-                         "m_sha": pa.array([e.sha256 for e in entries], pa.string()),
-                         "m_chunks": pa.array([e.chunks for e in entries], pa.int64())})
+    expected = pa.table(
+        {
+            "path": pa.array(list(manifest), pa.string()),
+            "m_note": pa.array([e.note_id for e in entries], pa.string()),
+            "m_sha": pa.array([e.sha256 for e in entries], pa.string()),
+            "m_chunks": pa.array([e.chunks for e in entries], pa.int64()),
+        }
+    )
     joined = groups.join(expected, "path", join_type="full outer")
     for g in joined.filter(_mismatch(joined)).to_pylist():
         faults.setdefault(g["path"], _group_fault(g, manifest.get(g["path"])))
@@ -50,9 +62,15 @@ def layout_faults(layout: pa.Table, manifest: dict[str, ManifestEntry]) -> dict[
 def _mismatch(j: pa.Table) -> pa.ChunkedArray:
     """Rows of the path/manifest join where anything differs (nulls: one side is missing)."""
     n = j["ordinal_count"]
-    checks = [pc.not_equal(n, j["m_chunks"]), pc.not_equal(j["ordinal_min"], 0), pc.not_equal(j["ordinal_max"], pc.subtract(n, 1)),
-              pc.not_equal(j["note_id_min"], j["m_note"]), pc.not_equal(j["note_id_max"], j["m_note"]),
-              pc.not_equal(j["sha256_min"], j["m_sha"]), pc.not_equal(j["sha256_max"], j["m_sha"])]
+    checks = [
+        pc.not_equal(n, j["m_chunks"]),
+        pc.not_equal(j["ordinal_min"], 0),
+        pc.not_equal(j["ordinal_max"], pc.subtract(n, 1)),
+        pc.not_equal(j["note_id_min"], j["m_note"]),
+        pc.not_equal(j["note_id_max"], j["m_note"]),
+        pc.not_equal(j["sha256_min"], j["m_sha"]),
+        pc.not_equal(j["sha256_max"], j["m_sha"]),
+    ]
     bad = pc.or_kleene(pc.is_null(j["m_chunks"]), pc.and_kleene(pc.is_null(n), pc.greater(j["m_chunks"], 0)))
     for check in checks:
         bad = pc.or_kleene(bad, pc.fill_null(check, False))

@@ -35,9 +35,11 @@ class Manifest:
         self._db = sqlite3.connect(path, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS indexed (relpath TEXT PRIMARY KEY, note_id TEXT NOT NULL,"
-                         " sha256 TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"
-                         " chunks INTEGER NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS indexed (relpath TEXT PRIMARY KEY, note_id TEXT NOT NULL,"
+            " sha256 TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"
+            " chunks INTEGER NOT NULL)"
+        )
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         self._db.commit()
 
@@ -55,8 +57,10 @@ class Manifest:
         """Insert or replace ``upserts`` and delete ``deletes`` in one transaction."""
         with self._db:
             self._db.executemany("DELETE FROM indexed WHERE relpath = ?", ((p,) for p in deletes))
-            self._db.executemany("INSERT OR REPLACE INTO indexed VALUES (?, ?, ?, ?, ?, ?)",
-                                 ((e.relpath, e.note_id, e.sha256, e.size, e.mtime_ns, e.chunks) for e in upserts))
+            self._db.executemany(
+                "INSERT OR REPLACE INTO indexed VALUES (?, ?, ?, ?, ?, ?)",
+                ((e.relpath, e.note_id, e.sha256, e.size, e.mtime_ns, e.chunks) for e in upserts),
+            )
 
     def meta(self) -> dict[str, str]:
         """All metadata keys and values."""
@@ -65,8 +69,7 @@ class Manifest:
     def set_meta(self, **values: Any) -> None:
         """Set metadata keys (values stored as strings)."""
         with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                 ((k, str(v)) for k, v in values.items()))
+            self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", ((k, str(v)) for k, v in values.items()))
 
     def clear(self) -> None:
         """Forget every indexed file and all metadata (a rebuild starts here)."""

@@ -19,8 +19,20 @@ import pyarrow.compute as pc
 
 from vault_pipeline.errors import IndexStateError
 from vault_pipeline.index.manifest import MANIFEST_FILE, manifest_count, read_meta
-from vault_pipeline.index.table import (ANN_MIN_ROWS, ANN_PROBES, INDEX_DIR, ROW_COLUMNS, TABLE, TEXT_COLUMN,
-                                        VECTOR_COLUMN, batches, connect, isin, table_exists, vectors_of)
+from vault_pipeline.index.table import (
+    ANN_MIN_ROWS,
+    ANN_PROBES,
+    INDEX_DIR,
+    ROW_COLUMNS,
+    TABLE,
+    TEXT_COLUMN,
+    VECTOR_COLUMN,
+    batches,
+    connect,
+    isin,
+    table_exists,
+    vectors_of,
+)
 from vault_pipeline.vault.files import STATE_DIR
 
 
@@ -75,7 +87,7 @@ class Index:
         self.dim = int(meta.get("dim") or table.schema.field(VECTOR_COLUMN).type.list_size)
 
     @classmethod
-    def open(cls, vault, embedder=None) -> "Index":
+    def open(cls, vault, embedder=None) -> Index:
         """Open the index of ``vault`` (a Vault or its root); IndexStateError when there is none."""
         state = Path(getattr(vault, "root", vault)) / STATE_DIR
         meta = read_meta(state / MANIFEST_FILE)
@@ -84,17 +96,20 @@ class Index:
             raise IndexStateError(f"no index in {state}; run `vault index` first")
         name = getattr(embedder, "name", None)
         if name is not None and name != meta["embedder"]:
-            raise IndexStateError(f"the index was built with embedder {meta['embedder']}, not {name}; "
-                                  "run `vault index` to rebuild it")
+            raise IndexStateError(
+                f"the index was built with embedder {meta['embedder']}, not {name}; run `vault index` to rebuild it"
+            )
         return cls(state.parent, db.open_table(TABLE), meta)
 
-    def vector_search(self, vector: np.ndarray, k: int, *, include_archived: bool = False,
-                      with_vectors: bool = True) -> list[Row]:
+    def vector_search(
+        self, vector: np.ndarray, k: int, *, include_archived: bool = False, with_vectors: bool = True
+    ) -> list[Row]:
         """The ``k`` chunks nearest to ``vector``; similarity is the exact cosine."""
         return self._vector_top(self._query_vector(vector), k, include_archived, with_vectors)
 
-    def vector_search_many(self, vectors: np.ndarray, k: int, *, include_archived: bool = False,
-                           with_vectors: bool = True) -> list[list[Row]]:
+    def vector_search_many(
+        self, vectors: np.ndarray, k: int, *, include_archived: bool = False, with_vectors: bool = True
+    ) -> list[list[Row]]:
         """``vector_search`` for several query vectors in one table query (one scan or probe set)."""
         queries = [self._query_vector(v) for v in vectors]
         if len(queries) <= 1 or k <= 0:
@@ -102,11 +117,14 @@ class Index:
         rows = self._nearest(np.stack(queries), _page(k), include_archived)
         which = rows["query_index"].to_numpy()
         # Each query's share of the shared page is its first page; a later page is its own search.
-        return [self._vector_top(q, k, include_archived, with_vectors, first=rows.filter(pa.array(which == i)))
-                for i, q in enumerate(queries)]
+        return [
+            self._vector_top(q, k, include_archived, with_vectors, first=rows.filter(pa.array(which == i)))
+            for i, q in enumerate(queries)
+        ]
 
-    def _vector_top(self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool,
-                    first: pa.Table | None = None) -> list[Row]:
+    def _vector_top(
+        self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool, first: pa.Table | None = None
+    ) -> list[Row]:
         def fetch(limit: int) -> pa.Table:
             return first if first is not None and limit == _page(k) else self._nearest(query, limit, include_archived)
 
@@ -119,21 +137,35 @@ class Index:
     def _nearest(self, query: np.ndarray, limit: int, include_archived: bool) -> pa.Table:
         """Rows nearest to one query vector, or to each row of a 2-d array (``query_index`` says which)."""
         # The probe settings only matter once the table has an ANN index; flat search ignores them.
-        search = (self.table.search(query if query.ndim == 1 else list(query), vector_column_name=VECTOR_COLUMN)
-                  .distance_type("dot").nprobes(ANN_PROBES)
-                  .select([*ROW_COLUMNS, VECTOR_COLUMN]).limit(limit))
+        search = (
+            self.table.search(query if query.ndim == 1 else list(query), vector_column_name=VECTOR_COLUMN)
+            .distance_type("dot")
+            .nprobes(ANN_PROBES)
+            .select([*ROW_COLUMNS, VECTOR_COLUMN])
+            .limit(limit)
+        )
         return (search if include_archived else search.where("active", prefilter=True)).to_arrow()
 
-    def text_search(self, query: str, k: int, *, include_archived: bool = False,
-                    vector: np.ndarray | None = None, with_vectors: bool = True) -> list[Row]:
+    def text_search(
+        self,
+        query: str,
+        k: int,
+        *,
+        include_archived: bool = False,
+        vector: np.ndarray | None = None,
+        with_vectors: bool = True,
+    ) -> list[Row]:
         """The ``k`` best BM25 matches for ``query``; similarity is the cosine to ``vector`` if given."""
         if not query.strip() or k <= 0:
             return []
         qvec = None if vector is None else self._query_vector(vector)
 
         def fetch(limit: int) -> pa.Table:
-            search = (self.table.search(query, query_type="fts", fts_columns=TEXT_COLUMN)
-                      .select([*ROW_COLUMNS, VECTOR_COLUMN]).limit(limit))
+            search = (
+                self.table.search(query, query_type="fts", fts_columns=TEXT_COLUMN)
+                .select([*ROW_COLUMNS, VECTOR_COLUMN])
+                .limit(limit)
+            )
             return (search if include_archived else search.where("active", prefilter=True)).to_arrow()
 
         def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -148,8 +180,14 @@ class Index:
         order = {nid: i for i, nid in enumerate(dict.fromkeys(note_ids))}
         if not order:
             return []
-        parts = [self.table.search().where(isin("note_id", batch)).select([*ROW_COLUMNS, VECTOR_COLUMN])
-                 .limit(None).to_arrow() for batch in batches(list(order))]
+        parts = [
+            self.table.search()
+            .where(isin("note_id", batch))
+            .select([*ROW_COLUMNS, VECTOR_COLUMN])
+            .limit(None)
+            .to_arrow()
+            for batch in batches(list(order))
+        ]
         rows = pa.concat_tables(parts)
         out = _to_rows(rows, np.zeros(rows.num_rows), np.full(rows.num_rows, np.nan), "lookup", with_vectors)
         return sorted(out, key=lambda r: (order[r.note_id], r.ordinal))
@@ -165,24 +203,39 @@ class Index:
         """Row and note counts (per tier, status, category), last sync, embedder, indexes."""
         state = self.root / STATE_DIR
         meta = read_meta(state / MANIFEST_FILE)
-        notes = self.table.search().where("ordinal = 0").select(["tier", "status", "category", "active"]) \
-            .limit(None).to_arrow()
+        notes = (
+            self.table.search()
+            .where("ordinal = 0")
+            .select(["tier", "status", "category", "active"])
+            .limit(None)
+            .to_arrow()
+        )
         kinds = {c.index_type for c in self.table.list_indices()}
-        return {"rows": int(self.table.count_rows()), "notes": notes.num_rows,
-                "files": manifest_count(state / MANIFEST_FILE),
-                "tiers": _counts(notes["tier"]), "statuses": _counts(notes["status"]),
-                "categories": _counts(notes["category"]),
-                "inactive_notes": notes.num_rows - int(pc.sum(notes["active"]).as_py() or 0),
-                "last_sync": meta.get("last_sync", ""), "embedder": meta.get("embedder", ""),
-                "dim": int(meta.get("dim") or self.dim), "schema_version": int(meta.get("schema_version") or 0),
-                "ann_index": bool(kinds - {"FTS", "BTree", "Bitmap", "LabelList"}), "fts_index": "FTS" in kinds,
-                "ann_min_rows": ANN_MIN_ROWS, "table_version": int(self.table.version)}
+        return {
+            "rows": int(self.table.count_rows()),
+            "notes": notes.num_rows,
+            "files": manifest_count(state / MANIFEST_FILE),
+            "tiers": _counts(notes["tier"]),
+            "statuses": _counts(notes["status"]),
+            "categories": _counts(notes["category"]),
+            "inactive_notes": notes.num_rows - int(pc.sum(notes["active"]).as_py() or 0),
+            "last_sync": meta.get("last_sync", ""),
+            "embedder": meta.get("embedder", ""),
+            "dim": int(meta.get("dim") or self.dim),
+            "schema_version": int(meta.get("schema_version") or 0),
+            "ann_index": bool(kinds - {"FTS", "BTree", "Bitmap", "LabelList"}),
+            "fts_index": "FTS" in kinds,
+            "ann_min_rows": ANN_MIN_ROWS,
+            "table_version": int(self.table.version),
+        }
 
     def _query_vector(self, vector: np.ndarray) -> np.ndarray:
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
-            raise IndexStateError(f"query vector has {q.shape[0]} dimensions, the index {self.dim}; "
-                                  "run `vault index` with the same embedder")
+            raise IndexStateError(
+                f"query vector has {q.shape[0]} dimensions, the index {self.dim}; "
+                "run `vault index` with the same embedder"
+            )
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
 
@@ -216,10 +269,20 @@ def _top(fetch, score, k: int, lane: str, with_vectors: bool) -> list[Row]:
 def _to_rows(rows: pa.Table, scores: np.ndarray, sims: np.ndarray, lane: str, with_vectors: bool) -> list[Row]:
     vectors = vectors_of(rows[VECTOR_COLUMN], rows.schema.field(VECTOR_COLUMN).type.list_size) if with_vectors else None
     values = rows.select(list(ROW_COLUMNS)).to_pylist()
-    return [Row(**v, similarity=float(sims[i]), score=float(scores[i]), lane=lane,
-                vector=None if vectors is None else vectors[i]) for i, v in enumerate(values)]
+    return [
+        Row(
+            **v,
+            similarity=float(sims[i]),
+            score=float(scores[i]),
+            lane=lane,
+            vector=None if vectors is None else vectors[i],
+        )
+        for i, v in enumerate(values)
+    ]
 
 
 def _counts(column: pa.ChunkedArray) -> dict[str, int]:
-    return {str(v["values"]): int(v["counts"]) for v in sorted(pc.value_counts(column).to_pylist(),
-                                                               key=lambda v: str(v["values"]))}
+    return {
+        str(v["values"]): int(v["counts"])
+        for v in sorted(pc.value_counts(column).to_pylist(), key=lambda v: str(v["values"]))
+    }

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,8 +31,18 @@ from vault_pipeline.index.chunk import Chunk, chunks_for_note
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest
 from vault_pipeline.index.search import Index, Row
-from vault_pipeline.index.table import (INDEX_DIR, SCHEMA_VERSION, TABLE, ChunkTable, connect, note_columns, rows_table,
-                                        table_exists, text_key, vectors_of)
+from vault_pipeline.index.table import (
+    INDEX_DIR,
+    SCHEMA_VERSION,
+    TABLE,
+    ChunkTable,
+    connect,
+    note_columns,
+    rows_table,
+    table_exists,
+    text_key,
+    vectors_of,
+)
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -95,8 +105,9 @@ class _Note:
     reuse_from: tuple[str, ...]  # paths whose rows may lend vectors for unchanged texts
 
 
-def sync(vault: Vault, embedder: Embedder, *, progress: Progress | None = None,
-         rebuild: bool = False, verify: bool = False) -> IndexReport:
+def sync(
+    vault: Vault, embedder: Embedder, *, progress: Progress | None = None, rebuild: bool = False, verify: bool = False
+) -> IndexReport:
     """Bring the index in line with the vault (the caller holds ``vault.lock("index")``)."""
     started = time.perf_counter()
     report = IndexReport(embedder=embedder.name)
@@ -112,8 +123,15 @@ def sync(vault: Vault, embedder: Embedder, *, progress: Progress | None = None,
     return report
 
 
-def _sync(vault: Vault, embedder: Embedder, state: Path, report: IndexReport, progress: Progress | None,
-          rebuild: bool, verify: bool) -> None:
+def _sync(
+    vault: Vault,
+    embedder: Embedder,
+    state: Path,
+    report: IndexReport,
+    progress: Progress | None,
+    rebuild: bool,
+    verify: bool,
+) -> None:
     with opened_manifest(state / MANIFEST_FILE) as manifest:
         identity = {"embedder": embedder.name, "dim": str(int(embedder.dim)), "schema_version": str(SCHEMA_VERSION)}
         db = connect(state / INDEX_DIR)
@@ -128,8 +146,9 @@ def _sync(vault: Vault, embedder: Embedder, state: Path, report: IndexReport, pr
         updates = table.finish(meta, force=report.rebuilt or verify or not meta.get("table_version"))
         report.optimized, report.ann_index_built = table.optimized, "ann_rows" in updates
         report.rows = table.count()
-        manifest.set_meta(**updates, table_version=table.version,
-                          last_sync=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        manifest.set_meta(
+            **updates, table_version=table.version, last_sync=datetime.now(UTC).isoformat(timespec="seconds")
+        )
 
 
 def _rebuild_reason(meta: dict[str, str], identity: dict[str, str], db, requested: bool) -> str:
@@ -163,8 +182,15 @@ def user_note_id(relpath: str) -> str:
 class _Run:
     """One sync: plan from stats, then read, parse, chunk, embed and write in batches."""
 
-    def __init__(self, vault: Vault, embedder: Embedder, table: ChunkTable, manifest: Manifest,
-                 report: IndexReport, progress: Progress | None):
+    def __init__(
+        self,
+        vault: Vault,
+        embedder: Embedder,
+        table: ChunkTable,
+        manifest: Manifest,
+        report: IndexReport,
+        progress: Progress | None,
+    ):
         self.root = Path(vault.root)
         self.vault, self.embedder, self.table, self.manifest = vault, embedder, table, manifest
         self.report, self.progress = report, progress
@@ -263,14 +289,17 @@ class _Run:
         try:
             frontmatter, body = split_frontmatter(data.decode("utf-8"), relpath)
         except UnicodeDecodeError:
-            return self._skip(relpath, "not UTF-8 text")
+            self._skip(relpath, "not UTF-8 text")
+            return None
         except FrontmatterError as exc:
             # One line per file: YAML errors span several lines with their context marks.
-            return self._skip(relpath, " ".join(exc.reason.split()))
+            self._skip(relpath, " ".join(exc.reason.split()))
+            return None
         note_id = str(frontmatter.get("id") or "").strip() or user_note_id(relpath)
         owner = self.owners.get(note_id)
         if owner is not None and owner != relpath:
-            return self._skip(relpath, f"id {note_id} is already used by {owner}")
+            self._skip(relpath, f"id {note_id} is already used by {owner}")
+            return None
         self._claim(relpath, note_id)
         moved_from = self.gone_by_id.pop(note_id, None) if relpath not in self.entries else None
         if moved_from is not None:
@@ -313,8 +342,9 @@ class _Run:
         self.table.add(rows_table([(n.entry, n.columns, n.chunks) for n in batch], vectors, self.table.dim))
         # The manifest moves only after the rows are written: a crash in between leaves rows
         # the manifest does not vouch for, which the next run's integrity check repairs.
-        self.manifest.apply(upserts=[n.entry for n in batch],
-                            deletes=[p for n in batch for p in n.replaces if p != n.entry.relpath])
+        self.manifest.apply(
+            upserts=[n.entry for n in batch], deletes=[p for n in batch for p in n.replaces if p != n.entry.relpath]
+        )
         self._count(batch, embedded)
 
     def _vectors(self, batch: list[_Note], texts: list[str]) -> tuple[np.ndarray, set[int]]:
@@ -336,7 +366,7 @@ class _Run:
         need.sort(key=lambda i: (len(texts[i]), i))
         shown = 0
         for start in range(0, len(need), EMBED_CALL):
-            rows = need[start:start + EMBED_CALL]
+            rows = need[start : start + EMBED_CALL]
             out[rows] = self._embed([texts[i] for i in rows])
             reached = len(batch) * (start + len(rows)) // len(need)
             self._advance(reached - shown)
@@ -350,8 +380,11 @@ class _Run:
         vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
         self.report.embed_seconds += time.perf_counter() - started
         if vectors.shape != (len(texts), self.table.dim) or not np.isfinite(vectors).all():
-            raise ModelError("embed", self.embedder.name,
-                             f"expected {len(texts)} finite vectors of {self.table.dim} dims, got {vectors.shape}")
+            raise ModelError(
+                "embed",
+                self.embedder.name,
+                f"expected {len(texts)} finite vectors of {self.table.dim} dims, got {vectors.shape}",
+            )
         return l2_normalise(vectors)
 
     def _count(self, batch: list[_Note], embedded: set[int]) -> None:

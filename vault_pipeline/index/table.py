@@ -53,14 +53,40 @@ PREDICATE_CHUNK = 2_000  # paths per ``path IN (...)`` predicate
 # Column order of the table; ``vector`` last. ``active`` is false for archived, superseded and
 # duplicate notes, so default retrieval filters on one boolean instead of three strings (a
 # boolean prefilter measured ~1.5x faster than the string one at 50k rows).
-STRING_COLUMNS = ("chunk_id", "note_id", "path", "type", "tier", "status", "category", "speaker",
-                  "created", "source_kind", "source_conversation", "source_messages", "heading")
-ROW_COLUMNS = (*STRING_COLUMNS, "level", "ordinal", "synopsis", TEXT_COLUMN, "tokens", "sha256",
-               "superseded_by", "duplicate_of", "active")
-_TYPES = {"level": pa.int32(), "ordinal": pa.int32(), "tokens": pa.int32(),
-          "synopsis": pa.bool_(), "active": pa.bool_()}
-
-
+STRING_COLUMNS = (
+    "chunk_id",
+    "note_id",
+    "path",
+    "type",
+    "tier",
+    "status",
+    "category",
+    "speaker",
+    "created",
+    "source_kind",
+    "source_conversation",
+    "source_messages",
+    "heading",
+)
+ROW_COLUMNS = (
+    *STRING_COLUMNS,
+    "level",
+    "ordinal",
+    "synopsis",
+    TEXT_COLUMN,
+    "tokens",
+    "sha256",
+    "superseded_by",
+    "duplicate_of",
+    "active",
+)
+_TYPES = {
+    "level": pa.int32(),
+    "ordinal": pa.int32(),
+    "tokens": pa.int32(),
+    "synopsis": pa.bool_(),
+    "active": pa.bool_(),
+}
 
 
 def chunk_schema(dim: int, identity: dict[str, str] | None = None) -> pa.Schema:
@@ -94,19 +120,24 @@ def to_json_list(values: Iterable[Any]) -> str:
 
 def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:
     """The row columns a note's chunks share, from its frontmatter and folder."""
-    source = frontmatter.get("source") if isinstance(frontmatter.get("source"), dict) else {}
+    raw_source = frontmatter.get("source")
+    source: dict[str, Any] = raw_source if isinstance(raw_source, dict) else {}
     archived = relpath.startswith("archive/")  # the archive folder is out of default retrieval
     status = _text(frontmatter.get("status")) or ("archived" if archived else "")
     superseded_by, duplicate_of = _text(frontmatter.get("superseded_by")), _text(frontmatter.get("duplicate_of"))
     messages = source.get("messages") or []
     return {
-        "type": _text(frontmatter.get("type")), "tier": note_tier(frontmatter, relpath), "status": status,
-        "category": _text(frontmatter.get("category")), "speaker": _text(frontmatter.get("speaker")),
+        "type": _text(frontmatter.get("type")),
+        "tier": note_tier(frontmatter, relpath),
+        "status": status,
+        "category": _text(frontmatter.get("category")),
+        "speaker": _text(frontmatter.get("speaker")),
         "created": iso(frontmatter.get("created")),
         "source_kind": _text(frontmatter.get("source_kind") or source.get("kind")),
         "source_conversation": _text(frontmatter.get("source_conversation") or source.get("conversation")),
         "source_messages": to_json_list(messages if isinstance(messages, list) else [messages]),
-        "superseded_by": superseded_by, "duplicate_of": duplicate_of,
+        "superseded_by": superseded_by,
+        "duplicate_of": duplicate_of,
         # Default retrieval leaves out archived, superseded and duplicate notes.
         "active": not archived and status != "archived" and not superseded_by and not duplicate_of,
     }
@@ -172,8 +203,10 @@ class ChunkTable:
         """Selected columns of every row, or of the rows of ``paths``."""
         if paths is None:
             return self.table.search().select(list(columns)).limit(None).to_arrow()
-        parts = [self.table.search().where(isin("path", batch)).select(list(columns)).limit(None).to_arrow()
-                 for batch in batches(sorted(set(paths)))]
+        parts = [
+            self.table.search().where(isin("path", batch)).select(list(columns)).limit(None).to_arrow()
+            for batch in batches(sorted(set(paths)))
+        ]
         return pa.concat_tables(parts) if parts else chunk_schema(self.dim).empty_table().select(list(columns))
 
     def delete_paths(self, paths: Iterable[str]) -> None:
@@ -202,8 +235,9 @@ class ChunkTable:
         # 1-3 s), folds new rows into the FTS and vector indexes and prunes versions older than
         # 7 days (a concurrent reader keeps its files). Until then new rows are searched flat,
         # which costs little, so a one-note edit does not pay for it.
-        self.optimized = bool(writes) and (force or writes >= OPTIMIZE_WRITES
-                                           or rows_written >= max(OPTIMIZE_MIN_ROWS, rows * OPTIMIZE_FRACTION))
+        self.optimized = bool(writes) and (
+            force or writes >= OPTIMIZE_WRITES or rows_written >= max(OPTIMIZE_MIN_ROWS, rows * OPTIMIZE_FRACTION)
+        )
         if self.optimized:
             self.table.optimize()
             writes = rows_written = 0
@@ -233,8 +267,9 @@ class ChunkTable:
         # Unit vectors: dot product is the cosine, so "dot" needs no normalisation pass. A lighter
         # k-means (32 samples a partition, 10 rounds) than LanceDB's default (256, 50): at 120k
         # rows 5.6 s instead of 31 s, and recall@15 against exact search 0.945 against 0.933.
-        config = IvfFlat(distance_type="dot", num_partitions=max(1, round(math.sqrt(rows))),
-                         sample_rate=32, max_iterations=10)
+        config = IvfFlat(
+            distance_type="dot", num_partitions=max(1, round(math.sqrt(rows))), sample_rate=32, max_iterations=10
+        )
         self.table.create_index(VECTOR_COLUMN, config=config, replace=True)
 
 
@@ -248,21 +283,32 @@ def isin(column: str, values: Sequence[str]):
 def batches(values: Sequence[str], size: int = PREDICATE_CHUNK) -> Iterator[Sequence[str]]:
     """``values`` in slices of ``size`` (one predicate each)."""
     for start in range(0, len(values), size):
-        yield values[start:start + size]
+        yield values[start : start + size]
 
 
-def rows_table(notes: Sequence[tuple[ManifestEntry, dict[str, Any], Sequence[Any]]], vectors: np.ndarray,
-               dim: int) -> pa.Table:
+def rows_table(
+    notes: Sequence[tuple[ManifestEntry, dict[str, Any], Sequence[Any]]], vectors: np.ndarray, dim: int
+) -> pa.Table:
     """Arrow rows for (manifest entry, shared columns, chunks) triples, each row with its check."""
     columns: dict[str, list[Any]] = {name: [] for name in (*ROW_COLUMNS, "row_check")}
     i = 0
     for entry, shared, chunks in notes:
         for ordinal, chunk in enumerate(chunks):
             chunk_id = f"{entry.note_id}:{ordinal}"
-            values = {**shared, "chunk_id": chunk_id, "note_id": entry.note_id, "path": entry.relpath,
-                      "heading": " > ".join(chunk.heading_path), "level": chunk.level, "ordinal": ordinal,
-                      "synopsis": chunk.synopsis, "text": chunk.text, "tokens": chunk.tokens, "sha256": entry.sha256,
-                      "row_check": row_check(chunk_id, entry.relpath, entry.sha256, chunk.text, vectors[i].tobytes())}
+            values = {
+                **shared,
+                "chunk_id": chunk_id,
+                "note_id": entry.note_id,
+                "path": entry.relpath,
+                "heading": " > ".join(chunk.heading_path),
+                "level": chunk.level,
+                "ordinal": ordinal,
+                "synopsis": chunk.synopsis,
+                "text": chunk.text,
+                "tokens": chunk.tokens,
+                "sha256": entry.sha256,
+                "row_check": row_check(chunk_id, entry.relpath, entry.sha256, chunk.text, vectors[i].tobytes()),
+            }
             for name, value in values.items():
                 columns[name].append(value)
             i += 1

@@ -9,6 +9,7 @@ answers, a real model or the offline backend; a violation is re-asked through th
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,10 +17,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
+from vault_pipeline.ingest.parse import Conversation, Message
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import TITLE_STOPWORDS, estimate_tokens, normalise_text, sentence_count, word_count
-from vault_pipeline.ingest.parse import Conversation, Message
 
 Category = Literal["decision", "open-question", "constraint", "fact", "idea", "action-item", "topic", "provisional"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
@@ -106,8 +107,10 @@ class AtomicUnit(BaseModel):
         if source_roles and self.speaker not in source_roles:
             raise ValueError(f"speaker {self.speaker!r} does not match its source messages ({sorted(source_roles)})")
         if self.category == "decision" and (self.speaker != "user" or source_roles - {"user"}):
-            raise ValueError(f"a decision must come from the user's own messages, not the assistant's: {self.text!r}; "
-                             "use idea, fact or action-item for the assistant's proposals")
+            raise ValueError(
+                f"a decision must come from the user's own messages, not the assistant's: {self.text!r}; "
+                "use idea, fact or action-item for the assistant's proposals"
+            )
         return self
 
 
@@ -239,16 +242,25 @@ def _pieces(text: str, max_tokens: int, level: int = 0) -> list[str]:
     if estimate_tokens(text) <= max_tokens:
         return [text]
     if level == len(_CUT_POINTS):  # one "word" over the window (a blob): cut by characters, <= 4 bytes each
-        return [text[i:i + max_tokens] for i in range(0, len(text), max_tokens)]
+        return [text[i : i + max_tokens] for i in range(0, len(text), max_tokens)]
     ends = [m.end() for m in _CUT_POINTS[level].finditer(text) if m.end() < len(text)]
     spans = [text[a:b] for a, b in zip([0, *ends], [*ends, len(text)]) if b > a]
     return [piece for span in spans for piece in _pieces(span, max_tokens, level + 1)]
 
 
 def _variables(title: str, messages: Sequence[Message], max_chars: int | None = None) -> dict[str, Any]:
-    return {"title": title, "messages": [{"id": m.id, "role": m.role, "speaker": m.speaker,
-                                          "text": m.text if max_chars is None else shorten(m.text, max_chars)}
-                                         for m in messages]}
+    return {
+        "title": title,
+        "messages": [
+            {
+                "id": m.id,
+                "role": m.role,
+                "speaker": m.speaker,
+                "text": m.text if max_chars is None else shorten(m.text, max_chars),
+            }
+            for m in messages
+        ],
+    }
 
 
 def shorten(text: str, max_chars: int) -> str:
@@ -290,7 +302,7 @@ def _title_terms(title: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]
     """A title's content words (plural 's' folded) and its adjacent content-word pairs."""
     words = (w[:-1] if w.endswith("s") and len(w) > 4 else w for w in normalise_text(title).split())
     seq = [w for w in words if len(w) > 2 and w not in TITLE_STOPWORDS]
-    return frozenset(seq), frozenset(zip(seq, seq[1:]))
+    return frozenset(seq), frozenset(itertools.pairwise(seq))
 
 
 def _same_line(a: tuple[frozenset, frozenset], b: tuple[frozenset, frozenset]) -> bool:
@@ -340,7 +352,7 @@ def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:
     for i, (words, _) in enumerate(terms):
         for w in words:
             postings.setdefault(w, []).append(i)
-    pairs = {(i, j) for ids in postings.values() for a, i in enumerate(ids) for j in ids[a + 1:]}
+    pairs = {(i, j) for ids in postings.values() for a, i in enumerate(ids) for j in ids[a + 1 :]}
     for i, j in sorted(pairs):
         if _same_line(terms[i], terms[j]):
             parent[find(j)] = find(i)
@@ -352,8 +364,18 @@ def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:
 
 def map_thread(key: str, sessions: Sequence[tuple[Conversation, str]], llm: StructuredLLM) -> ThreadMap:
     """The arc of a line of work: one step per session, and what is still open."""
-    variables = {"title": sessions[0][0].title,
-                 "sessions": [{"id": conv.id, "date": conv.created.date().isoformat() if conv.created else "",
-                               "title": conv.title, "summary": summary} for conv, summary in sessions]}
-    return llm.call(load_prompt("thread_map"), variables, ThreadMap,
-                    context={"session_ids": [conv.id for conv, _ in sessions]})
+    variables = {
+        "title": sessions[0][0].title,
+        "sessions": [
+            {
+                "id": conv.id,
+                "date": conv.created.date().isoformat() if conv.created else "",
+                "title": conv.title,
+                "summary": summary,
+            }
+            for conv, summary in sessions
+        ],
+    }
+    return llm.call(
+        load_prompt("thread_map"), variables, ThreadMap, context={"session_ids": [conv.id for conv, _ in sessions]}
+    )

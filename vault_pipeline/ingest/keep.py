@@ -17,8 +17,8 @@ from typing import Any
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES, MAX_WORDS
 from vault_pipeline.text import normalise_text, sentence_count, word_count
-from vault_pipeline.vault.frontmatter import frontmatter_span
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import frontmatter_span
 
 # Word-set Jaccard at or above this is the same note reworded (HIPPOCAMPUS' merge threshold).
 DUPLICATE_JACCARD = 0.9
@@ -90,8 +90,7 @@ def note_sentence(body: str) -> str:
     return ""
 
 
-def quality_problems(frontmatter: Mapping[str, Any], body: str,
-                     engram_texts: set[str] | EngramIndex) -> list[str]:
+def quality_problems(frontmatter: Mapping[str, Any], body: str, engram_texts: set[str] | EngramIndex) -> list[str]:
     """Why a note fails the Note Quality Gate; an empty list means it passes."""
     problems: list[str] = []
     sentence = note_sentence(body)
@@ -143,8 +142,15 @@ class _Entry:
     error: str = ""
 
 
-def keep(vault: Vault, *, targets: Sequence[str] = (), all_passing: bool = False,
-         force: bool = False, today: date | None = None, wait: float = 0) -> KeepReport:
+def keep(
+    vault: Vault,
+    *,
+    targets: Sequence[str] = (),
+    all_passing: bool = False,
+    force: bool = False,
+    today: date | None = None,
+    wait: float = 0,
+) -> KeepReport:
     """Keep named (or all passing, or user-flipped) inbox notes: gate, mark kept, move to engrams/."""
     report = KeepReport()
     with vault.lock("keep", wait=wait):
@@ -171,7 +177,7 @@ def _engram_sentences(vault: Vault, paths: list[str]) -> list[str]:
             span = frontmatter_span(text, relpath)
         except (OSError, UnicodeDecodeError, VaultError):
             continue  # an unreadable engram cannot be a duplicate target; keep goes on
-        sentence = note_sentence(text[span[2]:] if span else text)
+        sentence = note_sentence(text[span[2] :] if span else text)
         if sentence:
             sentences.append(sentence)
     return sentences
@@ -185,13 +191,18 @@ def _load(vault: Vault, relpath: str) -> _Entry:
     return _Entry(relpath, frontmatter, body, digest)
 
 
-def _select(vault: Vault, inbox: dict[str, _Entry], paths: list[str], targets: Sequence[str],
-            all_passing: bool, report: KeepReport) -> dict[str, str]:
+def _select(
+    vault: Vault,
+    inbox: dict[str, _Entry],
+    paths: list[str],
+    targets: Sequence[str],
+    all_passing: bool,
+    report: KeepReport,
+) -> dict[str, str]:
     """relpath -> why it is a candidate; a user's flip outranks a name, a name outranks the gate."""
     modes: dict[str, str] = {}
     if all_passing:
-        modes.update({p: "passing" for p, e in inbox.items() if not e.error
-                      and e.frontmatter.get("type") == "atomic"})
+        modes.update({p: "passing" for p, e in inbox.items() if not e.error and e.frontmatter.get("type") == "atomic"})
     for target in targets:
         relpath, reason = _resolve(vault, str(target), inbox, paths)
         if relpath is None:
@@ -224,8 +235,9 @@ def _resolve(vault: Vault, target: str, inbox: dict[str, _Entry], paths: list[st
     return None, "no such note in inbox/"
 
 
-def _keep_one(vault: Vault, entry: _Entry, mode: str, engrams: EngramIndex, force: bool,
-              stamp: str, report: KeepReport) -> None:
+def _keep_one(
+    vault: Vault, entry: _Entry, mode: str, engrams: EngramIndex, force: bool, stamp: str, report: KeepReport
+) -> None:
     if entry.error:
         report.refused.append((entry.relpath, [entry.error]))
         return
@@ -243,8 +255,9 @@ def _keep_one(vault: Vault, entry: _Entry, mode: str, engrams: EngramIndex, forc
     if problems:
         report.flagged.append((entry.relpath, problems))
     try:
-        vault.update_frontmatter(entry.relpath, {"status": "kept", "tier": "engram", "kept": stamp},
-                                 expected_sha256=entry.sha256)
+        vault.update_frontmatter(
+            entry.relpath, {"status": "kept", "tier": "engram", "kept": stamp}, expected_sha256=entry.sha256
+        )
         report.kept.append(vault.move(entry.relpath, ENGRAMS))
     except VaultError as exc:
         report.refused.append((entry.relpath, [str(exc)]))

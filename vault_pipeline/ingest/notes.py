@@ -51,9 +51,16 @@ def block_id(message_id: str) -> str:
 
 
 def _source(conv: Conversation, message_ids: Iterable[str]) -> dict:
-    return {"source": {"kind": conv.kind, "conversation": conv.id, "title": conv.title,
-                       "messages": [str(m) for m in message_ids]},
-            "source_kind": conv.kind, "source_conversation": conv.id}
+    return {
+        "source": {
+            "kind": conv.kind,
+            "conversation": conv.id,
+            "title": conv.title,
+            "messages": [str(m) for m in message_ids],
+        },
+        "source_kind": conv.kind,
+        "source_conversation": conv.id,
+    }
 
 
 def _one_line(text: str | None) -> str:
@@ -64,9 +71,17 @@ def atomic_note(unit: AtomicUnit, conv: Conversation, session_stem: str, created
     """A provisional atomic note in inbox/, linked to its source messages in the session note."""
     nid = atomic_id(conv.kind, conv.id, unit.category, unit.text)
     sentence = _one_line(unit.text)
-    frontmatter = {"id": nid, "type": "atomic", "category": unit.category, "status": "provisional",
-                   "tier": "chat", "speaker": unit.speaker, **_source(conv, unit.source_ids),
-                   "session": wikilink(session_stem), "created": created_iso}
+    frontmatter = {
+        "id": nid,
+        "type": "atomic",
+        "category": unit.category,
+        "status": "provisional",
+        "tier": "chat",
+        "speaker": unit.speaker,
+        **_source(conv, unit.source_ids),
+        "session": wikilink(session_stem),
+        "created": created_iso,
+    }
     lines = [sentence, ""]
     if _one_line(unit.context):
         lines += [f"Context: {_one_line(unit.context)}", ""]
@@ -75,16 +90,21 @@ def atomic_note(unit: AtomicUnit, conv: Conversation, session_stem: str, created
     return Note(nid, "atomic", "inbox", safe_stem(sentence, nid), frontmatter, "\n".join(lines) + "\n")
 
 
-def session_note(conv: Conversation, summary: str,
-                 units_by_message: Mapping[str, Sequence[Any]] | None = None) -> Note:
+def session_note(conv: Conversation, summary: str, units_by_message: Mapping[str, Sequence[Any]] | None = None) -> Note:
     """One note per conversation: title, summary, and the transcript with a block id per message."""
     nid = session_id(conv.kind, conv.id)
     title = _one_line(conv.title) or "Untitled conversation"
-    frontmatter = {"id": nid, "type": "session", "tier": "chat",
-                   **_source(conv, (m.id for m in conv.messages)), "created": iso(conv.created)}
+    frontmatter = {
+        "id": nid,
+        "type": "session",
+        "tier": "chat",
+        **_source(conv, (m.id for m in conv.messages)),
+        "created": iso(conv.created),
+    }
     links = {mid: [_stem_of(u) for u in units] for mid, units in (units_by_message or {}).items()}
-    body = (f"# {title}\n\n## Summary\n\n{str(summary or '').strip()}\n\n## Transcript\n\n"
-            + render_transcript(conv.messages, links))
+    body = f"# {title}\n\n## Summary\n\n{str(summary or '').strip()}\n\n## Transcript\n\n" + render_transcript(
+        conv.messages, links
+    )
     return Note(nid, "session", "sessions", safe_stem(title, nid), frontmatter, body)
 
 
@@ -123,12 +143,13 @@ def topic_hub(topic: str, atomic_stems: Iterable[str]) -> Note:
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 # HTML blocks that, left open, run to the end of the document (CommonMark types 1 and 2).
 _HTML_OPEN = re.compile(r"^ {0,3}<(pre|script|style|textarea|!--)(?=[\s>]|$|(?<=--))", re.I)
-_HTML_END = {"pre": "</pre>", "script": "</script>", "style": "</style>", "textarea": "</textarea>",
-             "!--": "-->"}
+_HTML_END = {"pre": "</pre>", "script": "</script>", "style": "</style>", "textarea": "</textarea>", "!--": "-->"}
 # Lines that start something other than a plain paragraph: indented code, quote, heading,
 # table, HTML, list item, thematic break or setext underline, math block.
-_STRUCTURAL = re.compile(r"^(?: {4}|\t| {0,3}(?:[>#|<]|[-+*](?:\s|$)|\d{1,9}[.)](?:\s|$)"
-                         r"|(?:[-*_][ \t]*){3,}$|=+[ \t]*$|\$\$))")
+_STRUCTURAL = re.compile(
+    r"^(?: {4}|\t| {0,3}(?:[>#|<]|[-+*](?:\s|$)|\d{1,9}[.)](?:\s|$)"
+    r"|(?:[-*_][ \t]*){3,}$|=+[ \t]*$|\$\$))"
+)
 _TRAILING_ID = re.compile(r"(^|\s)\^([A-Za-z0-9-]+)([ \t]*)$")
 
 
@@ -151,7 +172,7 @@ def _render_message(message: Any) -> str:
     if _paragraph_is_plain(plain, first=True):
         lines[0] = f"{label} {lines[0]}"
     else:
-        lines = [label, ""] + lines
+        lines = [label, "", *lines]
     # Obsidian takes " ^id" at the end of a paragraph; structured blocks (lists, tables, code,
     # quotes) need the id on its own line after a blank line.
     if _paragraph_is_plain(plain, first=False):
@@ -203,7 +224,7 @@ def _opened_block(line: str) -> tuple[re.Pattern[str], str] | None:
     html = _HTML_OPEN.match(line)
     if html:
         end = _HTML_END[html[1].lower()]
-        if end not in line[html.end():].lower():
+        if end not in line[html.end() :].lower():
             return re.compile(re.escape(end), re.I), end
     return None
 

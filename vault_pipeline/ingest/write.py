@@ -20,8 +20,13 @@ from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.note import Note
 
-_TOPIC_PREFIXES = ("the conversation is about ", "this conversation is about ", "the topic is ",
-                   "the session is about ", "topic: ")
+_TOPIC_PREFIXES = (
+    "the conversation is about ",
+    "this conversation is about ",
+    "the topic is ",
+    "the session is about ",
+    "topic: ",
+)
 
 # Keys that keep and clean own: re-ingesting an export must not undo what they decided.
 LIFECYCLE_KEYS = ("status", "tier", "kept", "related", "supersedes", "superseded_by", "duplicate_of")
@@ -54,8 +59,7 @@ class IngestReport:
         return sum(self.notes_by_category.values())
 
 
-def write_conversation(vault: Vault, extraction: Extraction, report: IngestReport,
-                       hubs: dict[str, set[str]]) -> str:
+def write_conversation(vault: Vault, extraction: Extraction, report: IngestReport, hubs: dict[str, set[str]]) -> str:
     """Write a conversation's session note and atomic notes; file them under their topic hubs.
 
     Returns the session note's stem (thread maps link to it)."""
@@ -84,7 +88,7 @@ def _topic_name(sentence: str) -> str:
     lowered = text.lower()
     for prefix in _TOPIC_PREFIXES:
         if lowered.startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
             break
     return text[:1].upper() + text[1:]
 
@@ -105,8 +109,9 @@ def _existing_hub_links(vault: Vault, topic: str) -> set[str]:
     return {link.target for link in wikilinks(body) if link.target != probe.stem}
 
 
-def write_threads(vault: Vault, sessions: Sequence[tuple[Conversation, str, str]], llm: StructuredLLM,
-                  report: IngestReport) -> None:
+def write_threads(
+    vault: Vault, sessions: Sequence[tuple[Conversation, str, str]], llm: StructuredLLM, report: IngestReport
+) -> None:
     """Map each thread of related conversations ((conversation, summary, session stem)) and write it."""
     by_id = {conv.id: (conv, summary, stem) for conv, summary, stem in sessions}
     for key, members in group_threads([conv for conv, _, _ in sessions]):

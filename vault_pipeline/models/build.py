@@ -16,6 +16,8 @@ def build_llm(model: str, *, api_base: str | None = None, log: CallLog | None = 
     if model == OFFLINE_MODEL:
         return OfflineBackend(log=log)
     if "/" not in model:
-        raise ConfigError(f"model {model!r}: use a LiteLLM model string such as 'openai/gpt-4o-mini', "
-                          "'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3.1', or 'offline'")
+        raise ConfigError(
+            f"model {model!r}: use a LiteLLM model string such as 'openai/gpt-4o-mini', "
+            "'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3.1', or 'offline'"
+        )
     return LiteLLMBackend(model, api_base=api_base, log=log)

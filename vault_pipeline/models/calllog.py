@@ -41,8 +41,11 @@ _REDACT_LOGS = _RedactLogs()
 def redact_library_logs() -> None:
     """Attach the redacting filter to every instructor and LiteLLM logger created so far."""
     for name, logger in list(logging.root.manager.loggerDict.items()):
-        if name.startswith(("instructor", "LiteLLM", "litellm")) and isinstance(logger, logging.Logger) \
-                and _REDACT_LOGS not in logger.filters:
+        if (
+            name.startswith(("instructor", "LiteLLM", "litellm"))
+            and isinstance(logger, logging.Logger)
+            and _REDACT_LOGS not in logger.filters
+        ):
             logger.addFilter(_REDACT_LOGS)
 
 

@@ -112,9 +112,16 @@ class MiniLMEmbedder:
     dim = 384
     calibration = MINILM_CALIBRATION
 
-    def __init__(self, *, batch_size: int = 64, batch_tokens: int = 2048, max_tokens: int = 256,
-                 threads: int | None = None,
-                 model_path: str | Path | None = None, tokenizer_path: str | Path | None = None):
+    def __init__(
+        self,
+        *,
+        batch_size: int = 64,
+        batch_tokens: int = 2048,
+        max_tokens: int = 256,
+        threads: int | None = None,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+    ):
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.max_tokens = max_tokens
@@ -210,10 +217,9 @@ class MiniLMEmbedder:
         input_ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
         for row, ids in enumerate(batch):
-            input_ids[row, :len(ids)] = ids
-            mask[row, :len(ids)] = 1
-        feeds = {"input_ids": input_ids, "attention_mask": mask,
-                 "token_type_ids": np.zeros_like(input_ids)}
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
         hidden = self._session.run(["last_hidden_state"], feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
@@ -227,8 +233,15 @@ class LiteLLMEmbedder:
     is ``DEFAULT_CALIBRATION`` unless one measured for the model is given.
     """
 
-    def __init__(self, model: str, embed_fn: EmbedFn, *, dim: int | None = None, batch_size: int = 128,
-                 calibration: Calibration = DEFAULT_CALIBRATION):
+    def __init__(
+        self,
+        model: str,
+        embed_fn: EmbedFn,
+        *,
+        dim: int | None = None,
+        batch_size: int = 128,
+        calibration: Calibration = DEFAULT_CALIBRATION,
+    ):
         self.model = model
         self.name = model
         self.calibration = calibration
@@ -251,23 +264,20 @@ class LiteLLMEmbedder:
         """Embed ``texts`` in batches of ``batch_size`` through ``embed_fn``."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [self._embed_batch(list(texts[i:i + self.batch_size]))
-                 for i in range(0, len(texts), self.batch_size)]
+        parts = [self._embed_batch(list(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)]
         return np.concatenate(parts, axis=0)
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         """One call to ``embed_fn``, validated at the boundary."""
         vectors = np.asarray(self._embed_fn(self.model, texts), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise ModelError("embed", self.model,
-                             f"expected {len(texts)} vectors, got array of shape {vectors.shape}")
+            raise ModelError("embed", self.model, f"expected {len(texts)} vectors, got array of shape {vectors.shape}")
         if not np.isfinite(vectors).all():
             raise ModelError("embed", self.model, "embedding contains NaN or infinity")
         if self._dim is None:
             self._dim = int(vectors.shape[1])
         elif vectors.shape[1] != self._dim:
-            raise ModelError("embed", self.model,
-                             f"expected dimension {self._dim}, got {vectors.shape[1]}")
+            raise ModelError("embed", self.model, f"expected dimension {self._dim}, got {vectors.shape[1]}")
         return l2_normalise(vectors)
 
 

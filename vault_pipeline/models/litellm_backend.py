@@ -34,8 +34,14 @@ def _import_litellm():
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
     litellm = _import_litellm()
-    names = ("RateLimitError", "APIConnectionError", "Timeout", "ServiceUnavailableError",
-             "InternalServerError", "BadGatewayError")
+    names = (
+        "RateLimitError",
+        "APIConnectionError",
+        "Timeout",
+        "ServiceUnavailableError",
+        "InternalServerError",
+        "BadGatewayError",
+    )
     return tuple(getattr(litellm, n) for n in names if hasattr(litellm, n))
 
 
@@ -44,9 +50,17 @@ class LiteLLMBackend:
 
     remote = True
 
-    def __init__(self, model: str, *, api_base: str | None = None,
-                 completion: Callable[..., Any] | None = None, log: CallLog | None = None,
-                 max_reasks: int = 2, transient_attempts: int = 4, timeout: float = 60.0):
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        completion: Callable[..., Any] | None = None,
+        log: CallLog | None = None,
+        max_reasks: int = 2,
+        transient_attempts: int = 4,
+        timeout: float = 60.0,
+    ):
         self.model = model
         self.api_base = api_base
         self.remote = is_remote(model, api_base)
@@ -55,7 +69,7 @@ class LiteLLMBackend:
         self.timeout = timeout
         self._completion = completion
         self._transient_attempts = transient_attempts
-        self._client = None
+        self._client: Any = None  # instructor's client, built on the first call (imports litellm)
 
     def _build_client(self):
         import instructor
@@ -72,8 +86,14 @@ class LiteLLMBackend:
         redact_library_logs()
         return client
 
-    def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T], *,
-             context: Mapping[str, Any] | None = None) -> T:
+    def call(
+        self,
+        prompt: Prompt,
+        variables: Mapping[str, Any],
+        response_model: type[T],
+        *,
+        context: Mapping[str, Any] | None = None,
+    ) -> T:
         """Ask the model; re-ask on validation failure; raise ModelError when it never validates."""
         from instructor.core.exceptions import InstructorRetryException
 
@@ -83,23 +103,47 @@ class LiteLLMBackend:
         extra = {"api_base": self.api_base} if self.api_base else {}
         try:
             result, raw = self._client.chat.completions.create_with_completion(
-                model=self.model, messages=prompt.render(variables), response_model=response_model,
-                max_retries=self.max_reasks, context=dict(context or {}),
-                temperature=prompt.temperature, timeout=self.timeout, **extra)
+                model=self.model,
+                messages=prompt.render(variables),
+                response_model=response_model,
+                max_retries=self.max_reasks,
+                context=dict(context or {}),
+                temperature=prompt.temperature,
+                timeout=self.timeout,
+                **extra,
+            )
         except InstructorRetryException as exc:
             if exc.__cause__ is not None and not isinstance(exc.__cause__, ValueError):
                 raise self._failed(prompt, variables, started, exc.__cause__) from exc  # auth, transport: not output
             last = redact(str(getattr(exc, "last_completion", "") or ""))[:2000]
             attempts = int(getattr(exc, "n_attempts", self.max_reasks + 1) or 0)
-            self.log.record(log_entry(prompt, self.model, variables, started, outcome="invalid",
-                                      attempts=attempts, error=redact(str(exc))[:2000]))
+            self.log.record(
+                log_entry(
+                    prompt,
+                    self.model,
+                    variables,
+                    started,
+                    outcome="invalid",
+                    attempts=attempts,
+                    error=redact(str(exc))[:2000],
+                )
+            )
             raise ModelError(prompt.name, self.model, "output never validated", attempts, last) from exc
         except ConfigError:
             raise
         except Exception as exc:  # transport errors after tenacity gave up, auth, bad model string
             raise self._failed(prompt, variables, started, exc) from exc
-        self.log.record(log_entry(prompt, self.model, variables, started, outcome="ok",
-                                  tokens=_usage(raw), output=result.model_dump(mode="json")))
+        self.log.record(
+            log_entry(
+                prompt,
+                self.model,
+                variables,
+                started,
+                outcome="ok",
+                tokens=_usage(raw),
+                output=result.model_dump(mode="json"),
+            )
+        )
         return result
 
     def _failed(self, prompt: Prompt, variables: Mapping[str, Any], started: float, exc: BaseException) -> ModelError:
@@ -111,8 +155,10 @@ class LiteLLMBackend:
 
 def _usage(raw: Any) -> dict[str, int]:
     usage = getattr(raw, "usage", None)
-    return {"prompt": int(getattr(usage, "prompt_tokens", 0) or 0),
-            "completion": int(getattr(usage, "completion_tokens", 0) or 0)}
+    return {
+        "prompt": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion": int(getattr(usage, "completion_tokens", 0) or 0),
+    }
 
 
 def is_remote(model: str, api_base: str | None = None) -> bool:

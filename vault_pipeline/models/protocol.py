@@ -21,8 +21,14 @@ class StructuredLLM(Protocol):
     model: str
     remote: bool  # True when calls leave the machine
 
-    def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T], *,
-             context: Mapping[str, Any] | None = None) -> T:
+    def call(
+        self,
+        prompt: Prompt,
+        variables: Mapping[str, Any],
+        response_model: type[T],
+        *,
+        context: Mapping[str, Any] | None = None,
+    ) -> T:
         """Render ``prompt`` with ``variables`` and return a validated ``response_model``."""
         ...
 
@@ -52,5 +58,6 @@ def check_one_per_key(seen: list[str], context: Mapping[str, Any] | None, what: 
     unknown = sorted(set(seen) - set(keys))
     repeated = sorted({k for k in seen if seen.count(k) > 1})
     if missing or unknown or repeated:
-        raise ValueError(f"give exactly one {what} per key {sorted(keys)}: "
-                         f"missing {missing}, unknown {unknown}, repeated {repeated}")
+        raise ValueError(
+            f"give exactly one {what} per key {sorted(keys)}: missing {missing}, unknown {unknown}, repeated {repeated}"
+        )

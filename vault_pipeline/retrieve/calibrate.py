@@ -86,7 +86,9 @@ def load_labels(path: str | Path) -> list[LabelledCandidate]:
         except ValueError as exc:
             raise ParseError(where, str(exc)) from None
         if item.candidate_id in seen:
-            raise ParseError(where, f"candidate_id {item.candidate_id!r} already used on line {seen[item.candidate_id]}")
+            raise ParseError(
+                where, f"candidate_id {item.candidate_id!r} already used on line {seen[item.candidate_id]}"
+            )
         seen[item.candidate_id] = number
         labels.append(item)
     if not labels:
@@ -116,10 +118,15 @@ def _labelled(data: Any) -> LabelledCandidate:
     if contaminant and data["label"] == "relevant":
         raise ValueError("a relevant candidate cannot be a contaminant")
     return LabelledCandidate(
-        query=_text(data, "query"), intent_domain=_text(data, "intent_domain"),
-        candidate=_text(data, "candidate"), candidate_id=_text(data, "candidate_id"),
-        label=data["label"], intent_narrow=_optional_text(data, "intent_narrow"),
-        contaminant=contaminant, title=_optional_text(data, "title") or "")
+        query=_text(data, "query"),
+        intent_domain=_text(data, "intent_domain"),
+        candidate=_text(data, "candidate"),
+        candidate_id=_text(data, "candidate_id"),
+        label=data["label"],
+        intent_narrow=_optional_text(data, "intent_narrow"),
+        contaminant=contaminant,
+        title=_optional_text(data, "title") or "",
+    )
 
 
 # --------------------------------------------------------------------------- results
@@ -162,9 +169,13 @@ class GateStats:
 
     def to_dict(self) -> dict[str, Any]:
         """Counts plus the derived rates, rounded for display."""
-        rates = {"keep_rate": self.keep_rate, "precision": self.precision, "recall": self.recall,
-                 "seconds_per_query": self.seconds / self.queries if self.queries else 0.0,
-                 "calls_per_query": self.calls / self.queries if self.queries else 0.0}
+        rates = {
+            "keep_rate": self.keep_rate,
+            "precision": self.precision,
+            "recall": self.recall,
+            "seconds_per_query": self.seconds / self.queries if self.queries else 0.0,
+            "calls_per_query": self.calls / self.queries if self.queries else 0.0,
+        }
         return {**asdict(self), **{k: _round(v) for k, v in rates.items()}, "seconds": _round(self.seconds)}
 
 
@@ -219,19 +230,38 @@ class CalibrationReport:
 
     def summary(self) -> dict[str, Any]:
         """The headline metrics as one flat, JSON-ready dict."""
-        out: dict[str, Any] = {"model": self.model, "embedder": self.embedder, "offline": self.offline,
-                               "candidates": len(self.candidates),
-                               "queries": len({c.query for c in self.candidates}),
-                               "suggested_floor": self.suggested_floor,
-                               "floor_meets_target": self.floor_meets_target,
-                               "floor_at_target": _round(self.floor_at_target),
-                               "current_floor": _round(self.current_floor),
-                               "floor_rule": self.floor_rule}
+        out: dict[str, Any] = {
+            "model": self.model,
+            "embedder": self.embedder,
+            "offline": self.offline,
+            "candidates": len(self.candidates),
+            "queries": len({c.query for c in self.candidates}),
+            "suggested_floor": self.suggested_floor,
+            "floor_meets_target": self.floor_meets_target,
+            "floor_at_target": _round(self.floor_at_target),
+            "current_floor": _round(self.current_floor),
+            "floor_rule": self.floor_rule,
+        }
         for stats in self.altitudes:
-            out[stats.altitude] = {k: stats.to_dict()[k] for k in (
-                "keep_rate", "precision", "recall", "kept", "candidates", "relevant_kept", "relevant",
-                "contaminants_kept", "contaminants", "fail_open", "calls", "tokens",
-                "calls_per_query", "seconds_per_query")}
+            out[stats.altitude] = {
+                k: stats.to_dict()[k]
+                for k in (
+                    "keep_rate",
+                    "precision",
+                    "recall",
+                    "kept",
+                    "candidates",
+                    "relevant_kept",
+                    "relevant",
+                    "contaminants_kept",
+                    "contaminants",
+                    "fail_open",
+                    "calls",
+                    "tokens",
+                    "calls_per_query",
+                    "seconds_per_query",
+                )
+            }
         out["sweep"] = [{k: _round(v) for k, v in asdict(p).items()} for p in self.sweep]
         return out
 
@@ -247,9 +277,15 @@ def _round(value: Any, digits: int = 4) -> Any:
 # --------------------------------------------------------------------------- calibrate
 
 
-def calibrate(labels: Sequence[LabelledCandidate], *, llm: StructuredLLM, embedder: Embedder,
-              floors: Iterable[float] = DEFAULT_FLOORS, target_recall: float = TARGET_RECALL,
-              config: FunnelConfig | None = None) -> CalibrationReport:
+def calibrate(
+    labels: Sequence[LabelledCandidate],
+    *,
+    llm: StructuredLLM,
+    embedder: Embedder,
+    floors: Iterable[float] = DEFAULT_FLOORS,
+    target_recall: float = TARGET_RECALL,
+    config: FunnelConfig | None = None,
+) -> CalibrationReport:
     """Run the real gate at each altitude, the similarity floor sweep, and suggest a floor."""
     if not labels:
         raise ConfigError("no labelled candidates to calibrate on")
@@ -261,17 +297,28 @@ def calibrate(labels: Sequence[LabelledCandidate], *, llm: StructuredLLM, embedd
         stats, found = _run_altitude(labels, altitude, llm, config)
         per_query.extend(stats)
         outcomes[altitude] = found
-    pooled = tuple(_pool(altitude, [s for s in per_query if s.altitude == altitude])
-                   for altitude in ALTITUDES if any(s.altitude == altitude for s in per_query))
+    pooled = tuple(
+        _pool(altitude, [s for s in per_query if s.altitude == altitude])
+        for altitude in ALTITUDES
+        if any(s.altitude == altitude for s in per_query)
+    )
     candidates = tuple(_candidate(item, sims[item.candidate_id], outcomes) for item in labels)
     sweep = floor_sweep(candidates, floors)
     floor, met = suggest_floor(sweep, target_recall)
-    return CalibrationReport(model=llm.model, embedder=embedder.name, altitudes=pooled,
-                             per_query=tuple(per_query), candidates=candidates, sweep=sweep,
-                             suggested_floor=floor, floor_meets_target=met, target_recall=target_recall,
-                             floor_rule=FLOOR_RULE.format(target=target_recall),
-                             floor_at_target=floor_at_recall(candidates, target_recall),
-                             current_floor=config.floor)
+    return CalibrationReport(
+        model=llm.model,
+        embedder=embedder.name,
+        altitudes=pooled,
+        per_query=tuple(per_query),
+        candidates=candidates,
+        sweep=sweep,
+        suggested_floor=floor,
+        floor_meets_target=met,
+        target_recall=target_recall,
+        floor_rule=FLOOR_RULE.format(target=target_recall),
+        floor_at_target=floor_at_recall(candidates, target_recall),
+        current_floor=config.floor,
+    )
 
 
 def similarities(labels: Sequence[LabelledCandidate], embedder: Embedder) -> dict[str, float]:
@@ -280,8 +327,10 @@ def similarities(labels: Sequence[LabelledCandidate], embedder: Embedder) -> dic
     query_vectors = l2_normalise(embedder.embed(queries))
     candidate_vectors = l2_normalise(embedder.embed([item.candidate for item in labels]))
     row = {query: i for i, query in enumerate(queries)}
-    return {item.candidate_id: float(np.dot(query_vectors[row[item.query]], candidate_vectors[i]))
-            for i, item in enumerate(labels)}
+    return {
+        item.candidate_id: float(np.dot(query_vectors[row[item.query]], candidate_vectors[i]))
+        for i, item in enumerate(labels)
+    }
 
 
 def _groups(labels: Sequence[LabelledCandidate], altitude: Altitude) -> dict[tuple[str, str], list[LabelledCandidate]]:
@@ -293,8 +342,9 @@ def _groups(labels: Sequence[LabelledCandidate], altitude: Altitude) -> dict[tup
     return groups
 
 
-def _run_altitude(labels: Sequence[LabelledCandidate], altitude: Altitude, llm: StructuredLLM,
-                  config: FunnelConfig) -> tuple[list[GateStats], dict[str, Any]]:
+def _run_altitude(
+    labels: Sequence[LabelledCandidate], altitude: Altitude, llm: StructuredLLM, config: FunnelConfig
+) -> tuple[list[GateStats], dict[str, Any]]:
     """Gate each query's candidates against the intent at ``altitude``, one funnel gate stage per query."""
     stats: list[GateStats] = []
     found: dict[str, Any] = {}
@@ -304,8 +354,15 @@ def _run_altitude(labels: Sequence[LabelledCandidate], altitude: Altitude, llm: 
             tokens_before = tap.tokens if tap else 0
             rows = [(item.candidate_id, item.title, "", item.candidate) for item in items]
             started = time.perf_counter()
-            result = gate_rows(rows, llm=metered, intent=intent, query=query, batch_size=config.gate_batch,
-                               timeout=config.gate_timeout, text_chars=config.gate_chars)
+            result = gate_rows(
+                rows,
+                llm=metered,
+                intent=intent,
+                query=query,
+                batch_size=config.gate_batch,
+                timeout=config.gate_timeout,
+                text_chars=config.gate_chars,
+            )
             seconds = time.perf_counter() - started
             found.update(result)
             tokens = tap.tokens - tokens_before if tap else None
@@ -313,40 +370,79 @@ def _run_altitude(labels: Sequence[LabelledCandidate], altitude: Altitude, llm: 
     return stats, found
 
 
-def _stats(altitude: str, query: str, items: Sequence[LabelledCandidate], outcomes: Mapping[str, Any],
-           calls: int, tokens: int | None, seconds: float) -> GateStats:
+def _stats(
+    altitude: str,
+    query: str,
+    items: Sequence[LabelledCandidate],
+    outcomes: Mapping[str, Any],
+    calls: int,
+    tokens: int | None,
+    seconds: float,
+) -> GateStats:
     kept = [item for item in items if survives(outcomes[item.candidate_id])]
     off_topic = [item for item in items if not item.relevant]
     return GateStats(
-        altitude=altitude, scope=query, queries=1, candidates=len(items), kept=len(kept),
-        relevant=sum(item.relevant for item in items), relevant_kept=sum(item.relevant for item in kept),
-        off_topic=len(off_topic), off_topic_kept=sum(not item.relevant for item in kept),
+        altitude=altitude,
+        scope=query,
+        queries=1,
+        candidates=len(items),
+        kept=len(kept),
+        relevant=sum(item.relevant for item in items),
+        relevant_kept=sum(item.relevant for item in kept),
+        off_topic=len(off_topic),
+        off_topic_kept=sum(not item.relevant for item in kept),
         contaminants=sum(item.contaminant for item in items),
         contaminants_kept=sum(item.contaminant for item in kept),
         fail_open=sum(isinstance(outcomes[item.candidate_id], FailOpen) for item in items),
-        calls=calls, tokens=tokens, seconds=seconds)
+        calls=calls,
+        tokens=tokens,
+        seconds=seconds,
+    )
 
 
 def _pool(altitude: str, stats: Sequence[GateStats]) -> GateStats:
-    totals = {name: sum(getattr(s, name) for s in stats) for name in (
-        "queries", "candidates", "kept", "relevant", "relevant_kept", "off_topic", "off_topic_kept",
-        "contaminants", "contaminants_kept", "fail_open", "calls", "seconds")}
+    totals = {
+        name: sum(getattr(s, name) for s in stats)
+        for name in (
+            "queries",
+            "candidates",
+            "kept",
+            "relevant",
+            "relevant_kept",
+            "off_topic",
+            "off_topic_kept",
+            "contaminants",
+            "contaminants_kept",
+            "fail_open",
+            "calls",
+            "seconds",
+        )
+    }
     tokens = None if any(s.tokens is None for s in stats) else sum(s.tokens or 0 for s in stats)
     return GateStats(altitude=altitude, scope="all", tokens=tokens, **totals)
 
 
-def _candidate(item: LabelledCandidate, similarity: float, outcomes: Mapping[str, Mapping[str, Any]]) -> CandidateResult:
+def _candidate(
+    item: LabelledCandidate, similarity: float, outcomes: Mapping[str, Mapping[str, Any]]
+) -> CandidateResult:
     found = {alt: o[item.candidate_id] for alt, o in outcomes.items() if item.candidate_id in o}
-    return CandidateResult(candidate_id=item.candidate_id, query=item.query, label=item.label,
-                           contaminant=item.contaminant, similarity=similarity,
-                           outcomes={alt: label(o) for alt, o in found.items()},
-                           reasons={alt: reason_of(o) for alt, o in found.items()})
+    return CandidateResult(
+        candidate_id=item.candidate_id,
+        query=item.query,
+        label=item.label,
+        contaminant=item.contaminant,
+        similarity=similarity,
+        outcomes={alt: label(o) for alt, o in found.items()},
+        reasons={alt: reason_of(o) for alt, o in found.items()},
+    )
 
 
 # --------------------------------------------------------------------------- the floor
 
 
-def floor_sweep(candidates: Sequence[CandidateResult], floors: Iterable[float] = DEFAULT_FLOORS) -> tuple[FloorPoint, ...]:
+def floor_sweep(
+    candidates: Sequence[CandidateResult], floors: Iterable[float] = DEFAULT_FLOORS
+) -> tuple[FloorPoint, ...]:
     """For each floor: share of relevant, off-topic and contaminant candidates at or above it."""
     relevant = [c.similarity for c in candidates if c.label == "relevant"]
     off_topic = [c.similarity for c in candidates if c.label != "relevant"]
@@ -355,10 +451,15 @@ def floor_sweep(candidates: Sequence[CandidateResult], floors: Iterable[float] =
     def share(values: list[float], floor: float) -> float | None:
         return sum(v >= floor for v in values) / len(values) if values else None
 
-    return tuple(FloorPoint(floor=floor, recall=share(relevant, floor) or 0.0,
-                            off_topic_pass=share(off_topic, floor) or 0.0,
-                            contaminant_pass=share(contaminants, floor))
-                 for floor in sorted(float(f) for f in floors))
+    return tuple(
+        FloorPoint(
+            floor=floor,
+            recall=share(relevant, floor) or 0.0,
+            off_topic_pass=share(off_topic, floor) or 0.0,
+            contaminant_pass=share(contaminants, floor),
+        )
+        for floor in sorted(float(f) for f in floors)
+    )
 
 
 def suggest_floor(sweep: Sequence[FloorPoint], target_recall: float = TARGET_RECALL) -> tuple[float, bool]:

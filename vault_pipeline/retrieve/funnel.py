@@ -89,9 +89,17 @@ class QueryPlan(BaseModel):
 # --------------------------------------------------------------------------- public entry
 
 
-def run_query(query: str, *, retriever: Retriever, embedder: Embedder, llm_plan: StructuredLLM,
-              llm_gate: StructuredLLM, config: FunnelConfig | None = None, intent: str | None = None,
-              reference_date: str | datetime | None = None) -> ContextPackage:
+def run_query(
+    query: str,
+    *,
+    retriever: Retriever,
+    embedder: Embedder,
+    llm_plan: StructuredLLM,
+    llm_gate: StructuredLLM,
+    config: FunnelConfig | None = None,
+    intent: str | None = None,
+    reference_date: str | datetime | None = None,
+) -> ContextPackage:
     """Run the whole funnel for ``query`` and return the cited, budgeted context package."""
     config = config or FunnelConfig()
     query = " ".join(query.split())
@@ -103,26 +111,38 @@ def run_query(query: str, *, retriever: Retriever, embedder: Embedder, llm_plan:
     queries = _queries(query, plan, config)
     fused, qvec = _retrieve(queries, retriever, embedder, config)
     # Step 2, retrieve wider: only the ``wide`` best fused candidates go on (the rest are traced).
-    candidates = _with_original_similarity(fused[:config.wide], qvec, embedder)
-    fused = candidates + fused[config.wide:]
+    candidates = _with_original_similarity(fused[: config.wide], qvec, embedder)
+    fused = candidates + fused[config.wide :]
     passed = {c.row.chunk_id for c in candidates if c.similarity >= config.floor}
     outcomes = _gate(candidates, passed, llm_gate, the_intent, query, config)
     reference = reference_time(candidates, reference_date)
     survivors = [c for c in candidates if c.row.chunk_id in passed and survives(outcomes[c.row.chunk_id])]
     ranked, collapsed = dedup(rank(survivors, reference, config))
-    run = FunnelRun(query, the_intent, source, queries, fused, passed, outcomes, ranked,
-                    collapsed, reference, plan_error,
-                    {"plan": llm_plan.model, "gate": llm_gate.model, "embedder": embedder.name}, config)
-    assembly = assemble(selection(ranked), budget=config.budget, window=config.window,
-                        max_fraction=config.max_fraction)
+    run = FunnelRun(
+        query,
+        the_intent,
+        source,
+        queries,
+        fused,
+        passed,
+        outcomes,
+        ranked,
+        collapsed,
+        reference,
+        plan_error,
+        {"plan": llm_plan.model, "gate": llm_gate.model, "embedder": embedder.name},
+        config,
+    )
+    assembly = assemble(selection(ranked), budget=config.budget, window=config.window, max_fraction=config.max_fraction)
     return build_package(run, assembly)
 
 
 # --------------------------------------------------------------------------- 1. decomposition
 
 
-def _plan(query: str, intent: str | None, llm: StructuredLLM,
-          config: FunnelConfig) -> tuple[QueryPlan | None, str | None]:
+def _plan(
+    query: str, intent: str | None, llm: StructuredLLM, config: FunnelConfig
+) -> tuple[QueryPlan | None, str | None]:
     """One ``decompose`` call, needed for the variants or for an intent the user did not give."""
     if not (config.variants and config.max_variants > 0) and (intent or not config.gate):
         return None, None
@@ -155,8 +175,9 @@ def _queries(query: str, plan: QueryPlan | None, config: FunnelConfig) -> list[t
     return queries
 
 
-def _retrieve(queries: list[tuple[str, str]], retriever: Retriever, embedder: Embedder,
-              config: FunnelConfig) -> tuple[list[Candidate], np.ndarray]:
+def _retrieve(
+    queries: list[tuple[str, str]], retriever: Retriever, embedder: Embedder, config: FunnelConfig
+) -> tuple[list[Candidate], np.ndarray]:
     """Both lanes of every query, fused; also returns the original query's vector.
 
     The full-text searches need no vector, so they start first, on the search threads, and run
@@ -165,8 +186,10 @@ def _retrieve(queries: list[tuple[str, str]], retriever: Retriever, embedder: Em
     original query are filled in afterwards, for the candidates that go on.
     """
     pool = _search_pool()
-    texts = [pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived)
-             for _, text in queries]
+    texts = [
+        pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived)
+        for _, text in queries
+    ]
     vectors = l2_normalise(embedder.embed([text for _, text in queries]))
     if isinstance(retriever, MultiVectorRetriever):
         nearest = retriever.vector_search_many(vectors, config.k, include_archived=config.include_archived)
@@ -204,8 +227,12 @@ def fuse(lists: Sequence[tuple[str, str, Sequence[Hit]]], k: int = RRF_K) -> lis
             kinds.setdefault(cid, set()).add(kind)
             if kind == "original" and cid not in original and _finite(hit.similarity):
                 original[cid] = float(hit.similarity)
-    out = [Candidate(rows[c], rrf[c], _ordered(lanes[c], LANE_ORDER), _ordered(kinds[c], KIND_ORDER),
-                     original.get(c, math.nan)) for c in rows]
+    out = [
+        Candidate(
+            rows[c], rrf[c], _ordered(lanes[c], LANE_ORDER), _ordered(kinds[c], KIND_ORDER), original.get(c, math.nan)
+        )
+        for c in rows
+    ]
     return sorted(out, key=lambda c: (-round(c.rrf, 12), c.row.chunk_id))
 
 
@@ -244,8 +271,9 @@ def _with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder
 # --------------------------------------------------------------------------- 4. the gate
 
 
-def _gate(candidates: list[Candidate], passed: set[str], llm: StructuredLLM, intent: str, query: str,
-          config: FunnelConfig) -> dict[str, GateOutcome]:
+def _gate(
+    candidates: list[Candidate], passed: set[str], llm: StructuredLLM, intent: str, query: str, config: FunnelConfig
+) -> dict[str, GateOutcome]:
     """Gate outcome per chunk id; floor-dropped candidates and a disabled gate are ``Skipped``."""
     outcomes: dict[str, GateOutcome] = {}
     for c in candidates:
@@ -253,9 +281,19 @@ def _gate(candidates: list[Candidate], passed: set[str], llm: StructuredLLM, int
             outcomes[c.row.chunk_id] = Skipped(f"similarity {c.similarity:.3f} below floor {config.floor:.2f}")
         elif not config.gate:
             outcomes[c.row.chunk_id] = Skipped("gate disabled")
-    judged = [(c.row.chunk_id, c.row.path, c.row.heading or "", c.row.text)
-              for c in candidates if c.row.chunk_id in passed]
+    judged = [
+        (c.row.chunk_id, c.row.path, c.row.heading or "", c.row.text) for c in candidates if c.row.chunk_id in passed
+    ]
     if config.gate and judged:
-        outcomes.update(gate_rows(judged, llm=llm, intent=intent, query=query, batch_size=config.gate_batch,
-                                  timeout=config.gate_timeout, text_chars=config.gate_chars))
+        outcomes.update(
+            gate_rows(
+                judged,
+                llm=llm,
+                intent=intent,
+                query=query,
+                batch_size=config.gate_batch,
+                timeout=config.gate_timeout,
+                text_chars=config.gate_chars,
+            )
+        )
     return outcomes

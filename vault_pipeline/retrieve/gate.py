@@ -155,10 +155,11 @@ def _outcome(verdict: GateVerdict) -> GateOutcome:
             assert_never(unreachable)
 
 
-def run_gate(items: Sequence[GateItem], *, llm: StructuredLLM, intent: str, query: str,
-             batch_size: int, timeout: float) -> dict[str, GateOutcome]:
+def run_gate(
+    items: Sequence[GateItem], *, llm: StructuredLLM, intent: str, query: str, batch_size: int, timeout: float
+) -> dict[str, GateOutcome]:
     """Judge ``items`` in concurrent batches; every key gets an outcome, failing open per batch."""
-    batches = [list(items[i:i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
+    batches = [list(items[i : i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
     if not batches:
         return {}
     prompt = load_prompt("gate")
@@ -175,12 +176,22 @@ def run_gate(items: Sequence[GateItem], *, llm: StructuredLLM, intent: str, quer
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def gate_rows(rows: Sequence[tuple[str, str, str, str]], *, llm: StructuredLLM, intent: str, query: str,
-              batch_size: int, timeout: float, text_chars: int) -> dict[str, GateOutcome]:
+def gate_rows(
+    rows: Sequence[tuple[str, str, str, str]],
+    *,
+    llm: StructuredLLM,
+    intent: str,
+    query: str,
+    batch_size: int,
+    timeout: float,
+    text_chars: int,
+) -> dict[str, GateOutcome]:
     """Gate (chunk_id, path, heading, text) rows; returns an outcome per chunk id."""
     ids = {f"c{i:02d}": row[0] for i, row in enumerate(rows, 1)}  # short keys a small model echoes well
-    items = [GateItem(key, _title(path), heading, _short(text, text_chars))
-             for key, (_, path, heading, text) in zip(ids, rows)]
+    items = [
+        GateItem(key, _title(path), heading, _short(text, text_chars))
+        for key, (_, path, heading, text) in zip(ids, rows)
+    ]
     outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout)
     return {ids[key]: outcome for key, outcome in outcomes.items()}
 
@@ -196,7 +207,7 @@ def _short(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", 0, limit)
-    return text[:cut if cut > limit // 2 else limit] + " …"
+    return text[: cut if cut > limit // 2 else limit] + " …"
 
 
 def _judge(llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem]) -> GateVerdicts:
@@ -208,8 +219,7 @@ def _as_variable(item: GateItem) -> dict[str, str]:
     return {"key": item.key, "title": item.title, "heading": item.heading, "text": item.text}
 
 
-def _collect(batch: list[GateItem], future: Future, deadline: float,
-             timeout: float) -> Mapping[str, GateOutcome]:
+def _collect(batch: list[GateItem], future: Future, deadline: float, timeout: float) -> Mapping[str, GateOutcome]:
     try:
         answer = future.result(timeout=max(0.0, deadline - time.monotonic()))
     except TimeoutError:
@@ -220,8 +230,7 @@ def _collect(batch: list[GateItem], future: Future, deadline: float,
         return _fail_open(batch, f"{type(exc).__name__}: {exc}")
     verdicts = {v.key: _outcome(v) for v in answer.verdicts}
     # A backend that skips the validation context could still omit a key: fail that one open.
-    return {item.key: verdicts.get(item.key, FailOpen("no verdict returned for this candidate"))
-            for item in batch}
+    return {item.key: verdicts.get(item.key, FailOpen("no verdict returned for this candidate")) for item in batch}
 
 
 def _fail_open(batch: list[GateItem], error: str) -> dict[str, GateOutcome]:

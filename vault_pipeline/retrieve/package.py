@@ -58,11 +58,11 @@ def cut_text(text: str, max_tokens: int) -> str:
     fit = len(text.encode("utf-8", "surrogatepass")[:max_bytes].decode("utf-8", "ignore"))
     ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, fit + 1) if m.end() <= fit]
     if ends:
-        return text[:ends[-1]].rstrip()
-    spaces = [m.start() for m in re.finditer(r"\s", text[:fit + 1]) if m.start() <= fit]
-    if spaces and text[:spaces[-1]].strip():
-        return text[:spaces[-1]].rstrip()
-    return text[:grapheme_safe(text, fit)].rstrip()
+        return text[: ends[-1]].rstrip()
+    spaces = [m.start() for m in re.finditer(r"\s", text[: fit + 1]) if m.start() <= fit]
+    if spaces and text[: spaces[-1]].strip():
+        return text[: spaces[-1]].rstrip()
+    return text[: grapheme_safe(text, fit)].rstrip()
 
 
 def _is_heading_paragraph(paragraph: str) -> bool:
@@ -124,11 +124,21 @@ class Block:
     def to_dict(self) -> dict[str, Any]:
         """The block's JSON shape (``id`` is the note's frontmatter id)."""
         item = self.item
-        return {"id": item.note_id, "chunk_id": item.chunk_id, "path": item.path, "tier": item.tier,
-                "type": item.type, "level": self.level, "score": item.score, "rank": item.rank,
-                "text": self.text, "tokens": self.tokens, "heading": item.heading,
-                "truncated": self.truncated,
-                "source": {"conversation": item.conversation, "messages": list(item.messages)}}
+        return {
+            "id": item.note_id,
+            "chunk_id": item.chunk_id,
+            "path": item.path,
+            "tier": item.tier,
+            "type": item.type,
+            "level": self.level,
+            "score": item.score,
+            "rank": item.rank,
+            "text": self.text,
+            "tokens": self.tokens,
+            "heading": item.heading,
+            "truncated": self.truncated,
+            "source": {"conversation": item.conversation, "messages": list(item.messages)},
+        }
 
 
 @dataclass(frozen=True)
@@ -198,17 +208,27 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
     cap = hard_cap(window, max_fraction)
     limit = min(budget, cap)
     levels = assign_levels(selection)
-    work = sorted((_Work(s, levels[s.chunk_id], s.text) for s in selection),
-                  key=lambda w: block_order(w.level, w.item.score, w.item.note_id, w.item.chunk_id))
+    work = sorted(
+        (_Work(s, levels[s.chunk_id], s.text) for s in selection),
+        key=lambda w: block_order(w.level, w.item.score, w.item.note_id, w.item.chunk_id),
+    )
     total = sum(w.tokens for w in work)
     # The backstop fires only when the cap, not the configured budget, is what binds.
     cap_fired = total > cap and cap < budget
     _cut_to(work, limit)
     blocks = tuple(Block(w.item, w.level, w.text, w.truncated) for w in work if not w.dropped)
-    outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full")
-                for w in work}
-    dropped = tuple({"id": w.item.note_id, "chunk_id": w.item.chunk_id, "path": w.item.path,
-                     "level": w.level, "tokens": estimate_tokens(w.item.text)} for w in work if w.dropped)
+    outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
+    dropped = tuple(
+        {
+            "id": w.item.note_id,
+            "chunk_id": w.item.chunk_id,
+            "path": w.item.path,
+            "level": w.level,
+            "tokens": estimate_tokens(w.item.text),
+        }
+        for w in work
+        if w.dropped
+    )
     return Assembly(blocks, outcomes, dropped, sum(b.tokens for b in blocks), budget, cap, cap_fired)
 
 
@@ -279,9 +299,16 @@ class ContextPackage:
 
     def to_dict(self) -> dict[str, Any]:
         """The package as plain JSON-ready data (floats rounded)."""
-        return canonical({"query": self.query, "intent": self.intent,
-                          "blocks": [b.to_dict() for b in self.blocks], "tokens": self.tokens,
-                          "stats": dict(self.stats), "trace": [dict(t) for t in self.trace]})
+        return canonical(
+            {
+                "query": self.query,
+                "intent": self.intent,
+                "blocks": [b.to_dict() for b in self.blocks],
+                "tokens": self.tokens,
+                "stats": dict(self.stats),
+                "trace": [dict(t) for t in self.trace],
+            }
+        )
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """Stable JSON: sorted keys, no timestamps, floats to 6 places; byte-identical across runs.
@@ -294,8 +321,10 @@ class ContextPackage:
         """Markdown for pasting into a prompt: one section per block, each cited with a wikilink."""
         lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
         if self.stats.get("degraded"):
-            lines += ["> Degraded package: the fit-gate or decomposition failed open; "
-                      "relevance was not fully checked.", ""]
+            lines += [
+                "> Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.",
+                "",
+            ]
         if not self.blocks:
             lines += ["_No notes in the vault fit this query._", ""]
         for number, block in enumerate(self.blocks, 1):
@@ -309,7 +338,13 @@ def _block_markdown(number: int, block: Block) -> list[str]:
     cut = ", truncated" if block.truncated else ""
     text = block.text.strip()
     if item.heading and text.startswith(item.heading + "\n\n"):  # chunk.py's heading-path line
-        text = text[len(item.heading):].lstrip()
+        text = text[len(item.heading) :].lstrip()
     body = text + (" …" if block.truncated else "")
-    return [f"## {number}. {title}", "", body, "",
-            f"Source: [[{item.stem}]] ({item.tier}, {block.level}, score {item.score:.3f}{cut})", ""]
+    return [
+        f"## {number}. {title}",
+        "",
+        body,
+        "",
+        f"Source: [[{item.stem}]] ({item.tier}, {block.level}, score {item.score:.3f}{cut})",
+        "",
+    ]

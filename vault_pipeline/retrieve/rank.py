@@ -93,9 +93,21 @@ def selection(ranked: Sequence[Scored]) -> list[Selected]:
     out = []
     for position, s in enumerate(ranked, 1):
         row = s.candidate.row
-        out.append(Selected(row.chunk_id, row.note_id, row.path, row.tier, row.type, s.score, position,
-                            row.text, row.heading or "", row.source_conversation or "",
-                            tuple(_messages(row.source_messages))))
+        out.append(
+            Selected(
+                row.chunk_id,
+                row.note_id,
+                row.path,
+                row.tier,
+                row.type,
+                s.score,
+                position,
+                row.text,
+                row.heading or "",
+                row.source_conversation or "",
+                tuple(_messages(row.source_messages)),
+            )
+        )
     return out
 
 

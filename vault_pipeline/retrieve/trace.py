@@ -18,57 +18,81 @@ from vault_pipeline.retrieve.types import Candidate, FunnelRun, Scored
 def build_package(run: FunnelRun, assembly: Assembly) -> ContextPackage:
     """The package from a finished funnel run: blocks, stats, and one trace entry per candidate."""
     ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(run.ranked, 1)}
-    trace = tuple(_trace_entry(run, assembly, ranks, c, position < run.config.wide)
-                  for position, c in enumerate(run.fused))
-    return ContextPackage(run.query, run.intent, assembly.blocks, assembly.tokens,
-                          _stats(run, assembly), trace)
+    trace = tuple(
+        _trace_entry(run, assembly, ranks, c, position < run.config.wide) for position, c in enumerate(run.fused)
+    )
+    return ContextPackage(run.query, run.intent, assembly.blocks, assembly.tokens, _stats(run, assembly), trace)
 
 
 def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
     outcomes = list(run.outcomes.values())
     fail_open = sum(isinstance(o, FailOpen) for o in outcomes)
     return {
-        "retrieved": len(run.fused), "candidates": min(len(run.fused), run.config.wide),
-        "after_floor": len(run.floor_passed), "gate_enabled": run.config.gate,
+        "retrieved": len(run.fused),
+        "candidates": min(len(run.fused), run.config.wide),
+        "after_floor": len(run.floor_passed),
+        "gate_enabled": run.config.gate,
         "gate_kept": sum(isinstance(o, Keep) for o in outcomes),
         "gate_dropped": sum(isinstance(o, Drop) for o in outcomes),
-        "gate_fail_open": fail_open, "plan_error": run.plan_error,
+        "gate_fail_open": fail_open,
+        "plan_error": run.plan_error,
         # A package the gate could not check, or built without its variants, says so.
         "degraded": bool(fail_open or run.plan_error),
-        "deduped": len(run.collapsed), "selected": len(run.ranked),
-        "cap_fired": assembly.cap_fired, "cap": assembly.cap,
-        "tokens": assembly.tokens, "budget": assembly.budget, "window": run.config.window,
+        "deduped": len(run.collapsed),
+        "selected": len(run.ranked),
+        "cap_fired": assembly.cap_fired,
+        "cap": assembly.cap,
+        "tokens": assembly.tokens,
+        "budget": assembly.budget,
+        "window": run.config.window,
         "dropped_for_budget": list(assembly.dropped),
         "truncated": sum(b.truncated for b in assembly.blocks),
         "variants": [{"kind": kind, "text": text} for kind, text in run.queries],
-        "intent_source": run.intent_source, "floor": run.config.floor, "wide": run.config.wide,
+        "intent_source": run.intent_source,
+        "floor": run.config.floor,
+        "wide": run.config.wide,
         "reference_date": run.reference.isoformat() if run.reference else None,
         "models": dict(run.models),
     }
 
 
-def _trace_entry(run: FunnelRun, assembly: Assembly, ranks: Mapping[str, tuple[int, Scored]],
-                 c: Candidate, in_wide: bool) -> dict[str, Any]:
+def _trace_entry(
+    run: FunnelRun, assembly: Assembly, ranks: Mapping[str, tuple[int, Scored]], c: Candidate, in_wide: bool
+) -> dict[str, Any]:
     """One candidate's path through the funnel (``--explain``)."""
     cid = c.row.chunk_id
     position, scored = ranks.get(cid, (None, None))
     outcome = run.outcomes.get(cid)
     done = assembly.outcomes.get(cid)
     entry: dict[str, Any] = {
-        "id": c.row.note_id, "chunk_id": cid, "path": c.row.path, "tier": c.row.tier, "type": c.row.type,
-        "lanes": list(c.lanes), "variants": list(c.variants), "rrf": c.rrf, "similarity": c.similarity,
-        "wide": in_wide, "floor": None, "gate": "skipped", "reason": "", "reasoning": "",
-        "score": scored.score if scored else None, "recency": scored.recency if scored else None,
-        "rank": position, "collapsed_into": None, "level": done.level if done else None,
-        "budget": done.cut if done else None, "cap": bool(done and done.by_cap),
+        "id": c.row.note_id,
+        "chunk_id": cid,
+        "path": c.row.path,
+        "tier": c.row.tier,
+        "type": c.row.type,
+        "lanes": list(c.lanes),
+        "variants": list(c.variants),
+        "rrf": c.rrf,
+        "similarity": c.similarity,
+        "wide": in_wide,
+        "floor": None,
+        "gate": "skipped",
+        "reason": "",
+        "reasoning": "",
+        "score": scored.score if scored else None,
+        "recency": scored.recency if scored else None,
+        "rank": position,
+        "collapsed_into": None,
+        "level": done.level if done else None,
+        "budget": done.cut if done else None,
+        "cap": bool(done and done.by_cap),
     }
     if not in_wide:
         entry["reason"] = f"beyond the {run.config.wide} widest candidates"
         return entry
     entry["floor"] = "pass" if cid in run.floor_passed else "drop"
     if outcome is not None:
-        entry.update(gate=label(outcome), reason=reason_of(outcome),
-                     reasoning=reasoning_of(outcome))
+        entry.update(gate=label(outcome), reason=reason_of(outcome), reasoning=reasoning_of(outcome))
     if cid in run.collapsed:
         winner = next(x for x in run.fused if x.row.chunk_id == run.collapsed[cid])
         entry["collapsed_into"] = winner.row.note_id

@@ -46,14 +46,16 @@ class FunnelConfig:
     include_archived: bool = False
 
     def __post_init__(self) -> None:
-        checks = [(0 <= self.max_variants <= MAX_VARIANTS, f"max_variants must be 0-{MAX_VARIANTS}"),
-                  (self.wide >= 1, "wide must be at least 1"),
-                  (self.gate_batch >= 1, "gate_batch must be at least 1"),
-                  (self.gate_timeout > 0, "gate_timeout must be positive"),
-                  (self.half_life_days > 0, "half_life_days must be positive"),
-                  (0 <= self.recency_weight <= 1, "recency_weight must be within 0-1"),
-                  (self.budget >= 1 and self.window >= 1, "budget and window must be positive"),
-                  (0 < self.max_fraction <= 1, "max_fraction must be within (0, 1]")]
+        checks = [
+            (0 <= self.max_variants <= MAX_VARIANTS, f"max_variants must be 0-{MAX_VARIANTS}"),
+            (self.wide >= 1, "wide must be at least 1"),
+            (self.gate_batch >= 1, "gate_batch must be at least 1"),
+            (self.gate_timeout > 0, "gate_timeout must be positive"),
+            (self.half_life_days > 0, "half_life_days must be positive"),
+            (0 <= self.recency_weight <= 1, "recency_weight must be within 0-1"),
+            (self.budget >= 1 and self.window >= 1, "budget and window must be positive"),
+            (0 < self.max_fraction <= 1, "max_fraction must be within (0, 1]"),
+        ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"funnel config: {message}")
@@ -65,8 +67,13 @@ class FunnelConfig:
         The floor is the one vault.toml (or ``VAULT_FLOOR``) sets; unset, it is ``embedder``'s
         calibration (without an embedder, the MiniLM default).
         """
-        values: dict[str, Any] = {"wide": settings.wide, "budget": settings.budget, "window": settings.window,
-                                  "variants": settings.variants, "gate": settings.gate_enabled}
+        values: dict[str, Any] = {
+            "wide": settings.wide,
+            "budget": settings.budget,
+            "window": settings.window,
+            "variants": settings.variants,
+            "gate": settings.gate_enabled,
+        }
         if settings.floor is not None:
             values["floor"] = settings.floor
         elif embedder is not None:
@@ -83,20 +90,43 @@ class FunnelConfig:
 
 
 class Hit(Protocol):
-    """The row shape the funnel reads (``index.Row`` satisfies it)."""
+    """The row shape the funnel reads (``index.Row`` satisfies it); read-only, as a frozen row is."""
 
-    chunk_id: str
-    note_id: str
-    path: str
-    type: str
-    tier: str
-    created: str
-    source_conversation: str
-    source_messages: str
-    heading: str
-    text: str
-    similarity: float
-    lane: str
+    @property
+    def chunk_id(self) -> str: ...
+
+    @property
+    def note_id(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def tier(self) -> str: ...
+
+    @property
+    def created(self) -> str: ...
+
+    @property
+    def source_conversation(self) -> str: ...
+
+    @property
+    def source_messages(self) -> str: ...
+
+    @property
+    def heading(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def similarity(self) -> float: ...
+
+    @property
+    def lane(self) -> str: ...
 
 
 @runtime_checkable
@@ -113,8 +143,9 @@ class Retriever(Protocol):
         """Nearest chunks to a query vector."""
         ...
 
-    def text_search(self, query: str, k: int, *, include_archived: bool = False,
-                    vector: np.ndarray | None = None) -> Sequence[Hit]:
+    def text_search(
+        self, query: str, k: int, *, include_archived: bool = False, vector: np.ndarray | None = None
+    ) -> Sequence[Hit]:
         """Full-text matches; ``vector`` lets the index fill in each hit's cosine similarity."""
         ...
 
@@ -123,8 +154,9 @@ class Retriever(Protocol):
 class MultiVectorRetriever(Protocol):
     """A retriever that answers several query vectors in one table query; the funnel then asks once."""
 
-    def vector_search_many(self, vectors: np.ndarray, k: int, *,
-                           include_archived: bool = False) -> Sequence[Sequence[Hit]]:
+    def vector_search_many(
+        self, vectors: np.ndarray, k: int, *, include_archived: bool = False
+    ) -> Sequence[Sequence[Hit]]:
         """One list of nearest chunks per row of ``vectors``."""
         ...
 

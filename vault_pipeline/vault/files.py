@@ -19,8 +19,14 @@ from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError,
 from vault_pipeline.vault.frontmatter import split_frontmatter
 from vault_pipeline.vault.lock import LOCK_FILE, hold
 from vault_pipeline.vault.note import Note
-from vault_pipeline.vault.state import (StateStore, atomic_write, edit_frontmatter_text, read_note_id,
-                                        rename_no_clobber, sha256_bytes)
+from vault_pipeline.vault.state import (
+    StateStore,
+    atomic_write,
+    edit_frontmatter_text,
+    read_note_id,
+    rename_no_clobber,
+    sha256_bytes,
+)
 
 FOLDERS = ("inbox", "engrams", "sessions", "threads", "topics", "resources", "web", "archive")
 STATE_DIR = ".vault_pipeline"
@@ -90,8 +96,13 @@ class Vault:
     def path(self, relpath: str, *, allow_symlink: bool = False) -> Path:
         """Absolute path of a vault-relative path; VaultError if it could leave the vault."""
         parts = str(relpath).split("/")
-        if (not relpath or "\\" in relpath or "\x00" in relpath or relpath.startswith("/")
-                or any(p in ("", ".", "..") for p in parts)):
+        if (
+            not relpath
+            or "\\" in relpath
+            or "\x00" in relpath
+            or relpath.startswith("/")
+            or any(p in ("", ".", "..") for p in parts)
+        ):
             raise VaultError(f"{relpath!r}: not a safe vault-relative path; refused")
         full = self.root.joinpath(*parts)
         if not full.resolve().is_relative_to(self.root):
@@ -146,9 +157,10 @@ class Vault:
         for relpath in recorded:
             if self._holds(relpath, note_id):
                 return relpath
-        found = self._id_index().get(note_id)
+        ids = self._id_index()
+        found = ids.get(note_id)
         if found is not None and not self._holds(found, note_id):
-            del self._ids[note_id]
+            del ids[note_id]
             found = None
         if found is not None and recorded and found not in recorded:
             # The user moved our file: carry its record along, so the next run finds it directly.
@@ -224,8 +236,9 @@ class Vault:
             return "edited since vault_pipeline wrote it; left untouched"
         return ""
 
-    def _put(self, relpath: str, path: Path, note_id: str | None, data: bytes, *,
-             expect_sha256: str | None = None) -> None:
+    def _put(
+        self, relpath: str, path: Path, note_id: str | None, data: bytes, *, expect_sha256: str | None = None
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         stat = atomic_write(path, data, expect_sha256=expect_sha256)
         self.state.record(relpath, note_id, sha256_bytes(data), stat.st_size, stat.st_mtime_ns)
@@ -239,8 +252,9 @@ class Vault:
             stat = os.stat(self.root / relpath)
             self.state.record(relpath, note_id, digest, stat.st_size, stat.st_mtime_ns)
 
-    def update_frontmatter(self, relpath: str, changes: Mapping[str, Any], *,
-                           expected_sha256: str | None = None) -> None:
+    def update_frontmatter(
+        self, relpath: str, changes: Mapping[str, Any], *, expected_sha256: str | None = None
+    ) -> None:
         """Set (or, with None, remove) frontmatter keys, keeping every other byte of the file."""
         path = self.path(relpath)
         data = self._read_bytes(relpath)

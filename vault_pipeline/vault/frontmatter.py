@@ -12,8 +12,22 @@ import yaml
 
 from vault_pipeline.errors import FrontmatterError
 
-KEY_ORDER = ("id", "type", "category", "status", "tier", "speaker", "source", "session", "created",
-             "supersedes", "superseded_by", "duplicate_of", "related", "tags")
+KEY_ORDER = (
+    "id",
+    "type",
+    "category",
+    "status",
+    "tier",
+    "speaker",
+    "source",
+    "session",
+    "created",
+    "supersedes",
+    "superseded_by",
+    "duplicate_of",
+    "related",
+    "tags",
+)
 _OPEN = re.compile(r"\ufeff?---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^---[ \t]*(?:\r?\n|\Z)", re.M)
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
@@ -25,7 +39,11 @@ def _without_timestamps(resolvers: dict) -> dict:
     return {first: [(tag, rx) for tag, rx in pairs if tag != _TIMESTAMP] for first, pairs in resolvers.items()}
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+# The C loader when PyYAML was built with libyaml (about ten times faster), the pure-Python one otherwise.
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
     yaml_implicit_resolvers = _without_timestamps(yaml.SafeLoader.yaml_implicit_resolvers)
 
 
@@ -72,8 +90,9 @@ def dump_yaml(mapping: Mapping[str, Any]) -> str:
     lines: list[str] = []
     if _fast_block(mapping, "", lines):
         return "\n".join(lines) + "\n"
-    return yaml.dump(dict(mapping), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     default_flow_style=False, width=10**9)
+    return yaml.dump(
+        dict(mapping), Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=10**9
+    )
 
 
 class _Resolver(yaml.resolver.BaseResolver):
@@ -119,13 +138,19 @@ def _fast_scalar(value: Any) -> str | None:
     if value.startswith("[["):
         return None if '"' in value or "\\" in value else f'"{value}"'
     # PyYAML's Emitter.analyze_scalar rules for a printable one-line scalar in block context.
-    indicators = (value[0] == " " or value[-1] == " " or value.startswith(("---", "..."))
-                  or value[0] in "#,[]{}&*!|>'\"%@`" or (value[0] in "?:-" and value[1:2] in ("", " "))
-                  or ": " in value or value.endswith(":") or " #" in value)
+    indicators = (
+        value[0] == " "
+        or value[-1] == " "
+        or value.startswith(("---", "..."))
+        or value[0] in "#,[]{}&*!|>'\"%@`"
+        or (value[0] in "?:-" and value[1:2] in ("", " "))
+        or ": " in value
+        or value.endswith(":")
+        or " #" in value
+    )
     if not indicators and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
         return value
     return "'" + value.replace("'", "''") + "'"
-
 
 
 # --------------------------------------------------------------------------- frontmatter
@@ -147,8 +172,8 @@ def split_frontmatter(text: str, source: str = "<note>") -> tuple[dict, str]:
     span = frontmatter_span(text, source)
     if span is None:
         return {}, text
-    frontmatter = load_yaml(text[span[0]:span[1]], source)
-    body = text[span[2]:]
+    frontmatter = load_yaml(text[span[0] : span[1]], source)
+    body = text[span[2] :]
     # render_note puts one blank line after the block; take it back so a round trip is exact.
     if body.startswith("\r\n"):
         body = body[2:]

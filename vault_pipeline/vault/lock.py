@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from vault_pipeline.errors import LockError
@@ -30,8 +30,7 @@ def hold(path: Path, command: str, *, wait: float = 0) -> Iterator[None]:
     try:
         _acquire(fd, path, wait)
         os.ftruncate(fd, 0)
-        holder = {"pid": os.getpid(), "command": command,
-                  "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        holder = {"pid": os.getpid(), "command": command, "started": datetime.now(UTC).isoformat(timespec="seconds")}
         os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
         try:
             yield

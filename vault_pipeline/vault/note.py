@@ -10,7 +10,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import PurePath, PurePosixPath
 from typing import Any
 
@@ -19,10 +19,17 @@ from vault_pipeline.vault.frontmatter import render_note
 TIER_WEIGHTS = {"engram": 1.0, "resource": 0.8, "chat": 0.6, "web": 0.1}
 MAX_STEM_BYTES = 120
 
-_FOLDER_TIERS = {"engrams": "engram", "resources": "resource", "web": "web", "inbox": "chat",
-                 "sessions": "chat", "threads": "chat", "topics": "chat",
-                 # Archived copies are ours (duplicates, superseded notes), not the user's own writing.
-                 "archive": "chat"}
+_FOLDER_TIERS = {
+    "engrams": "engram",
+    "resources": "resource",
+    "web": "web",
+    "inbox": "chat",
+    "sessions": "chat",
+    "threads": "chat",
+    "topics": "chat",
+    # Archived copies are ours (duplicates, superseded notes), not the user's own writing.
+    "archive": "chat",
+}
 _TIER_ALIASES = {"transcript": "chat"}
 _APOSTROPHES = re.compile(r"['’‘`]")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
@@ -66,8 +73,7 @@ def note_id(prefix: str, *parts: object) -> str:
 def safe_stem(title: str, note_id: str, max_len: int = 80) -> str:
     """Readable, unique, length-bounded file stem that is safe on every OS and in wikilinks."""
     suffix = _id_suffix(note_id)
-    slug = _truncate(_slugify(title), max(1, max_len - len(suffix) - 1),
-                     MAX_STEM_BYTES - len(suffix) - 1)
+    slug = _truncate(_slugify(title), max(1, max_len - len(suffix) - 1), MAX_STEM_BYTES - len(suffix) - 1)
     stem = f"{slug or 'note'}-{suffix}"
     # The suffix already keeps us clear of CON, NUL, COM1...; this guards odd ids and max_len.
     if stem.split(".")[0].lower() in _RESERVED:
@@ -109,7 +115,7 @@ def iso(value: Any) -> str:
     if value is None or value == "":
         return ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = datetime.fromtimestamp(value, tz=timezone.utc)
+        value = datetime.fromtimestamp(value, tz=UTC)
     if isinstance(value, datetime):
         return value.isoformat(timespec="seconds")
     if isinstance(value, date):

@@ -31,7 +31,9 @@ CREATE TABLE IF NOT EXISTS files(
 CREATE INDEX IF NOT EXISTS files_note_id ON files(note_id);
 """
 _ID_LINE = re.compile(r"""^id:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#]+))""", re.M)
-_KEY_LINE = re.compile(r"""^("(?:[^"\\\n]|\\.)*"|'(?:[^'\n]|'')*'|[^\s#'"\-?:,\[\]{}&*!|>%@`][^:\n]*?)[ \t]*:(?:[ \t]|\r?\n|$)""")
+_KEY_LINE = re.compile(
+    r"""^("(?:[^"\\\n]|\\.)*"|'(?:[^'\n]|'')*'|[^\s#'"\-?:,\[\]{}&*!|>%@`][^:\n]*?)[ \t]*:(?:[ \t]|\r?\n|$)"""
+)
 _HEAD_BYTES = 8192
 
 
@@ -68,8 +70,10 @@ class StateStore:
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_SCHEMA)
             except sqlite3.DatabaseError as exc:
-                raise VaultError(f"{self.path}: state database unreadable ({exc}); move it aside "
-                                 "and run again (files it does not know are then left untouched)") from None
+                raise VaultError(
+                    f"{self.path}: state database unreadable ({exc}); move it aside "
+                    "and run again (files it does not know are then left untouched)"
+                ) from None
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
@@ -79,20 +83,23 @@ class StateStore:
 
     def get(self, relpath: str) -> FileRecord | None:
         """The record for a path, if we ever wrote it."""
-        row = self._db().execute("SELECT relpath, note_id, sha256, size, mtime_ns FROM files "
-                                 "WHERE relpath = ?", (relpath,)).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT relpath, note_id, sha256, size, mtime_ns FROM files WHERE relpath = ?", (relpath,))
+            .fetchone()
+        )
         return FileRecord(*row) if row else None
 
     def paths_for(self, note_id: str) -> list[str]:
         """Recorded paths of a note id, sorted."""
-        rows = self._db().execute("SELECT relpath FROM files WHERE note_id = ? ORDER BY relpath",
-                                  (note_id,)).fetchall()
+        rows = self._db().execute("SELECT relpath FROM files WHERE note_id = ? ORDER BY relpath", (note_id,)).fetchall()
         return [r[0] for r in rows]
 
     def record(self, relpath: str, note_id: str | None, sha256: str, size: int, mtime_ns: int) -> None:
         """Remember the bytes we just wrote (or adopted) at a path."""
-        self._db().execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                           (relpath, note_id, sha256, size, mtime_ns))
+        self._db().execute(
+            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", (relpath, note_id, sha256, size, mtime_ns)
+        )
 
     def rename(self, old: str, new: str) -> None:
         """Carry a record to the path its file moved to."""
@@ -130,7 +137,7 @@ def atomic_write(path: Path, data: bytes, *, expect_sha256: str | None = None) -
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -226,8 +233,7 @@ def edit_frontmatter_text(text: str, changes: Mapping[str, Any], source: str = "
         added = {k: v for k, v in changes.items() if v is not None}
         if not added:
             return text
-        return _lines("---\n" + dump_yaml({k: plain_value(v) for k, v in added.items()}) + "---\n",
-                      newline) + text
+        return _lines("---\n" + dump_yaml({k: plain_value(v) for k, v in added.items()}) + "---\n", newline) + text
     start, end, _ = span
     before = load_yaml(text[start:end], source)  # never edit a block that is already broken
     segments = _segments(text[start:end].splitlines(keepends=True))
@@ -279,8 +285,9 @@ def _key_text(raw: str) -> str:
     return raw.rstrip()
 
 
-def _apply(segments: list[tuple[str | None, list[str]]], key: str, value: Any,
-           newline: str) -> list[tuple[str | None, list[str]]]:
+def _apply(
+    segments: list[tuple[str | None, list[str]]], key: str, value: Any, newline: str
+) -> list[tuple[str | None, list[str]]]:
     new_lines = [] if value is None else _lines(dump_yaml({key: plain_value(value)}), newline).splitlines(keepends=True)
     out: list[tuple[str | None, list[str]]] = []
     placed = False
@@ -304,9 +311,10 @@ def _verify(result: str, before: dict, changes: Mapping[str, Any], source: str) 
     expected.update({str(k): plain_value(v) for k, v in changes.items() if v is not None})
     try:
         span = frontmatter_span(result, source)
-        after = load_yaml(result[span[0]:span[1]], source) if span else {}
+        after = load_yaml(result[span[0] : span[1]], source) if span else {}
     except FrontmatterError:
         after = None
     if after != expected:
-        raise FrontmatterError(source, f"cannot edit {sorted(map(str, changes))} line by line in this "
-                                       "frontmatter; left untouched")
+        raise FrontmatterError(
+            source, f"cannot edit {sorted(map(str, changes))} line by line in this frontmatter; left untouched"
+        )

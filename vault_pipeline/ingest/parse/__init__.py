@@ -12,5 +12,14 @@ from vault_pipeline.ingest.parse.jsonstream import TruncatedJSON, iter_json_arra
 from vault_pipeline.ingest.parse.read import read_export
 from vault_pipeline.ingest.parse.types import Conversation, Kind, Message, ParseIssue, Role
 
-__all__ = ["Conversation", "Kind", "Message", "ParseIssue", "Role", "TruncatedJSON", "detect_kind",
-           "iter_json_array", "read_export"]
+__all__ = [
+    "Conversation",
+    "Kind",
+    "Message",
+    "ParseIssue",
+    "Role",
+    "TruncatedJSON",
+    "detect_kind",
+    "iter_json_array",
+    "read_export",
+]

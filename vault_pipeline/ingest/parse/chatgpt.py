@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vault_pipeline.ingest.parse.common import clean_id, clean_text, from_epoch, need, shown, type_name
-from vault_pipeline.ingest.parse.types import Conversation, Message, RecordError
+from vault_pipeline.ingest.parse.types import Conversation, Message, RecordError, Role
 
 _TEXT_TYPES = frozenset({"text", "multimodal_text"})
 
@@ -29,9 +29,18 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
     on_path = set(path)
     alternates = sum(1 for node_id, node in mapping.items() if node_id not in on_path and _is_turn(node, node_id))
     title = clean_id(record.get("title")) or "Untitled conversation"
-    return [Conversation(kind="chatgpt", id=conv_id, title=title, created=from_epoch(record.get("create_time")),
-                         updated=from_epoch(record.get("update_time")), messages=tuple(messages), source=source,
-                         alternates=alternates)]
+    return [
+        Conversation(
+            kind="chatgpt",
+            id=conv_id,
+            title=title,
+            created=from_epoch(record.get("create_time")),
+            updated=from_epoch(record.get("update_time")),
+            messages=tuple(messages),
+            source=source,
+            alternates=alternates,
+        )
+    ]
 
 
 def _conversation_id(record: dict) -> str:
@@ -51,8 +60,9 @@ def _main_path(mapping: dict, current: Any, notes: list[str]) -> list[str]:
     node_id: Any = current
     while node_id is not None:
         if not isinstance(node_id, str) or node_id not in mapping:
-            notes.append(f"parent {shown(node_id)} of node {shown(path[-1])} is not in 'mapping'; "
-                         "the thread starts there")
+            notes.append(
+                f"parent {shown(node_id)} of node {shown(path[-1])} is not in 'mapping'; the thread starts there"
+            )
             break
         if node_id in seen:
             raise RecordError(f"'parent' links loop at node {shown(node_id)}")
@@ -67,8 +77,11 @@ def _main_path(mapping: dict, current: Any, notes: list[str]) -> list[str]:
 
 def _newest_leaf(mapping: dict) -> str:
     """The leaf with the latest message create_time: the fallback when current_node is missing or dangling."""
-    leaves = [(_node_time(node), node_id) for node_id, node in mapping.items()
-              if isinstance(node, dict) and not node.get("children")]
+    leaves = [
+        (_node_time(node), node_id)
+        for node_id, node in mapping.items()
+        if isinstance(node, dict) and not node.get("children")
+    ]
     if not leaves:
         raise RecordError("no usable 'current_node' and no leaf in 'mapping'")
     return max(leaves)[1]
@@ -113,17 +126,20 @@ def _message(node: Any, node_id: str) -> Message | None:
     return Message(id=msg_id, role=role, speaker=role, text=text, created=from_epoch(message.get("create_time")))
 
 
-def _visible_role(message: Any) -> str | None:
+def _visible_role(message: Any) -> Role | None:
     """'user' or 'assistant' for a turn the user saw; None for system, tool, hidden and tool calls."""
     if not isinstance(message, dict):
         raise RecordError(f"'message' is {type_name(message)}, not an object")
     author = message.get("author")
     if not isinstance(author, dict):
         raise RecordError(f"'author' is {type_name(author)}, not an object")
-    role = author.get("role")
+    role: Role
+    match author.get("role"):
+        case "user" | "assistant" as known:
+            role = known
+        case _:
+            return None
     metadata = message.get("metadata")
-    if role not in ("user", "assistant"):
-        return None
     if isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation"):
         return None
     if message.get("recipient") not in (None, "all"):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from vault_pipeline.ingest.parse.common import clean_id, clean_text, from_iso, need, type_name
-from vault_pipeline.ingest.parse.types import Conversation, Message, RecordError
+from vault_pipeline.ingest.parse.types import Conversation, Message, RecordError, Role
 
 ROOT = "00000000-0000-4000-8000-000000000000"
-_ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
-_NEVER = datetime.min.replace(tzinfo=timezone.utc)
+_ROLES: dict[str, Role] = {"human": "user", "user": "user", "assistant": "assistant"}
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conversation]:
@@ -31,10 +31,19 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
         raise RecordError("no user or assistant messages")
     on_branch = {id(item) for item in branch}
     alternates = sum(1 for item in items if id(item) not in on_branch and _message(item) is not None)
-    return [Conversation(kind="claude", id=conv_id, title=clean_id(record.get("name")) or "Untitled conversation",
-                         created=from_iso(record.get("created_at")),
-                         updated=from_iso(record.get("updated_at")), messages=messages, source=source,
-                         thread=_project(record), alternates=alternates)]
+    return [
+        Conversation(
+            kind="claude",
+            id=conv_id,
+            title=clean_id(record.get("name")) or "Untitled conversation",
+            created=from_iso(record.get("created_at")),
+            updated=from_iso(record.get("updated_at")),
+            messages=messages,
+            source=source,
+            thread=_project(record),
+            alternates=alternates,
+        )
+    ]
 
 
 def _project(record: dict) -> str | None:
@@ -67,7 +76,8 @@ def _main_branch(items: list[dict]) -> list[dict]:
 
 def _message(item: dict) -> Message | None:
     """A user/assistant turn with visible text; None otherwise."""
-    role = _ROLES.get(item.get("sender")) if isinstance(item.get("sender"), str) else None
+    sender = item.get("sender")
+    role = _ROLES.get(sender) if isinstance(sender, str) else None
     msg_id = clean_id(item.get("uuid"))
     if role is None or msg_id is None:
         return None
@@ -81,8 +91,11 @@ def _text(item: dict) -> str:
     """Only ``text`` blocks: the top-level text can glue the thinking block to the answer."""
     content = item.get("content")
     if isinstance(content, list):
-        blocks = [clean_text(b["text"]) for b in content
-                  if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+        blocks = [
+            clean_text(b["text"])
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
         return "\n\n".join(b for b in blocks if b)
     text = item.get("text")
     return clean_text(text) if isinstance(text, str) else ""

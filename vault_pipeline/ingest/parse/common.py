@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from vault_pipeline.ingest.parse.types import RecordError
@@ -21,7 +21,7 @@ def from_epoch(value: Any) -> datetime | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
-        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        return datetime.fromtimestamp(float(value), tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
 
@@ -34,13 +34,20 @@ def from_iso(value: Any) -> datetime | None:
         stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return stamp.replace(tzinfo=timezone.utc) if stamp.tzinfo is None else stamp.astimezone(timezone.utc)
+    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
 
 
 def type_name(value: Any) -> str:
     """JSON-ish name of a Python value's type, for issue messages."""
-    return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
-            bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def need(record: Any, key: str, kind: type | tuple[type, ...], what: str = "record") -> Any:
@@ -50,7 +57,7 @@ def need(record: Any, key: str, kind: type | tuple[type, ...], what: str = "reco
     if key not in record:
         raise RecordError(f"missing {key!r}")
     value = record[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _as_tuple(kind):
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
         names = " or ".join(type_name(k()) for k in _as_tuple(kind))
         raise RecordError(f"{key!r} is {type_name(value)}, expected {names}")
     return value
@@ -79,7 +86,7 @@ def writable(text: str) -> str:
 
 def shown(value: Any, limit: int = SHOWN) -> str:
     """A value quoted for a one-line issue message: repr, cut to ``limit`` characters, encodable."""
-    text = repr(value[:limit + 1] if isinstance(value, str) else value)
+    text = repr(value[: limit + 1] if isinstance(value, str) else value)
     return writable(text if len(text) <= limit + 2 else text[:limit] + "...")
 
 

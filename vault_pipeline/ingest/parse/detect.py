@@ -18,9 +18,20 @@ MAX_UNDECIDED = 32
 EMPTY = "empty"  # a top-level [] : nothing to read, nothing to detect
 # Companions of the conversations in ChatGPT / Claude exports: not conversations, not worth an issue.
 # Claude's projects.json (project documents, resource-tier material) is skipped for now, not yet ingested.
-IGNORED_NAMES = frozenset({"users.json", "user.json", "memories.json", "projects.json", "message_feedback.json",
-                           "shared_conversations.json", "model_comparisons.json", "chat.html",
-                           "conversation_templates.json", "user_settings.json"})
+IGNORED_NAMES = frozenset(
+    {
+        "users.json",
+        "user.json",
+        "memories.json",
+        "projects.json",
+        "message_feedback.json",
+        "shared_conversations.json",
+        "model_comparisons.json",
+        "chat.html",
+        "conversation_templates.json",
+        "user_settings.json",
+    }
+)
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 
@@ -47,8 +58,14 @@ def detect_kind(path: str | Path) -> Kind:
 
 def _folder_kind(folder: Path) -> Kind:
     """The kind of the first export file in a folder (sorted order), as for a zip."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
-                   and p.name.lower() not in IGNORED_NAMES and p.suffix.lower() in TEXT_SUFFIXES | {".json", ".zip"})
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file()
+        and not p.name.startswith(".")
+        and p.name.lower() not in IGNORED_NAMES
+        and p.suffix.lower() in TEXT_SUFFIXES | {".json", ".zip"}
+    )
     for file in files:
         try:
             return detect_kind(file)
@@ -60,8 +77,11 @@ def _folder_kind(folder: Path) -> Kind:
 def _zip_kind(path: Path) -> str:
     """The kind of the first conversations file in an export zip (sorted order)."""
     with zipfile.ZipFile(path) as archive:
-        names = sorted(n for n in archive.namelist() if n.lower().endswith(".json")
-                       and n.rsplit("/", 1)[-1].lower() not in IGNORED_NAMES)
+        names = sorted(
+            n
+            for n in archive.namelist()
+            if n.lower().endswith(".json") and n.rsplit("/", 1)[-1].lower() not in IGNORED_NAMES
+        )
         for name in names:
             with archive.open(name) as raw:
                 try:
@@ -89,14 +109,12 @@ def detect_stream(read: Callable[[int], bytes], source: str) -> str:
 
 def kind_from_head(text: str) -> tuple[str | None, bool]:
     """(Kind, EMPTY or None; whether more text could not change it) from the records in a file's head."""
-    undecided = 0
-    for keys, complete in record_keys(text):
+    for undecided, (keys, complete) in enumerate(record_keys(text), 1):
         kind = kind_from_keys(keys)
         if kind is not None:
             return kind, True
         if not complete:
             return None, False
-        undecided += 1
         if undecided >= MAX_UNDECIDED:
             return None, True
     return None, True
@@ -147,8 +165,12 @@ def record_keys(text: str) -> Iterator[tuple[set[str] | None, bool]]:
             if len(stack) == rec_depth:
                 yield rec, True
                 rec, rec_depth = set(), 0
-            elif not rec_depth and ch == "]" and _is_record_list([c for c, _ in stack], last_top) \
-                    and not text[stack[-1][1] + 1:i].strip():
+            elif (
+                not rec_depth
+                and ch == "]"
+                and _is_record_list([c for c, _ in stack], last_top)
+                and not text[stack[-1][1] + 1 : i].strip()
+            ):
                 yield None, True  # the list closed before any record
                 return
             elif len(stack) == 1:

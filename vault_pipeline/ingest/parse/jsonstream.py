@@ -63,7 +63,7 @@ class _Reader:
         if not data:
             self.eof = True
             return False
-        self.buf = self.buf[self.pos:] + data
+        self.buf = self.buf[self.pos :] + data
         self.pos = 0
         return True
 
@@ -94,8 +94,7 @@ class _Reader:
                     want *= 2  # a huge element costs O(n log n) re-scans, not O(n^2)
                     continue
                 raise TruncatedJSON(f"invalid or truncated JSON ({exc.msg})") from None
-            if _is_number(value) and (end == len(self.buf) or self.buf[end] in _NUMBER_TAIL) \
-                    and self._more(self.chunk):
+            if _is_number(value) and (end == len(self.buf) or self.buf[end] in _NUMBER_TAIL) and self._more(self.chunk):
                 continue  # a number cut by the read ("3." + "25") goes on in the next chunk
             self.pos = end
             return value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from vault_pipeline.ingest.parse.common import clean_id, clean_text, need, shown, type_name
@@ -19,8 +19,10 @@ def parse_sample(record: Any, source: str, notes: list[str]) -> list[Conversatio
     sample_id = clean_id(str(need(record, "sample_id", (str, int))))
     if sample_id is None:
         raise RecordError("'sample_id' is blank")
-    a, b = (clean_id(str(conv.get(key) or "")) or default for key, default in (("speaker_a", "speaker A"),
-                                                                                ("speaker_b", "speaker B")))
+    a, b = (
+        clean_id(str(conv.get(key) or "")) or default
+        for key, default in (("speaker_a", "speaker A"), ("speaker_b", "speaker B"))
+    )
     numbers = sorted(int(m.group(1)) for key in conv if (m := _SESSION.fullmatch(key)))
     if not numbers:
         raise RecordError("no session_N lists in 'conversation'")
@@ -33,9 +35,18 @@ def parse_sample(record: Any, source: str, notes: list[str]) -> list[Conversatio
         if not messages:
             notes.append(f"session_{n}: no user or assistant messages")
             continue
-        out.append(Conversation(kind="locomo", id=f"{sample_id}:session_{n}", title=f"{a} and {b}, session {n}",
-                                created=created, updated=created, messages=messages, source=source,
-                                thread=sample_id))
+        out.append(
+            Conversation(
+                kind="locomo",
+                id=f"{sample_id}:session_{n}",
+                title=f"{a} and {b}, session {n}",
+                created=created,
+                updated=created,
+                messages=messages,
+                source=source,
+                thread=sample_id,
+            )
+        )
     return out
 
 
@@ -82,7 +93,7 @@ def parse_date(value: Any) -> datetime | None:
     cleaned = " ".join(value.split())
     for fmt in _DATE_FORMATS:
         try:
-            return datetime.strptime(cleaned, fmt).replace(tzinfo=timezone.utc)
+            return datetime.strptime(cleaned, fmt).replace(tzinfo=UTC)
         except ValueError:
             continue
     return None

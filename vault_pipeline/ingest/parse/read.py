@@ -20,10 +20,12 @@ Item = Conversation | ParseIssue
 Handler = Callable[[Any, str, list[str]], list[Conversation]]
 
 WHOLE_FILE = "whole file"
-_HANDLERS: dict[str, Handler] = {"chatgpt": chatgpt.parse_conversation, "claude": claude.parse_conversation,
-                                 "locomo": locomo.parse_sample}
-_MEDIA = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".wav", ".mp3", ".m4a", ".mp4", ".webm",
-                    ".ogg"})
+_HANDLERS: dict[str, Handler] = {
+    "chatgpt": chatgpt.parse_conversation,
+    "claude": claude.parse_conversation,
+    "locomo": locomo.parse_sample,
+}
+_MEDIA = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".wav", ".mp3", ".m4a", ".mp4", ".webm", ".ogg"})
 _ATTACHMENT_DIRS = frozenset({"dalle-generations", "audio"})
 _ID_KEYS = ("id", "conversation_id", "uuid", "sample_id")
 
@@ -35,8 +37,9 @@ def read_export(path: str | Path, *, kind: Kind | None = None) -> Iterator[Item]
         raise ParseError(path, "no such file or folder")
     if path.is_dir():
         yield from _read_folder(path, kind)
-    elif path.suffix.lower() == ".zip" or (path.suffix.lower() not in TEXT_SUFFIXES | {".json"}
-                                           and zipfile.is_zipfile(path)):
+    elif path.suffix.lower() == ".zip" or (
+        path.suffix.lower() not in TEXT_SUFFIXES | {".json"} and zipfile.is_zipfile(path)
+    ):
         yield from _read_zip(path, kind)
     else:
         yield from _read_file(path, kind)
@@ -121,8 +124,11 @@ def _json_kind(name: str, kind: Kind | None) -> Kind | None:
 
 def _read_folder(folder: Path, kind: Kind | None) -> Iterator[Item]:
     """Every export file under ``folder``, in sorted order; a bad file is an issue, not the end."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
     for path in files:
         verdict = _classify(path.relative_to(folder).as_posix())
         if verdict == "unknown":

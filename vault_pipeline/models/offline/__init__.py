@@ -108,8 +108,14 @@ class OfflineBackend:
         except KeyError:
             raise ModelError(name, self.model, "the offline backend has no algorithm for this prompt") from None
 
-    def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T], *,
-             context: Mapping[str, Any] | None = None) -> T:
+    def call(
+        self,
+        prompt: Prompt,
+        variables: Mapping[str, Any],
+        response_model: type[T],
+        *,
+        context: Mapping[str, Any] | None = None,
+    ) -> T:
         """Run the prompt's offline algorithm and validate its answer like a model's."""
         started = time.perf_counter()
         data = self._handler(prompt.name)(variables)
@@ -117,9 +123,23 @@ class OfflineBackend:
             result = response_model.model_validate(data, context=dict(context or {}))
         except ValidationError as exc:
             self.log.record(log_entry(prompt, self.model, variables, started, outcome="invalid", error=str(exc)))
-            raise ModelError(prompt.name, self.model, f"offline answer failed validation: {exc}", 1,
-                             json.dumps(data, default=str)[:2000]) from exc
-        self.log.record(log_entry(prompt, self.model, variables, started, outcome="ok", attempts=1,
-                                  tokens={"prompt": 0, "completion": 0},
-                                  output=result.model_dump(mode="json")))
+            raise ModelError(
+                prompt.name,
+                self.model,
+                f"offline answer failed validation: {exc}",
+                1,
+                json.dumps(data, default=str)[:2000],
+            ) from exc
+        self.log.record(
+            log_entry(
+                prompt,
+                self.model,
+                variables,
+                started,
+                outcome="ok",
+                attempts=1,
+                tokens={"prompt": 0, "completion": 0},
+                output=result.model_dump(mode="json"),
+            )
+        )
         return result

@@ -14,37 +14,57 @@ from itertools import pairwise
 
 from vault_pipeline.text import STOPWORDS, stem, tokens
 
-_AUX = frozenset("is are was were be been being am will would shall should can could must might do does did "
-                 "has have had isnt arent wasnt werent wont wouldnt dont doesnt didnt hasnt havent cant "
-                 "cannot shouldnt".split())
-_VERBS = frozenset(stem(v) for v in (
-    "use run move change switch start end meet need want prefer choose pick select decide plan cost take "
-    "live work stay support require include contain store host deploy ship launch release open close "
-    "cancel postpone delay replace become remain belong expire happen begin finish hold sit go come make "
-    "keep set rely depend call mean show reach weigh last land arrive leave return build write own lead "
-    "manage handle target aim agree approve reject drop add remove limit allow block like love hate "
-    "schedule reschedule push extend shift update revise migrate rename fix confirm decide").split()) | frozenset(
-    stem(v) for v in "ran running chose chosen picked went gone came made kept got held met took built wrote led "
-    "began begun left stopped dropped shipped cancelled canceled planned set cost hit put".split())
-_IRREGULAR = frozenset("ran chose chosen went gone came made kept got held met took built wrote led began begun "
-                       "left set cost hit put".split())
-NEGATIONS = frozenset("not no never isnt arent wasnt werent wont wouldnt dont doesnt didnt hasnt havent "
-                      "cant cannot shouldnt nobody none neither nor".split())
+_AUX = frozenset(
+    "is are was were be been being am will would shall should can could must might do does did "
+    "has have had isnt arent wasnt werent wont wouldnt dont doesnt didnt hasnt havent cant "
+    "cannot shouldnt".split()
+)
+_VERBS = frozenset(
+    stem(v)
+    for v in (
+        "use run move change switch start end meet need want prefer choose pick select decide plan cost take "
+        "live work stay support require include contain store host deploy ship launch release open close "
+        "cancel postpone delay replace become remain belong expire happen begin finish hold sit go come make "
+        "keep set rely depend call mean show reach weigh last land arrive leave return build write own lead "
+        "manage handle target aim agree approve reject drop add remove limit allow block like love hate "
+        "schedule reschedule push extend shift update revise migrate rename fix confirm decide"
+    ).split()
+) | frozenset(
+    stem(v)
+    for v in "ran running chose chosen picked went gone came made kept got held met took built wrote led "
+    "began begun left stopped dropped shipped cancelled canceled planned set cost hit put".split()
+)
+_IRREGULAR = frozenset(
+    "ran chose chosen went gone came made kept got held met took built wrote led began begun "
+    "left set cost hit put".split()
+)
+NEGATIONS = frozenset(
+    "not no never isnt arent wasnt werent wont wouldnt dont doesnt didnt hasnt havent "
+    "cant cannot shouldnt nobody none neither nor".split()
+)
 # Words that announce a new value for an old slot ("moved to", "no longer", "instead of").
-CHANGE_CUES = frozenset(stem(w) for w in "moved changed switched replaced postponed rescheduled pushed "
-                        "shifted updated revised migrated cancelled canceled longer instead now".split())
+CHANGE_CUES = frozenset(
+    stem(w)
+    for w in "moved changed switched replaced postponed rescheduled pushed "
+    "shifted updated revised migrated cancelled canceled longer instead now".split()
+)
 _PRONOUNS = frozenset("we i you they he she it us our my your their".split())
 _DETERMINERS = frozenset("a an the our my your their his her its this that these those every each".split())
 _ADVERBS = frozenset("still already also now longer currently actually finally officially".split())
-_MONTHS = frozenset("january february march april may june july august september october november "
-                    "december jan feb mar apr jun jul aug sep sept oct nov dec".split())
+_MONTHS = frozenset(
+    "january february march april may june july august september october november "
+    "december jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
 _WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
 _VALUE_WORDS = _MONTHS | _WEEKDAYS | frozenset("am pm noon midnight today tomorrow yesterday".split())
 _LABEL = re.compile(r"^\s*(decision|fact|idea|constraint|question|action item|todo|note)\s*:\s*", re.I)
 # "We agreed that X", "It was decided: X": the claim is X, the reporting clause is packaging.
-_REPORTING = re.compile(r"^\s*(?:(?:we|i|they|everyone|the team)\s+(?:all\s+)?(?:agreed|decided|confirmed|noted|"
-                        r"said|think|believe|know|learned|found|realised|realized)\s*(?:that\b|on\b|:)?|"
-                        r"it\s+(?:was|has\s+been|is)\s+(?:decided|agreed|confirmed|noted)\s*(?:that\b|:)?)\s*", re.I)
+_REPORTING = re.compile(
+    r"^\s*(?:(?:we|i|they|everyone|the team)\s+(?:all\s+)?(?:agreed|decided|confirmed|noted|"
+    r"said|think|believe|know|learned|found|realised|realized)\s*(?:that\b|on\b|:)?|"
+    r"it\s+(?:was|has\s+been|is)\s+(?:decided|agreed|confirmed|noted)\s*(?:that\b|:)?)\s*",
+    re.I,
+)
 _COPULAS = frozenset("is are was were will be".split())
 _NOT_CONTENT = STOPWORDS | NEGATIONS
 _NOT_SUBJECT = STOPWORDS | NEGATIONS | _PRONOUNS | _ADVERBS
@@ -54,14 +74,14 @@ _NOT_SUBJECT = STOPWORDS | NEGATIONS | _PRONOUNS | _ADVERBS
 class Claim:
     """A one-sentence claim split at its main verb."""
 
-    subject: frozenset[str]     # stemmed head terms before the main verb (or the topic, for "we ...")
-    verb: str                   # stem of the main verb ("" when none was found)
-    rest: frozenset[str]        # stemmed non-value content words after the verb, cues removed
-    values: frozenset[str]      # numbers, dates, times, named (capitalised) values after the verb
-    units: frozenset[str]       # stemmed words right after a number ("5 engineers"): part of the slot
-    negated: bool               # an odd number of negation cues
-    changed: bool               # a change cue such as "moved to", "no longer", "instead of"
-    stems: frozenset[str]       # all content stems (the lexical signal)
+    subject: frozenset[str]  # stemmed head terms before the main verb (or the topic, for "we ...")
+    verb: str  # stem of the main verb ("" when none was found)
+    rest: frozenset[str]  # stemmed non-value content words after the verb, cues removed
+    values: frozenset[str]  # numbers, dates, times, named (capitalised) values after the verb
+    units: frozenset[str]  # stemmed words right after a number ("5 engineers"): part of the slot
+    negated: bool  # an odd number of negation cues
+    changed: bool  # a change cue such as "moved to", "no longer", "instead of"
+    stems: frozenset[str]  # all content stems (the lexical signal)
     subject_words: tuple[str, ...] = ()  # the subject in the note's own (lower-cased) words
 
 
@@ -88,12 +108,17 @@ def parse_claim(text: str) -> Claim:
     if not subject:  # "We moved the launch to May 10": the topic words stand in for the subject
         subject, rest = rest, []
     verbs = [w for w in lower[start:end] if w not in NEGATIONS]
-    return Claim(subject=frozenset(stems[i] for i in subject), verb=stem(verbs[-1]) if verbs else "",
-                 rest=frozenset(stems[i] for i in rest), values=values, units=units,
-                 negated=sum(w in NEGATIONS for w in lower) % 2 == 1,
-                 changed=bool(CHANGE_CUES.intersection(stems)) or "cancel" in stems,
-                 stems=frozenset(s for s, w in zip(stems, lower) if w not in STOPWORDS),
-                 subject_words=tuple(dict.fromkeys(lower[i] for i in subject)))
+    return Claim(
+        subject=frozenset(stems[i] for i in subject),
+        verb=stem(verbs[-1]) if verbs else "",
+        rest=frozenset(stems[i] for i in rest),
+        values=values,
+        units=units,
+        negated=sum(w in NEGATIONS for w in lower) % 2 == 1,
+        changed=bool(CHANGE_CUES.intersection(stems)) or "cancel" in stems,
+        stems=frozenset(s for s, w in zip(stems, lower) if w not in STOPWORDS),
+        subject_words=tuple(dict.fromkeys(lower[i] for i in subject)),
+    )
 
 
 def _verb_group(lower: list[str]) -> tuple[int, int]:
@@ -110,8 +135,14 @@ def _verb_group(lower: list[str]) -> tuple[int, int]:
             return i, end
     for i in range(2, len(lower)):  # no known verb: guess an inflected word after "the noun"
         word = lower[i]
-        if len(word) > 3 and word.endswith(("s", "ed")) and not word.endswith("ss") \
-                and word not in STOPWORDS and lower[i - 1] not in _DETERMINERS and not word[0].isdigit():
+        if (
+            len(word) > 3
+            and word.endswith(("s", "ed"))
+            and not word.endswith("ss")
+            and word not in STOPWORDS
+            and lower[i - 1] not in _DETERMINERS
+            and not word[0].isdigit()
+        ):
             return i, i + 1
     return len(lower), len(lower)
 

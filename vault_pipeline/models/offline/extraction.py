@@ -24,49 +24,82 @@ _PLEASANTRY = re.compile(
     r"|^(i hope (this|that|these) helps?|hopefully this helps|let me know if|feel free to|here is|here's|"
     r"here are|below is|below are|i'd be happy to|i'm happy to|i would be happy to|i'd be glad to|"
     r"i would be glad to|i'm glad to|i am glad to|i can help|ik hoop dat|laat me weten|"
-    r"hier is|hier zijn)\b", re.I)
+    r"hier is|hier zijn)\b",
+    re.I,
+)
 # Assistant turns that only manage the conversation: offers, sign-posts.
-_META = re.compile(r"^(would you like|do you want me to|shall i|should i|want me to|if you(?:'d| would) like|"
-                   r"if you want|i can also|let me|let's (?:break|go through|go over|walk|take a look|look|start|dive)|"
-                   r"i'll (?:explain|show|walk|provide|give|help|outline|break|go through|write|now)|"
-                   r"i will (?:explain|show|walk|provide|give|help|outline|break|go through|write|now))\b", re.I)
+_META = re.compile(
+    r"^(would you like|do you want me to|shall i|should i|want me to|if you(?:'d| would) like|"
+    r"if you want|i can also|let me|let's (?:break|go through|go over|walk|take a look|look|start|dive)|"
+    r"i'll (?:explain|show|walk|provide|give|help|outline|break|go through|write|now)|"
+    r"i will (?:explain|show|walk|provide|give|help|outline|break|go through|write|now))\b",
+    re.I,
+)
 # The user talking about the chat itself ("I will give you part of my CV"): no decision.
-_USER_META = re.compile(r"^(i will|i'll|i am going to|i'm going to|next,? i will|i want you to|you will|now i will)"
-                        r"\s+(give|provide|send|share|paste|show|tell|ask|upload|copy|post|write|act|describe|"
-                        r"explain)\b", re.I)
+_USER_META = re.compile(
+    r"^(i will|i'll|i am going to|i'm going to|next,? i will|i want you to|you will|now i will)"
+    r"\s+(give|provide|send|share|paste|show|tell|ask|upload|copy|post|write|act|describe|"
+    r"explain)\b",
+    re.I,
+)
 # A hedge outranks every other cue: PROVISIONAL exists so an exploratory idea is never tightened.
-_HEDGE = re.compile(r"\b(maybe|perhaps|might|possibly|probably|what if|i wonder|wondering|not sure|unsure|"
-                    r"i'm considering|i am considering|thinking about|could be|i guess|i suppose)\b"
-                    r"|(?<!\bwe )(?<!\byou )(?<!\bi )(?<!\bthey )\bcould\b(?! you\b)", re.I)
+_HEDGE = re.compile(
+    r"\b(maybe|perhaps|might|possibly|probably|what if|i wonder|wondering|not sure|unsure|"
+    r"i'm considering|i am considering|thinking about|could be|i guess|i suppose)\b"
+    r"|(?<!\bwe )(?<!\byou )(?<!\bi )(?<!\bthey )\bcould\b(?! you\b)",
+    re.I,
+)
 # A decision cue opens the sentence, or follows one short lead-in clause ("For the index, we'll use X").
-_DECISION = re.compile(r"^(?:[^,.?!]{0,60},\s*)?(?:then |so |ok |okay |now |for now |instead )?"
-                       r"(i'll|i will|we'll|we will|let's|let us|i decided|we decided|i've decided|"
-                       r"we've decided|going with|go with|i want to use|we chose|i chose|i'm going to|"
-                       r"we're going to|i choose|we choose|i prefer to use|my choice is|i settled on)\b", re.I)
-_USER_ACTION = re.compile(r"^(todo|to do|next step|remember to|please|don't forget|make sure)\b|"
-                          r"^.{0,30}\b(i need to|we need to|i have to|we have to|i must|we must|i should|we should)\b",
-                          re.I)
-_ASSISTANT_ACTION = re.compile(r"\b(you should|you need to|you'll need to|you will need to|you must|you have to|"
-                               r"make sure|remember to|don't forget)\b|^(run|install|create|add|configure|set|use|"
-                               r"open|make|check|write|update|remove|define|import|start|stop|enable|disable|"
-                               r"replace|edit|change|click|navigate|select|save|copy|enter)\b", re.I)
-_CONSTRAINT = re.compile(r"\b(must|must not|cannot|can't|can not|(?<!not )only|at most|at least|never|required|"
-                         r"requires|deadline|no more than|no later than|limits?|limited to|not allowed|should not|"
-                         r"shouldn't|mandatory|maximum|minimum)\b", re.I)
-_IDEA = re.compile(r"\b(idea|how about|we could|you could|i could|one option|an option|another option|"
-                   r"alternatively|consider|i recommend|i suggest|i'd suggest|i would recommend|i'd recommend|"
-                   r"it's worth|it is worth|a good approach|a better approach)\b", re.I)
-_ASKS_USER = re.compile(r"^(do|does|did|are|is|have|has|can|could|what|which|how|where|when|who|will)\b.*"
-                        r"\b(you|your|you're|you've)\b", re.I)
+_DECISION = re.compile(
+    r"^(?:[^,.?!]{0,60},\s*)?(?:then |so |ok |okay |now |for now |instead )?"
+    r"(i'll|i will|we'll|we will|let's|let us|i decided|we decided|i've decided|"
+    r"we've decided|going with|go with|i want to use|we chose|i chose|i'm going to|"
+    r"we're going to|i choose|we choose|i prefer to use|my choice is|i settled on)\b",
+    re.I,
+)
+_USER_ACTION = re.compile(
+    r"^(todo|to do|next step|remember to|please|don't forget|make sure)\b|"
+    r"^.{0,30}\b(i need to|we need to|i have to|we have to|i must|we must|i should|we should)\b",
+    re.I,
+)
+_ASSISTANT_ACTION = re.compile(
+    r"\b(you should|you need to|you'll need to|you will need to|you must|you have to|"
+    r"make sure|remember to|don't forget)\b|^(run|install|create|add|configure|set|use|"
+    r"open|make|check|write|update|remove|define|import|start|stop|enable|disable|"
+    r"replace|edit|change|click|navigate|select|save|copy|enter)\b",
+    re.I,
+)
+_CONSTRAINT = re.compile(
+    r"\b(must|must not|cannot|can't|can not|(?<!not )only|at most|at least|never|required|"
+    r"requires|deadline|no more than|no later than|limits?|limited to|not allowed|should not|"
+    r"shouldn't|mandatory|maximum|minimum)\b",
+    re.I,
+)
+_IDEA = re.compile(
+    r"\b(idea|how about|we could|you could|i could|one option|an option|another option|"
+    r"alternatively|consider|i recommend|i suggest|i'd suggest|i would recommend|i'd recommend|"
+    r"it's worth|it is worth|a good approach|a better approach)\b",
+    re.I,
+)
+_ASKS_USER = re.compile(
+    r"^(do|does|did|are|is|have|has|can|could|what|which|how|where|when|who|will)\b.*"
+    r"\b(you|your|you're|you've)\b",
+    re.I,
+)
 _LETTER_WORD = re.compile(r"[^\W\d_]{2,}", re.UNICODE)
 _MARKUP = re.compile(r"</?[a-zA-Z][\w-]*(?:\s[^>]*)?/?>|\{[{%$*#/]|\{(?:if|else|foreach|block|include)\b")
 # Code pasted without a fence: imports, arrows, $variables, quoted value lists, SQL rows and columns.
-_CODE = re.compile(r"^[Ff]rom [\w.]+ import\b|\w->\w|\w::\w+\(|\)\s*=>|\$[a-z_]\w*\s*(?:=|\[)|'\s*,\s*'"
-                   r"|(?-i:\bVALUES\s*\()|\b(?:var)?char\(\d+\)|\b(?:int|integer|bigint|datetime|date|text|decimal|"
-                   r"boolean|bool)\s+(?:not\s+)?null\b", re.I)
-_LOWER_AFTER_HEDGE = frozenset("the a an this that these those it its it's that's there's here's we we'll you you'll "
-                               "they there our your their some any each one use add try run make keep if for when "
-                               "in on with to after before then also another such as by from be".split())
+_CODE = re.compile(
+    r"^[Ff]rom [\w.]+ import\b|\w->\w|\w::\w+\(|\)\s*=>|\$[a-z_]\w*\s*(?:=|\[)|'\s*,\s*'"
+    r"|(?-i:\bVALUES\s*\()|\b(?:var)?char\(\d+\)|\b(?:int|integer|bigint|datetime|date|text|decimal|"
+    r"boolean|bool)\s+(?:not\s+)?null\b",
+    re.I,
+)
+_LOWER_AFTER_HEDGE = frozenset(
+    "the a an this that these those it its it's that's there's here's we we'll you you'll "
+    "they there our your their some any each one use add try run make keep if for when "
+    "in on with to after before then also another such as by from be".split()
+)
 
 
 def classify(sentence: str, role: str) -> str | None:
@@ -118,7 +151,8 @@ def _skip(sentence: str, role: str) -> bool:
 def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int) -> tuple[list[dict], int]:
     """The units of one message, each clause categorised on its own; (units, hard cuts)."""
     role = "user" if message.get("role") == "user" else "assistant"
-    units, cuts = [], 0
+    units: list[dict] = []
+    cuts = 0
     for sentence in sentences(str(message.get("text", ""))):
         kind = None if _skip(sentence, role) else classify(sentence, role)
         if kind is None:
@@ -137,8 +171,15 @@ def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int
             text, category = piece, kind if piece.endswith("?") else classify(piece, role) or "fact"
             if hedged and category != "provisional" and not piece.startswith("This "):
                 text, category = _hedged(piece), "provisional"
-            units.append({"text": text, "category": category, "source_ids": [str(message["id"])],
-                          "speaker": role, "context": None})
+            units.append(
+                {
+                    "text": text,
+                    "category": category,
+                    "source_ids": [str(message["id"])],
+                    "speaker": role,
+                    "context": None,
+                }
+            )
     return units, cuts
 
 
@@ -183,16 +224,24 @@ def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words:
     lead = "The conversation is about"
     name = " ".join(head_words(title, min(10, max_words - word_count(lead))).split()).strip().rstrip(".!?")
     if name and name.lower() not in ("untitled conversation", "new chat", "untitled"):
-        units.append({"text": finish(f"{lead} {name}"), "category": "topic",
-                      "source_ids": [first], "speaker": roles[first], "context": None})
+        units.append(
+            {
+                "text": finish(f"{lead} {name}"),
+                "category": "topic",
+                "source_ids": [first],
+                "speaker": roles[first],
+                "context": None,
+            }
+        )
     terms = _key_terms(messages, {w.lower() for w in re.findall(r"\w+", title)})
     if terms:
         names = [t for t, _ in terms]
         listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         sentence = f"Recurring terms here are {listed}." if len(names) > 1 else f"A recurring term here is {listed}."
         source = terms[0][1]
-        units.append({"text": sentence, "category": "topic",
-                      "source_ids": [source], "speaker": roles[source], "context": None})
+        units.append(
+            {"text": sentence, "category": "topic", "source_ids": [source], "speaker": roles[source], "context": None}
+        )
     return units
 
 
@@ -230,8 +279,7 @@ def summarize(variables: Mapping[str, Any]) -> dict:
     messages = list(variables.get("messages", []))
     title = " ".join(str(variables.get("title", "")).split()[:20]) or "Untitled conversation"
     opening = f"Session “{title}”: {len(messages)} turns between the user and the assistant."
-    turns = [("user" if m.get("role") == "user" else "assistant", sentences(str(m.get("text", ""))))
-             for m in messages]
+    turns = [("user" if m.get("role") == "user" else "assistant", sentences(str(m.get("text", "")))) for m in messages]
     budget = SUMMARY_BUDGET - word_count(opening)
     whole = sum(word_count(s) for _, ss in turns for s in ss) + sum(1 for _, ss in turns if ss)
     chosen = [list(ss) for _, ss in turns] if whole <= budget else _select(turns, budget)
@@ -247,8 +295,12 @@ def _select(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:
     pairs = range((len(turns) + 1) // 2)
     spread = {p: rank for rank, p in enumerate(sorted(pairs, key=lambda p: (_bit_reverse(p), p)))}
     candidates = sorted(  # exchanges (a user turn and its answer) spread evenly, the user's ask first
-        ((_skip(s, role) or not _is_prose(s), depth, spread[i // 2], i, depth)
-         for i, (role, ss) in enumerate(turns) for depth, s in enumerate(ss)))
+        (
+            (_skip(s, role) or not _is_prose(s), depth, spread[i // 2], i, depth)
+            for i, (role, ss) in enumerate(turns)
+            for depth, s in enumerate(ss)
+        )
+    )
     picked: dict[int, dict[int, str]] = {}
     for *_, i, depth in candidates:
         text = _fit(turns[i][1][depth], SENTENCE_CAP)
@@ -287,5 +339,8 @@ def thread_map(variables: Mapping[str, Any]) -> dict:
         step = f"{title}: {lead}" if title and lead else (title or lead or "Session held.")
         steps.append({"session_id": str(session.get("id")), "step": _fit(step, 25)})
         questions += [s for s in body if s.endswith("?")]
-    return {"title": str(variables.get("title", "")).strip() or "Line of work", "steps": steps,
-            "open_questions": list(dict.fromkeys(questions))}
+    return {
+        "title": str(variables.get("title", "")).strip() or "Line of work",
+        "steps": steps,
+        "open_questions": list(dict.fromkeys(questions)),
+    }

@@ -24,8 +24,8 @@ from typing import Any
 from vault_pipeline.models.offline.claims import Claim, parse_claim, same_subject
 from vault_pipeline.text import jaccard, stem
 
-DUPLICATE_JACCARD = 0.5   # with subject, values and polarity equal, half the stems shared is a rewording
-PREDICATE_JACCARD = 0.5   # predicate words (after the verb, values removed) overlapping this much match
+DUPLICATE_JACCARD = 0.5  # with subject, values and polarity equal, half the stems shared is a rewording
+PREDICATE_JACCARD = 0.5  # predicate words (after the verb, values removed) overlapping this much match
 
 
 def judge(variables: Mapping[str, Any]) -> dict[str, Any]:
@@ -46,14 +46,22 @@ def decide(a: Claim, b: Claim) -> tuple[str, str]:
     if a.stems == b.stems and a.negated == b.negated:
         return "duplicate", "After normalisation both notes say the same words."
     if not same_subject(a, b):
-        return "unrelated", (f"Different subjects ({_words(a)} / {_words(b)}); "
-                             "shared words alone do not make the same claim.")
+        return "unrelated", (
+            f"Different subjects ({_words(a)} / {_words(b)}); shared words alone do not make the same claim."
+        )
     exact = a.subject == b.subject
     predicate = _predicate_compatible(a, b)
-    if exact and predicate and a.negated == b.negated and a.values == b.values \
-            and jaccard(a.stems, b.stems) >= DUPLICATE_JACCARD:
-        return "duplicate", (f"Same subject ({_words(a)}), same values ({_show(a.values) or 'none'}) "
-                             "and the same polarity: a rewording of one claim.")
+    if (
+        exact
+        and predicate
+        and a.negated == b.negated
+        and a.values == b.values
+        and jaccard(a.stems, b.stems) >= DUPLICATE_JACCARD
+    ):
+        return "duplicate", (
+            f"Same subject ({_words(a)}), same values ({_show(a.values) or 'none'}) "
+            "and the same polarity: a rewording of one claim."
+        )
     # A newer note that announces a change ("the deadline moved to May 10") may name the subject
     # more briefly than the older claim ("the submission deadline is May 3"). Only that direction
     # counts: a newer, MORE specific subject is a different slot, not a correction.

@@ -20,6 +20,7 @@ same prompt is the intended gate.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -30,18 +31,31 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 # Generic, polysemous words that bridge unrelated domains: sharing only these is not fit.
 # Keep this list short: every word here is ignored as evidence of topical fit.
-BRIDGE = frozenset("""
+BRIDGE = frozenset(
+    """
 space empty void negative positive balance structure form flow energy system model theory law
 expansion expand pattern harmony order nature natural shape field principle concept idea process
 method approach design element relation relationship time light dark silence scale level
-""".split())
+""".split()
+)
 
 # A tiny related-terms table (symmetric): close synonyms and the core vocabulary of a few
 # domains, so an on-topic note that shares no literal word can still pass.
 _RELATED_GROUPS = (
     ("japanese", "japan", "zen", "wabi", "sabi", "ma", "\u9593", "kyoto", "karesansui", "ryoan", "shinto"),
-    ("garden", "gardening", "karesansui", "moss", "gravel", "bonsai", "landscape", "courtyard", "ryoan",
-     "teahouse", "pond"),
+    (
+        "garden",
+        "gardening",
+        "karesansui",
+        "moss",
+        "gravel",
+        "bonsai",
+        "landscape",
+        "courtyard",
+        "ryoan",
+        "teahouse",
+        "pond",
+    ),
     ("cosmology", "universe", "galaxy", "hubble", "redshift", "astronomy", "cosmic"),
     ("paper", "manuscript", "article", "preprint", "draft", "publication"),
     ("review", "referee", "reviewer", "critique"),
@@ -71,8 +85,14 @@ def stem(word: str) -> str:
     w = word.lower()
     if not w.isascii() or len(w) <= 3:
         return w
-    for suffix, repl, keep in (("iness", "y", 3), ("ness", "", 4), ("ies", "y", 3), ("sses", "ss", 2),
-                               ("ing", "", 5), ("ed", "", 5)):
+    for suffix, repl, keep in (
+        ("iness", "y", 3),
+        ("ness", "", 4),
+        ("ies", "y", 3),
+        ("sses", "ss", 2),
+        ("ing", "", 5),
+        ("ed", "", 5),
+    ):
         if w.endswith(suffix) and len(w) - len(suffix) >= keep:
             return w[: len(w) - len(suffix)] + repl
     if w.endswith("s") and not w.endswith(("ss", "us", "is")):
@@ -128,7 +148,9 @@ class _Domain:
         runs = [[stem(w) for w in run] for run in content_runs(intent) + content_runs(query)]
         self.bridge = sorted({s for run in runs for s in run if s in BRIDGE})
         self.stems = _unique(s for run in runs for s in run if s not in BRIDGE)
-        self.bigrams = {(a, b) for run in runs for a, b in zip(run, run[1:]) if a not in BRIDGE or b not in BRIDGE}
+        self.bigrams = {
+            (a, b) for run in runs for a, b in itertools.pairwise(run) if a not in BRIDGE or b not in BRIDGE
+        }
         phrases = [" ".join(s for s in run if s not in BRIDGE) for run in runs]
         self.phrases = _unique(p for p in phrases if p)
         # The intent's own terms: a candidate must touch the intent, not only the prompt's words.
@@ -146,7 +168,7 @@ def _candidate_stems(candidate: Mapping[str, Any]) -> tuple[set[str], set[tuple[
     for run in content_runs(text):
         run_stems = [stem(w) for w in run]
         stems.update(run_stems)
-        bigrams.update(zip(run_stems, run_stems[1:]))
+        bigrams.update(itertools.pairwise(run_stems))
     return stems, bigrams
 
 
@@ -163,27 +185,43 @@ def _judge(candidate: Mapping[str, Any], domain: _Domain, related: Mapping[str, 
     bridges = [s for s in domain.bridge if s in stems]
     # Multi-word overlaps count extra: a shared phrase is stronger evidence than a shared word.
     score = len(shared) + len(via) + len(phrases)
-    reasoning = (f"Domain terms of the intent: {_quote(domain.stems) or 'none'}. "
-                 f"Shared domain terms: {_quote(shared) or 'none'}; shared phrases: {_quote(phrases) or 'none'}; "
-                 f"related terms: {_quote(f'{w} ~ {d}' for d, ws in via.items() for w in ws) or 'none'}; "
-                 f"shared generic bridge words: {_quote(bridges) or 'none'}. Score {score} vs {KEEP_SCORE:g} needed.")
+    reasoning = (
+        f"Domain terms of the intent: {_quote(domain.stems) or 'none'}. "
+        f"Shared domain terms: {_quote(shared) or 'none'}; shared phrases: {_quote(phrases) or 'none'}; "
+        f"related terms: {_quote(f'{w} ~ {d}' for d, ws in via.items() for w in ws) or 'none'}; "
+        f"shared generic bridge words: {_quote(bridges) or 'none'}. Score {score} vs {KEEP_SCORE:g} needed."
+    )
     if not domain.stems:  # nothing but generic words to judge by: do not pretend to judge
-        return {"key": candidate["key"], "reasoning": reasoning, "verdict": "keep",
-                "reason": "the intent has no domain terms beyond generic vocabulary; kept unjudged"}
-    touches_intent = not domain.intent_stems or any(
-        d in stems or d in via for d in domain.intent_stems)
+        return {
+            "key": candidate["key"],
+            "reasoning": reasoning,
+            "verdict": "keep",
+            "reason": "the intent has no domain terms beyond generic vocabulary; kept unjudged",
+        }
+    touches_intent = not domain.intent_stems or any(d in stems or d in via for d in domain.intent_stems)
     if score >= KEEP_SCORE and not touches_intent:
-        return {"key": candidate["key"], "reasoning": reasoning, "verdict": "drop",
-                "reason": f"shares only prompt words {_quote(shared)}; nothing of the intent "
-                          f"{_quote(domain.intent_stems)}"}
+        return {
+            "key": candidate["key"],
+            "reasoning": reasoning,
+            "verdict": "drop",
+            "reason": f"shares only prompt words {_quote(shared)}; nothing of the intent {_quote(domain.intent_stems)}",
+        }
     if score >= KEEP_SCORE:
         found = shared + [f"{w} (~{d})" for d, ws in via.items() for w in ws]
-        return {"key": candidate["key"], "reasoning": reasoning, "verdict": "keep",
-                "reason": f"on topic: shares {_quote(found)} with the intent"}
+        return {
+            "key": candidate["key"],
+            "reasoning": reasoning,
+            "verdict": "keep",
+            "reason": f"on topic: shares {_quote(found)} with the intent",
+        }
     lacks = _quote(domain.phrases or domain.stems)
     has = f"shares only {_quote(bridges)}" if bridges else "shares no terms"
-    return {"key": candidate["key"], "reasoning": reasoning, "verdict": "drop",
-            "reason": f"{has}; no overlap with {lacks}"}
+    return {
+        "key": candidate["key"],
+        "reasoning": reasoning,
+        "verdict": "drop",
+        "reason": f"{has}; no overlap with {lacks}",
+    }
 
 
 def gate(variables: Mapping[str, Any]) -> dict[str, Any]:

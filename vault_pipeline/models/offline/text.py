@@ -21,8 +21,12 @@ _HEADING = re.compile(r"^\s*#{1,6}\s+")
 _WORD = re.compile(r"\w", re.UNICODE)
 
 _FILLERS = [
-    (re.compile(r"^(so|well|okay|ok|basically|actually|honestly|also|yes|yeah|alright|great|right|now)\s*,\s*",
-                re.I), ""),
+    (
+        re.compile(
+            r"^(so|well|okay|ok|basically|actually|honestly|also|yes|yeah|alright|great|right|now)\s*,\s*", re.I
+        ),
+        "",
+    ),
     (re.compile(r"\bI (?:think|believe|feel) (?:that )?", re.I), ""),
     (re.compile(r"\b(basically|actually|really|just|simply|quite|very|definitely|certainly)\s+", re.I), ""),
     (re.compile(r"\bin order to\b", re.I), "to"),
@@ -33,45 +37,93 @@ _FILLERS = [
     (re.compile(r"\ba (?:large|great) number of\b", re.I), "many"),
 ]
 # Strong clause boundaries: ";", ":" before a clause, ", and/but/which/because ...".
-_CLAUSE = re.compile(r";\s+|:\s+(?=\S+\s+\S+\s+\S+)|,\s+(?=(?:and|but|so|which|because|while|whereas|although|or)\b)"
-                     r"|\s+(?=(?:because|whereas|although)\b)", re.I)
+_CLAUSE = re.compile(
+    r";\s+|:\s+(?=\S+\s+\S+\s+\S+)|,\s+(?=(?:and|but|so|which|because|while|whereas|although|or)\b)"
+    r"|\s+(?=(?:because|whereas|although)\b)",
+    re.I,
+)
 # Softer boundaries, used only when no strong one is left: a comma or a joining word.
-_SOFT = re.compile(r",\s+|\s+(?=(?:and|or|but|then|when|if|where|unless|while|whereas|so that|before|after|"
-                   r"until|because|since|by(?=\s+\w+ing\b)|using|for|en|maar|of)\s)", re.I)
+_SOFT = re.compile(
+    r",\s+|\s+(?=(?:and|or|but|then|when|if|where|unless|while|whereas|so that|before|after|"
+    r"until|because|since|by(?=\s+\w+ing\b)|using|for|en|maar|of)\s)",
+    re.I,
+)
 # "an engine that allows X": 'that' before one of these verbs opens a relative clause ("This allows X").
 _RELATIVE_THAT = re.compile(
     r"that\s+(?=(?:is|are|was|were|has|have|had|can|could|will|would|should|may|might|must|allows?|lets?|"
     r"makes?|provides?|supports?|stores?|runs?|uses?|contains?|includes?|helps?|enables?|handles?|requires?|"
-    r"gives?|takes?|keeps?|returns?|creates?|holds?|describes?|defines?|represents?|shows?)\b)", re.I)
+    r"gives?|takes?|keeps?|returns?|creates?|holds?|describes?|defines?|represents?|shows?)\b)",
+    re.I,
+)
 _LEADING_JOIN = re.compile(r"^(?:and|but|so|or|then|also|plus|en|maar|of)\s+(?=\S)", re.I)
-_DEPENDENT = re.compile(r"^(if|when|whenever|once|after|before|unless|until|since|where|depending on|as long as|"
-                        r"provided that|in case|because|so that|to|which|whereas|while|although|though|"
-                        r"even though|by|using|for(?! example| instance))\b\s*", re.I)
-_REORDER = frozenset(("if", "when", "whenever", "once", "after", "before", "unless", "until", "since", "because",
-                      "although", "though", "even though", "as long as", "provided that", "in case", "to", "for"))
+_DEPENDENT = re.compile(
+    r"^(if|when|whenever|once|after|before|unless|until|since|where|depending on|as long as|"
+    r"provided that|in case|because|so that|to|which|whereas|while|although|though|"
+    r"even though|by|using|for(?! example| instance))\b\s*",
+    re.I,
+)
+_REORDER = frozenset(
+    (
+        "if",
+        "when",
+        "whenever",
+        "once",
+        "after",
+        "before",
+        "unless",
+        "until",
+        "since",
+        "because",
+        "although",
+        "though",
+        "even though",
+        "as long as",
+        "provided that",
+        "in case",
+        "to",
+        "for",
+    )
+)
 _CAPITALISE = re.compile(r"^[a-z][a-z']*\b")
 _INTERROGATIVE = re.compile(
     r"^(?:and |or |but |so )?(?:what|which|who|whom|whose|why|how|where|when|is|are|was|were|do|does|did|can|"
     r"could|should|would|will|shall|may|might|must|have|has|had|am|isn't|aren't|don't|doesn't|didn't|can't|"
     r"won't|shouldn't|wouldn't|wat|hoe|waarom|welke|wie|waar|wanneer|kan|kun|kunt|kunnen|moet|moeten|zijn|"
-    r"heb|hebben|heeft|wordt|zal|zou)\b", re.I)
+    r"heb|hebben|heeft|wordt|zal|zou)\b",
+    re.I,
+)
 _QUALIFIER = re.compile(r"^This (applies|is for|is to) (.+?)\.$")
 # Same meaning in fewer words, tried only on a sentence still over the limit.
-_TIGHTER = [(re.compile(pattern, re.I), short) for pattern, short in (
-    (r"\bwill have to\b", "must"), (r"\b(?:is|are) able to\b", "can"), (r"\bwas able to\b", "could"),
-    (r"\bmake sure (?:that )?", "ensure "), (r"\ba lot of\b|\blots of\b", "many"), (r"\ba number of\b", "several"),
-    (r"\bprior to\b", "before"), (r"\bwith regard to\b|\bwith respect to\b", "about"),
-    (r"\bfor the purpose of\b", "for"), (r"\bin addition to\b", "besides"), (r"\bat this point in time\b", "now"),
-    (r"\bin the event that\b", "if"), (r"\bthe majority of\b", "most"), (r"\bis capable of\b", "can"))]
+_TIGHTER = [
+    (re.compile(pattern, re.I), short)
+    for pattern, short in (
+        (r"\bwill have to\b", "must"),
+        (r"\b(?:is|are) able to\b", "can"),
+        (r"\bwas able to\b", "could"),
+        (r"\bmake sure (?:that )?", "ensure "),
+        (r"\ba lot of\b|\blots of\b", "many"),
+        (r"\ba number of\b", "several"),
+        (r"\bprior to\b", "before"),
+        (r"\bwith regard to\b|\bwith respect to\b", "about"),
+        (r"\bfor the purpose of\b", "for"),
+        (r"\bin addition to\b", "besides"),
+        (r"\bat this point in time\b", "now"),
+        (r"\bin the event that\b", "if"),
+        (r"\bthe majority of\b", "most"),
+        (r"\bis capable of\b", "can"),
+    )
+]
 _ARTICLE = re.compile(r"\b(?:the|a|an)\s+(?=\S)", re.I)
 MAX_ARTICLES_DROPPED = 2  # beyond that the sentence reads like a telegram; cut or split instead
 # A hard cut never ends on a word that needs a continuation ("... via a.", "... created as.").
-_DANGLING = frozenset("a an the to of in on at by for with via from into onto near about over under between "
-                      "through during without within across after before like per until upon toward towards around "
-                      "and or but nor as than then that which who whose whom if when while because so this these "
-                      "those their its your our my "
-                      "is are was were be been being has have had do does can could will would should must "
-                      "de het een en of van voor met naar in op aan bij".split())
+_DANGLING = frozenset(
+    "a an the to of in on at by for with via from into onto near about over under between "
+    "through during without within across after before like per until upon toward towards around "
+    "and or but nor as than then that which who whose whom if when while because so this these "
+    "those their its your our my "
+    "is are was were be been being has have had do does can could will would should must "
+    "de het een en of van voor met naar in op aan bij".split()
+)
 
 
 def clean_markdown(text: str) -> list[str]:
@@ -121,8 +173,13 @@ def _unquote(text: str) -> str:
     """Drop a quote at either end when it wraps the whole text or has no partner ('White' stays quoted)."""
     for opening, closing in ("''", '""', "‘’", "“”"):
         inner = text[1:-1]
-        if len(text) > 2 and text[0] == opening and text[-1] == closing and opening not in inner \
-                and closing not in inner:
+        if (
+            len(text) > 2
+            and text[0] == opening
+            and text[-1] == closing
+            and opening not in inner
+            and closing not in inner
+        ):
             return inner
     if text[:1] in "'‘" and not _CLOSES_QUOTE.search(text, 1):
         text = text[1:]
@@ -151,11 +208,11 @@ def stand_alone(clause: str) -> str:
     clause = _LEADING_JOIN.sub("", clause.strip())
     relative = _RELATIVE_THAT.match(clause)
     if relative:
-        return "This " + clause[relative.end():]
+        return "This " + clause[relative.end() :]
     match = _DEPENDENT.match(clause)
     if not match:
         return clause
-    word, rest = match.group(1).lower(), clause[match.end():]
+    word, rest = match.group(1).lower(), clause[match.end() :]
     head, comma, main = rest.partition(", ")
     if comma and word in _REORDER and word_count(main) >= 2:
         return f"{main} {word} {head}"  # "after X, I will ask" -> "I will ask after X"
@@ -231,14 +288,14 @@ def _clauses(text: str) -> list[str]:
     lead = _DEPENDENT.match(text)
     comma = text.find(", ", lead.end()) if lead else -1
     if comma > 0 and word_count(text[:comma]) >= 3 and word_count(text[comma:]) >= 3:
-        return [text[:comma], *_clauses(text[comma + 2:])]
+        return [text[:comma], *_clauses(text[comma + 2 :])]
     parts, start = [], 0
     for match in _CLAUSE.finditer(text):
-        if match.group().startswith(":") and word_count(text[start: match.start()]) < 5:
+        if match.group().startswith(":") and word_count(text[start : match.start()]) < 5:
             continue
         if match.group().startswith(",") and _in_list(text, match.start()):
             continue  # "store, search, and analyze" is one clause
-        parts.append(text[start: match.start()])
+        parts.append(text[start : match.start()])
         start = match.end()
     parts.append(text[start:])
     return [p for p in parts if _WORD.search(p)]
@@ -249,23 +306,23 @@ def _halves(text: str) -> list[str] | None:
     best = None
     middle = len(text) / 2
     bounds = [(m.start(), m.end()) for m in _SOFT.finditer(text)]
-    bounds += [(m.start(), m.start()) for m in _RELATIVE_THAT.finditer(text) if text[m.start() - 1: m.start()] == " "]
+    bounds += [(m.start(), m.start()) for m in _RELATIVE_THAT.finditer(text) if text[m.start() - 1 : m.start()] == " "]
     for start, end in sorted(bounds):
         left, right = text[:start].rstrip(), text[end:]
-        if word_count(left) >= 4 and word_count(right) >= 4:
-            if best is None or abs(start - middle) < abs(best[0] - middle):
-                best = (start, [left, right])
+        balanced = word_count(left) >= 4 and word_count(right) >= 4
+        if balanced and (best is None or abs(start - middle) < abs(best[0] - middle)):
+            best = (start, [left, right])
     return best[1] if best else None
 
 
 def _in_list(text: str, at: int) -> bool:
     """True for a boundary at ``at`` between the short items of a list ('scalability, speed, and size')."""
     before = text.rfind(",", 0, at)
-    short_before = before >= 0 and word_count(text[before + 1: at]) <= 3
+    short_before = before >= 0 and word_count(text[before + 1 : at]) <= 3
     if re.match(r",?\s*(?:and|or|en|of)\s", text[at:], re.I):
         return short_before
     after = text.find(",", at + 1)
-    return text[at] == "," and (short_before or (after > 0 and word_count(text[at + 1: after]) <= 3))
+    return text[at] == "," and (short_before or (after > 0 and word_count(text[at + 1 : after]) <= 3))
 
 
 def _reworded(text: str) -> str:
@@ -285,7 +342,7 @@ def _tightened(text: str, limit: int) -> str | None:
         if not matches:
             return None
         last = matches[-1]  # from the end: the subject's article reads most naturally kept
-        text = text[: last.start()] + text[last.end():]
+        text = text[: last.start()] + text[last.end() :]
     return None
 
 
