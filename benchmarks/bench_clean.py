@@ -461,7 +461,7 @@ def plan_phase(root: Path) -> dict:
     """clean.plan with the offline judge; wall time and peak RSS of this process."""
     started = time.perf_counter()
     from vault_pipeline.clean.plan import plan
-    from vault_pipeline.index.sync import Index
+    from vault_pipeline.index.search import Index
     from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.vault.files import Vault
 
@@ -575,7 +575,7 @@ def cosine_profile(root: Path, truth: Truth) -> dict:
     import numpy as np
 
     from vault_pipeline.clean.pairs import neighbours
-    from vault_pipeline.index.sync import Index
+    from vault_pipeline.index.search import Index
     from vault_pipeline.vault.files import Vault
 
     ids, _, vectors = Index.open(Vault.open(root)).all_vectors()

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
-from vault_pipeline.index.sync import Index  # noqa: E402
+from vault_pipeline.index.search import Index  # noqa: E402
 from vault_pipeline.ingest.notes import block_id  # noqa: E402
 from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402

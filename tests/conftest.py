@@ -111,9 +111,7 @@ def make_vault(tmp_path):
         Vault.init(root).close()
         for relpath, spec in (notes or {}).items():
             if isinstance(spec, str):
-                path = root / relpath
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(spec, encoding="utf-8")
+                _fakes().write_file(root, relpath, spec)
             else:
                 note_id, body, *rest = spec
                 _fakes().write_note(root, relpath, note_id, body, **(rest[0] if rest else {}))
@@ -130,6 +128,12 @@ def make_vault(tmp_path):
 def write_note():
     """``write_note(vault, relpath, note_id, body, **frontmatter)``: a real note file with real frontmatter."""
     return _fakes().write_note
+
+
+@pytest.fixture
+def write_file():
+    """``write_file(vault, relpath, text)``: ``text`` written verbatim at ``vault.root/relpath``."""
+    return _fakes().write_file
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ class HashEmbedder:
         feats = [("w:" + w, 1.0) for w in words]
         for word in words:
             padded = f"#{word}#"
-            feats.extend(("t:" + padded[i:i + 3], self.trigram_weight) for i in range(len(padded) - 2))
+            feats.extend(("t:" + padded[i : i + 3], self.trigram_weight) for i in range(len(padded) - 2))
         return feats or [("<empty>", 1.0)]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -87,8 +87,11 @@ def structured_llm_protocol():
 
 def late_drop_all(prompt_name: str, variables) -> dict:
     """A gate answer dropping every candidate as ``late`` (what SleepingLLM answers by default)."""
-    return {"verdicts": [{"key": c["key"], "reasoning": "late", "verdict": "drop", "reason": "late"}
-                         for c in variables["candidates"]]}
+    return {
+        "verdicts": [
+            {"key": c["key"], "reasoning": "late", "verdict": "drop", "reason": "late"} for c in variables["candidates"]
+        ]
+    }
 
 
 class ScriptedLLM:
@@ -115,8 +118,9 @@ class ScriptedLLM:
             try:
                 answer = next(self._queue)
             except StopIteration:
-                raise AssertionError(f"ScriptedLLM: no answer left for call {len(self.calls)} "
-                                     f"(prompt {prompt.name!r})") from None
+                raise AssertionError(
+                    f"ScriptedLLM: no answer left for call {len(self.calls)} (prompt {prompt.name!r})"
+                ) from None
         else:
             answer = self.fn(prompt.name, variables)
         return response_model.model_validate(answer, context=dict(context or {}))
@@ -173,7 +177,8 @@ def litellm_backend_class():
     import vault_pipeline.models as models
 
     names = ["vault_pipeline.models.litellm_backend"] + [
-        "vault_pipeline.models." + p.stem for p in sorted(Path(models.__file__).parent.glob("*litellm*.py"))]
+        "vault_pipeline.models." + p.stem for p in sorted(Path(models.__file__).parent.glob("*litellm*.py"))
+    ]
     for name in dict.fromkeys(names):
         try:
             module = importlib.import_module(name)
@@ -199,10 +204,24 @@ def row_type():
 # Defaults for Row's required fields; a new required field without an entry here and of a type
 # with no obvious empty value makes fake_row fail loudly instead of drifting from Row.
 _ROW_DEFAULTS = {
-    "note_id": "n-1", "type": "atomic", "tier": "engram", "status": "kept", "category": "fact",
-    "speaker": "user", "created": "2024-05-01T00:00:00+00:00", "source_kind": "chatgpt",
-    "source_conversation": "conv-1", "source_messages": '["m-1"]', "heading": "", "level": 0,
-    "ordinal": 0, "synopsis": False, "text": "", "superseded_by": "", "duplicate_of": "", "active": True,
+    "note_id": "n-1",
+    "type": "atomic",
+    "tier": "engram",
+    "status": "kept",
+    "category": "fact",
+    "speaker": "user",
+    "created": "2024-05-01T00:00:00+00:00",
+    "source_kind": "chatgpt",
+    "source_conversation": "conv-1",
+    "source_messages": '["m-1"]',
+    "heading": "",
+    "level": 0,
+    "ordinal": 0,
+    "synopsis": False,
+    "text": "",
+    "superseded_by": "",
+    "duplicate_of": "",
+    "active": True,
 }
 _EMPTY_BY_TYPE = {"str": "", "int": 0, "bool": False, "float": 0.0}
 
@@ -232,8 +251,10 @@ def fake_row(**fields):
             continue
         type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
         if type_name not in _EMPTY_BY_TYPE:
-            raise TypeError(f"fake_row: Row has a new required field {f.name}: {type_name}; add a default to "
-                            "tests/fakes.py _ROW_DEFAULTS")
+            raise TypeError(
+                f"fake_row: Row has a new required field {f.name}: {type_name}; add a default to "
+                "tests/fakes.py _ROW_DEFAULTS"
+            )
         values[f.name] = _EMPTY_BY_TYPE[type_name]
     # Our own defaults only for fields Row still has; a caller's unknown field still raises.
     values = {k: v for k, v in values.items() if k in names or k in fields}
@@ -243,10 +264,49 @@ def fake_row(**fields):
 # --------------------------------------------------------------------------- vault notes
 
 NOTE_DEFAULTS = {
-    "type": "atomic", "category": "fact", "status": "provisional", "tier": "chat", "speaker": "user",
+    "type": "atomic",
+    "category": "fact",
+    "status": "provisional",
+    "tier": "chat",
+    "speaker": "user",
     "source": {"kind": "chatgpt", "conversation": "conv-1", "messages": ["m-1"]},
     "created": "2024-05-01T10:00:00",
 }
+
+
+def note_frontmatter(note_id: str, **frontmatter) -> dict:
+    """``id`` plus NOTE_DEFAULTS, overridden by ``frontmatter``; a value of None drops the key."""
+    fm = {"id": note_id, **NOTE_DEFAULTS, **frontmatter}
+    return {k: v for k, v in fm.items() if v is not None}
+
+
+def note_text(note_id: str, body: str, **frontmatter) -> str:
+    """A note file's text: note_frontmatter rendered by vault.frontmatter.render_note, then ``body``."""
+    from vault_pipeline.vault.frontmatter import render_note
+
+    return render_note(note_frontmatter(note_id, **frontmatter), body)
+
+
+def note_value(note_id: str, body: str, *, folder: str = "inbox", stem: str | None = None, **frontmatter):
+    """A vault.note.Note value (for ``Vault.write``) with note_frontmatter; ``stem`` defaults to the id."""
+    from vault_pipeline.vault.note import Note
+
+    fm = note_frontmatter(note_id, **frontmatter)
+    return Note(note_id, fm.get("type", "atomic"), folder, stem or note_id, fm, body)
+
+
+def write_file(vault, relpath: str, text: str):
+    """Write ``text`` verbatim at ``vault.root/relpath`` (``vault`` is a Vault or its root), folders made. Returns the path."""
+    from pathlib import Path, PurePath
+
+    # A Vault or its root folder (not getattr(x, "root"): every Path has a .root too, "/").
+    root = Path(vault) if isinstance(vault, (str, PurePath)) else Path(vault.root)
+    if Path(relpath).is_absolute() or ".." in Path(relpath).parts:
+        raise ValueError(f"write_file: {relpath!r} is not a vault-relative path")
+    path = root / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def write_note(vault, relpath: str, note_id: str, body: str, **frontmatter):
@@ -258,17 +318,4 @@ def write_note(vault, relpath: str, note_id: str, body: str, **frontmatter):
     the key. The file is written as a user would write it, not through the Vault API (so no state
     record). Returns the path.
     """
-    from pathlib import Path, PurePath
-
-    from vault_pipeline.vault.frontmatter import render_note
-
-    # A Vault or its root folder (not getattr(x, "root"): every Path has a .root too, "/").
-    root = Path(vault) if isinstance(vault, (str, PurePath)) else Path(vault.root)
-    fm = {"id": note_id, **NOTE_DEFAULTS, **frontmatter}
-    fm = {k: v for k, v in fm.items() if v is not None}
-    path = root / relpath
-    if Path(relpath).is_absolute() or ".." in Path(relpath).parts:
-        raise ValueError(f"write_note: {relpath!r} is not a vault-relative path")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_note(fm, body), encoding="utf-8")
-    return path
+    return write_file(vault, relpath, note_text(note_id, body, **frontmatter))

@@ -191,8 +191,10 @@ def _scan_module(result: Scan, module: str) -> None:
                     name = _resolve_relative(module, is_pkg, level, name.lstrip(".") or None)
                 add(name, node.lineno, how, must_exist=True)
             else:
-                result.dynamic.append(f"{result.rel(module)}:{node.lineno} calls {how}() with a non-constant "
-                                      f"name ({ast.unparse(arg) if arg else 'no argument'})")
+                result.dynamic.append(
+                    f"{result.rel(module)}:{node.lineno} calls {how}() with a non-constant "
+                    f"name ({ast.unparse(arg) if arg else 'no argument'})"
+                )
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and registry.match(node.value):
             add(node.value.split(":")[0], node.lineno, "registry string", must_exist=True)
 
@@ -206,8 +208,12 @@ def _describe(s: Scan, edge: Edge, why: str) -> str:
 
 def unplaced_modules(s: Scan) -> list[str]:
     """Modules whose folder (or top-level name) puts them in no layer."""
-    return [f"{s.rel(m)}: {m} is in no layer (common: {', '.join(COMMON)}; stage folders: {', '.join(STAGES)}; "
-            f"top: {', '.join(TOP)})" for m in s.modules if s.place(m) is None]
+    return [
+        f"{s.rel(m)}: {m} is in no layer (common: {', '.join(COMMON)}; stage folders: {', '.join(STAGES)}; "
+        f"top: {', '.join(TOP)})"
+        for m in s.modules
+        if s.place(m) is None
+    ]
 
 
 def layer_violations(s: Scan) -> list[str]:
@@ -218,12 +224,20 @@ def layer_violations(s: Scan) -> list[str]:
         if src is None or dst is None:
             continue  # reported by unplaced_modules
         if src.layer == "root":
-            wrong.append(_describe(s, edge, "the package __init__ runs before every module; it imports nothing of ours"))
+            wrong.append(
+                _describe(s, edge, "the package __init__ runs before every module; it imports nothing of ours")
+            )
         elif src.layer == "common":
             allowed = COMMON[s.parts(edge.src)[0]]
             if dst.layer != "common" or s.parts(edge.dst)[0] not in allowed:
-                wrong.append(_describe(s, edge, f"common-layer {s.parts(edge.src)[0]} may import only "
-                                                f"{', '.join(sorted(allowed)) or 'nothing of ours'}"))
+                wrong.append(
+                    _describe(
+                        s,
+                        edge,
+                        f"common-layer {s.parts(edge.src)[0]} may import only "
+                        f"{', '.join(sorted(allowed)) or 'nothing of ours'}",
+                    )
+                )
         elif not (dst.rank < src.rank or dst.layer == src.layer):
             wrong.append(_describe(s, edge, f"layer {src.layer!r} may not import the later layer {dst.layer!r}"))
     return sorted(wrong)
@@ -374,14 +388,17 @@ def test_no_import_cycles():
 def test_no_import_module_with_a_non_constant_name():
     problems = sorted(real().dynamic)
     assert not problems, _fail(
-        "dynamic import(s) the checker cannot follow; use import_module(\"vault_pipeline.x.y\") with a string "
-        "constant or a plain import inside the function", problems)
+        'dynamic import(s) the checker cannot follow; use import_module("vault_pipeline.x.y") with a string '
+        "constant or a plain import inside the function",
+        problems,
+    )
 
 
 def test_at_most_ten_top_level_modules():
     top = top_level_modules(PACKAGE)
-    assert len(top) <= MAX_TOP_LEVEL, (f"{len(top)} top-level modules (at most {MAX_TOP_LEVEL}; stages belong "
-                                       f"in folders): {', '.join(top)}")
+    assert len(top) <= MAX_TOP_LEVEL, (
+        f"{len(top)} top-level modules (at most {MAX_TOP_LEVEL}; stages belong in folders): {', '.join(top)}"
+    )
 
 
 def test_only_the_litellm_backend_imports_litellm_and_instructor_and_only_cli_imports_typer_and_rich():
@@ -409,10 +426,7 @@ def _fake_package(root: Path) -> Path:
         "config.py": "from fakepkg.errors import E\n",
         "text.py": "",
         "models/__init__.py": "",
-        "models/seam.py": (
-            "def lazy():\n"
-            "    from fakepkg.index.b import thing  # backwards, hidden in a function\n"
-        ),
+        "models/seam.py": ("def lazy():\n    from fakepkg.index.b import thing  # backwards, hidden in a function\n"),
         "models/offline/__init__.py": "HANDLERS = {'x': 'fakepkg.vault.store:handler'}  # registry string\n",
         "vault/__init__.py": "",
         "vault/store.py": "from ..errors import E\n",
@@ -452,8 +466,10 @@ def test_checker_catches_violations(tmp_path: Path):
     offline = offline_violations(s)
     assert len(offline) == 1 and "fakepkg.models.offline imports fakepkg.vault.store (registry string)" in offline[0]
 
-    assert strongly_connected(s.out()) == [["fakepkg.config", "fakepkg.errors"],
-                                           ["fakepkg.index.b", "fakepkg.index.c", "fakepkg.models.seam"]]
+    assert strongly_connected(s.out()) == [
+        ["fakepkg.config", "fakepkg.errors"],
+        ["fakepkg.index.b", "fakepkg.index.c", "fakepkg.models.seam"],
+    ]
     found = cycles(s)
     assert len(found) == 2 and "fakepkg.index.b, fakepkg.index.c, fakepkg.models.seam" in found[1], found
 
@@ -466,15 +482,30 @@ def test_checker_catches_violations(tmp_path: Path):
 def test_checker_passes_a_clean_package(tmp_path: Path):
     package = tmp_path / "okpkg"
     for rel, text in {
-        "__init__.py": "", "errors.py": "", "config.py": "from . import errors\n", "text.py": "",
-        "models/__init__.py": "", "models/offline/__init__.py": "from okpkg.models import seam\n",
-        "models/seam.py": "from okpkg.errors import E\n", "index/__init__.py": "",
+        "__init__.py": "",
+        "errors.py": "",
+        "config.py": "from . import errors\n",
+        "text.py": "",
+        "models/__init__.py": "",
+        "models/offline/__init__.py": "from okpkg.models import seam\n",
+        "models/seam.py": "from okpkg.errors import E\n",
+        "index/__init__.py": "",
         "index/a.py": "import importlib\nimportlib.import_module('okpkg.models.seam')\n",
-        "pipeline.py": "from okpkg.index import a\n", "cli.py": "from okpkg import pipeline\n",
+        "pipeline.py": "from okpkg.index import a\n",
+        "cli.py": "from okpkg import pipeline\n",
     }.items():
         (package / rel).parent.mkdir(parents=True, exist_ok=True)
         (package / rel).write_text(text, encoding="utf-8")
     s = scan(package)
     assert (unplaced_modules(s), layer_violations(s), offline_violations(s), cycles(s), s.dynamic, s.unresolved) == (
-        [], [], [], [], [], [])
-    assert {(e.src, e.dst) for e in s.edges} >= {("okpkg.index.a", "okpkg.models.seam"), ("okpkg.cli", "okpkg.pipeline")}
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+    )
+    assert {(e.src, e.dst) for e in s.edges} >= {
+        ("okpkg.index.a", "okpkg.models.seam"),
+        ("okpkg.cli", "okpkg.pipeline"),
+    }

@@ -8,6 +8,7 @@ hostile titles. Hypothesis runs derandomized with bounded examples, so CI sees t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import json
@@ -22,14 +23,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vault_pipeline.errors import FrontmatterError, ParseError, VaultError
-from vault_pipeline.vault.frontmatter import split_frontmatter
-from vault_pipeline.vault.note import safe_stem
-from vault_pipeline.ingest.parse import Conversation, ParseIssue, detect_kind, iter_json_array, read_export
-from vault_pipeline.ingest.parse import chatgpt, claude, locomo
+from vault_pipeline.ingest.parse import (
+    Conversation,
+    ParseIssue,
+    chatgpt,
+    claude,
+    detect_kind,
+    iter_json_array,
+    locomo,
+    read_export,
+)
 from vault_pipeline.ingest.parse.jsonstream import NotAnArray, TruncatedJSON, Unreadable
 from vault_pipeline.ingest.parse.transcript import parse_transcript
 from vault_pipeline.ingest.parse.types import RecordError
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.note import safe_stem
 from vault_pipeline.vault.state import read_note_id
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,9 +46,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 def fixed(max_examples: int) -> settings:
     """Derandomized (the same cases on every run), no deadline, ``max_examples`` cases."""
-    return settings(derandomize=True, deadline=None, database=None, max_examples=max_examples,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large])
+    return settings(
+        derandomize=True,
+        deadline=None,
+        database=None,
+        max_examples=max_examples,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 MAX_LINE = 400  # an issue line: source, record label, reason; quoted values are cut short
@@ -49,27 +62,69 @@ MAX_LINE = 400  # an issue line: source, record label, reason; quoted values are
 
 
 def chatgpt_record(i: int, title: str = "Fine", text: str = "Hello there.") -> dict:
-    return {"id": f"good-{i}", "title": title, "create_time": 1_700_000_000 + i, "current_node": "a", "mapping": {
-        "r": {"id": "r", "parent": None, "children": ["u"], "message": None},
-        "u": {"id": "u", "parent": "r", "children": ["a"], "message": {
-            "id": "u", "author": {"role": "user"}, "content": {"content_type": "text", "parts": [text]}}},
-        "a": {"id": "a", "parent": "u", "children": [], "message": {
-            "id": "a", "author": {"role": "assistant"}, "recipient": "all",
-            "content": {"content_type": "text", "parts": ["We decided to use SQLite."]}}}}}
+    return {
+        "id": f"good-{i}",
+        "title": title,
+        "create_time": 1_700_000_000 + i,
+        "current_node": "a",
+        "mapping": {
+            "r": {"id": "r", "parent": None, "children": ["u"], "message": None},
+            "u": {
+                "id": "u",
+                "parent": "r",
+                "children": ["a"],
+                "message": {
+                    "id": "u",
+                    "author": {"role": "user"},
+                    "content": {"content_type": "text", "parts": [text]},
+                },
+            },
+            "a": {
+                "id": "a",
+                "parent": "u",
+                "children": [],
+                "message": {
+                    "id": "a",
+                    "author": {"role": "assistant"},
+                    "recipient": "all",
+                    "content": {"content_type": "text", "parts": ["We decided to use SQLite."]},
+                },
+            },
+        },
+    }
 
 
 def claude_record(i: int) -> dict:
-    return {"uuid": f"good-{i}", "name": "Fine", "created_at": "2024-01-02T03:04:05Z", "chat_messages": [
-        {"uuid": f"m{i}-1", "sender": "human", "text": "Hello there.", "created_at": "2024-01-02T03:04:05Z"},
-        {"uuid": f"m{i}-2", "sender": "assistant", "created_at": "2024-01-02T03:04:06Z",
-         "content": [{"type": "text", "text": "We decided to use SQLite."}]}]}
+    return {
+        "uuid": f"good-{i}",
+        "name": "Fine",
+        "created_at": "2024-01-02T03:04:05Z",
+        "chat_messages": [
+            {"uuid": f"m{i}-1", "sender": "human", "text": "Hello there.", "created_at": "2024-01-02T03:04:05Z"},
+            {
+                "uuid": f"m{i}-2",
+                "sender": "assistant",
+                "created_at": "2024-01-02T03:04:06Z",
+                "content": [{"type": "text", "text": "We decided to use SQLite."}],
+            },
+        ],
+    }
 
 
 def locomo_record(i: int) -> dict:
-    return {"sample_id": f"good-{i}", "qa": [], "conversation": {
-        "speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [
-            {"speaker": "Ann", "dia_id": "D1:1", "text": "Hello there."},
-            {"speaker": "Bob", "dia_id": "D1:2", "text": "We decided to use SQLite."}]}}
+    return {
+        "sample_id": f"good-{i}",
+        "qa": [],
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "Hello there."},
+                {"speaker": "Bob", "dia_id": "D1:2", "text": "We decided to use SQLite."},
+            ],
+        },
+    }
 
 
 MAKERS = {"chatgpt": chatgpt_record, "claude": claude_record, "locomo": locomo_record}
@@ -109,13 +164,35 @@ def read_all(path: Path) -> list:
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30)
 json_values = st.recursive(
-    json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-    max_leaves=20)
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=20,
+)
 # Right-to-left overrides, combining marks, zero-width characters, BOM, NUL, lone surrogates.
 ODD = "\u202e\u202d\u200f\u0301\u0308\u200b\u200c\u200d\u2060\ufeff\x00\ud800\udfff\ue200\ue201\U0001f600"
 odd_text = st.text(alphabet=st.sampled_from(ODD) | st.characters(), max_size=200)
-hostile_titles = st.sampled_from(["../../etc/passwd", "..", "/", "CON", "nul.txt", "com1", ".hidden", "a" * 300,
-                                  "é" * 300, "\u202egpj.exe", "a\x00b", "\ud800", "", " ", "#^[]|"]) | odd_text
+hostile_titles = (
+    st.sampled_from(
+        [
+            "../../etc/passwd",
+            "..",
+            "/",
+            "CON",
+            "nul.txt",
+            "com1",
+            ".hidden",
+            "a" * 300,
+            "é" * 300,
+            "\u202egpj.exe",
+            "a\x00b",
+            "\ud800",
+            "",
+            " ",
+            "#^[]|",
+        ]
+    )
+    | odd_text
+)
 
 
 def _paths(value, prefix=()):
@@ -149,12 +226,11 @@ def test_wrong_type_in_every_field_keeps_the_neighbours(tmp_path, kind):
     """Each field of a valid record, replaced by each wrong-typed value, between two good records."""
     base = MAKERS[kind](1)
     bad_records = [_replaced(base, path, wrong) for path in _paths(base) if path for wrong in WRONG]
-    for n, bad in enumerate(bad_records):
+    for bad in bad_records:
         notes: list[str] = []
-        try:
+        # RecordError is the reader's own verdict on one record; anything else is a bug.
+        with contextlib.suppress(RecordError):
             HANDLERS[kind](copy.deepcopy(bad), "x.json", notes)
-        except RecordError:
-            pass  # the reader's own verdict on one record; anything else is a bug
     path = tmp_path / "conversations.json"
     path.write_text(json.dumps([MAKERS[kind](0), *bad_records, MAKERS[kind](2)]), encoding="utf-8")
     items = list(read_export(path))
@@ -236,7 +312,7 @@ def test_arbitrary_bytes_give_a_parse_error_or_issues(tmp_path_factory, data):
 
 
 @fixed(80)
-@given(text=st.text(alphabet=st.sampled_from("[]{},:\"\\ 0123456789.-eEtruefalsn") | st.characters(), max_size=300))
+@given(text=st.text(alphabet=st.sampled_from('[]{},:"\\ 0123456789.-eEtruefalsn') | st.characters(), max_size=300))
 def test_json_streamer_raises_only_its_two_errors(text):
     """Any text: elements (or Unreadable markers) then at most TruncatedJSON / NotAnArray."""
     try:
@@ -288,8 +364,18 @@ def test_huge_strings_and_pathological_lines(tmp_path):
     assert_well_formed(items, str(path))
     assert good_ids(items) == ["good-0", "good-1", "good-2", "good-3"]  # good-3 keeps its assistant turn
     assert next(c for c in items if isinstance(c, Conversation) and c.id == "good-2").messages[0].text == huge.strip()
-    lines = ("User: hi\n" + " " * 200_000 + "x\n" + "\ue200cite" * 200_000 + "\n" + "\n" * 200_000
-             + "Assistant: " + "\t" * 200_000 + "ok\n" + " \n" * 200_000)
+    lines = (
+        "User: hi\n"
+        + " " * 200_000
+        + "x\n"
+        + "\ue200cite" * 200_000
+        + "\n"
+        + "\n" * 200_000
+        + "Assistant: "
+        + "\t" * 200_000
+        + "ok\n"
+        + " \n" * 200_000
+    )
     conv = parse_transcript(lines, "big", "big.md")
     assert [m.role for m in conv.messages] == ["user", "assistant"] and conv.messages[-1].text == "ok"
 
@@ -301,7 +387,7 @@ def test_non_utf8_bytes_and_file_names(tmp_path):
     items = read_all(path)
     assert_well_formed(items, str(tmp_path))
     assert [type(i) for i in items] == [Conversation]
-    (tmp_path / os.fsdecode(b"bad-\xff.json")).write_bytes(b"[{\"mapping\": 1}, " + b"\xff" * 10 + b"]")
+    (tmp_path / os.fsdecode(b"bad-\xff.json")).write_bytes(b'[{"mapping": 1}, ' + b"\xff" * 10 + b"]")
     assert_well_formed(list(read_export(tmp_path)), str(tmp_path))
 
 
@@ -309,9 +395,13 @@ def test_non_utf8_bytes_and_file_names(tmp_path):
 
 
 @fixed(150)
-@given(text=odd_text | st.builds(lambda body: f"---\n{body}\n---\nBody.\n",
-                                 st.text(alphabet=st.sampled_from("ab:-[]{}!&*?|>'\"#%@` \n\t\x00\ufeff"),
-                                         max_size=120)))
+@given(
+    text=odd_text
+    | st.builds(
+        lambda body: f"---\n{body}\n---\nBody.\n",
+        st.text(alphabet=st.sampled_from("ab:-[]{}!&*?|>'\"#%@` \n\t\x00\ufeff"), max_size=120),
+    )
+)
 def test_frontmatter_reader_raises_only_its_own_error(text):
     try:
         frontmatter, body = split_frontmatter(text, "inbox/n.md")
@@ -321,9 +411,17 @@ def test_frontmatter_reader_raises_only_its_own_error(text):
     assert isinstance(frontmatter, dict) and isinstance(body, str)
 
 
-@pytest.mark.parametrize("block", ["[" * 50_000, "{a: " * 20_000, "- " * 20_000 + "x",
-                                   "".join(" " * i + "a:\n" for i in range(3000)), "&a [*a, *a]",
-                                   "!!python/object:os.system x"])
+@pytest.mark.parametrize(
+    "block",
+    [
+        "[" * 50_000,
+        "{a: " * 20_000,
+        "- " * 20_000 + "x",
+        "".join(" " * i + "a:\n" for i in range(3000)),
+        "&a [*a, *a]",
+        "!!python/object:os.system x",
+    ],
+)
 def test_hostile_frontmatter_is_an_error_not_a_crash(block):
     try:
         split_frontmatter(f"---\n{block}\n---\nBody.\n", "n.md")
@@ -355,12 +453,28 @@ def test_titles_never_escape_the_folder(title):
 
 def _mixed_export(folder: Path) -> tuple[Path, list[str], int]:
     """Good records with hostile titles beside bad records; (path, good titles, bad record count)."""
-    titles = ["../../etc/passwd", "CON", ".hidden", "x" * 300, "\u202eevil\u0301\u200b", "nul\x00byte", "/abs/path",
-              "..\\..\\windows", "\ud800 lone"]
-    good = [chatgpt_record(i, title=t, text=f"Topic {i}: we decided to ship release {i} on Friday.")
-            for i, t in enumerate(titles)]
-    bad = [{"id": "bad-1", "mapping": "nope"}, 7, {"id": "bad-2", "mapping": {}}, {"title": "no id", "mapping": {}},
-           {"id": "bad-3", "mapping": {"a": []}, "current_node": "a"}]
+    titles = [
+        "../../etc/passwd",
+        "CON",
+        ".hidden",
+        "x" * 300,
+        "\u202eevil\u0301\u200b",
+        "nul\x00byte",
+        "/abs/path",
+        "..\\..\\windows",
+        "\ud800 lone",
+    ]
+    good = [
+        chatgpt_record(i, title=t, text=f"Topic {i}: we decided to ship release {i} on Friday.")
+        for i, t in enumerate(titles)
+    ]
+    bad = [
+        {"id": "bad-1", "mapping": "nope"},
+        7,
+        {"id": "bad-2", "mapping": {}},
+        {"title": "no id", "mapping": {}},
+        {"id": "bad-3", "mapping": {"a": []}, "current_node": "a"},
+    ]
     records = [r for pair in zip(good, bad + [None] * len(good)) for r in pair if r is not None]
     path = folder / "conversations.json"
     path.write_text(json.dumps(records), encoding="utf-8")
@@ -383,9 +497,14 @@ def test_cli_ingest_mixed_file_stays_inside_the_vault(tmp_path):
     initial = _files_under(vault_root)
     before = _outside(tmp_path, vault_root)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_")}
-    result = subprocess.run([sys.executable, "-m", "vault_pipeline.cli", "ingest", str(path), "--vault",
-                             str(vault_root)], capture_output=True, text=True, cwd=inputs, env=env,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "vault_pipeline.cli", "ingest", str(path), "--vault", str(vault_root)],
+        capture_output=True,
+        text=True,
+        cwd=inputs,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == bad and all(str(path) in line for line in skipped)
@@ -432,8 +551,12 @@ def test_ingest_writes_every_good_record_under_the_vault(tmp_path_factory, title
 @pytest.mark.slow
 def test_a_200_mb_export_is_streamed_not_loaded(tmp_path):
     """benchmarks/bench_stream.py writes 200 MB, a child reads it and reports its own peak RSS."""
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_stream.py"), "--mb", "200",
-                             "--dir", str(tmp_path), "--json"], capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_stream.py"), "--mb", "200", "--dir", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["file_mb"] >= 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from fakes import HashEmbedder
 
+from tests.fakes import HashEmbedder
 from vault_pipeline.errors import ModelError, VaultError
 from vault_pipeline.models.build import build_llm
 from vault_pipeline.models.calllog import CallLog
@@ -28,7 +29,7 @@ def _small_labels(tmp_path: Path, queries: int = 3) -> Path:
     lines = LABELS.read_text(encoding="utf-8").splitlines()
     keep = list(dict.fromkeys(json.loads(line)["query"] for line in lines))[:queries]
     path = tmp_path / "small.jsonl"
-    path.write_text("\n".join(l for l in lines if json.loads(l)["query"] in keep) + "\n", encoding="utf-8")
+    path.write_text("\n".join(line for line in lines if json.loads(line)["query"] in keep) + "\n", encoding="utf-8")
     return path
 
 
@@ -70,13 +71,25 @@ def test_a_bad_line_names_file_and_line(tmp_path):
 
 def test_a_users_own_file_may_omit_the_narrow_angle_and_contaminant(tmp_path):
     path = tmp_path / "mine.jsonl"
-    rows = [{"query": "git branches?", "intent_domain": "git workflow", "candidate": "Merge feature branches daily.",
-             "candidate_id": "a", "label": "relevant"},
-            {"query": "git branches?", "intent_domain": "git workflow", "candidate": "Prune apple branches in winter.",
-             "candidate_id": "b", "label": "off-topic"}]
+    rows = [
+        {
+            "query": "git branches?",
+            "intent_domain": "git workflow",
+            "candidate": "Merge feature branches daily.",
+            "candidate_id": "a",
+            "label": "relevant",
+        },
+        {
+            "query": "git branches?",
+            "intent_domain": "git workflow",
+            "candidate": "Prune apple branches in winter.",
+            "candidate_id": "b",
+            "label": "off-topic",
+        },
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
     labels = load_labels(path)
-    assert [(l.intent_narrow, l.contaminant) for l in labels] == [(None, False), (None, False)]
+    assert [(label.intent_narrow, label.contaminant) for label in labels] == [(None, False), (None, False)]
     result = calibrate(labels, llm=build_llm("offline"), embedder=HashEmbedder())
     assert [a.altitude for a in result.altitudes] == ["domain"]
     assert result.sweep[0].contaminant_pass is None
@@ -129,20 +142,15 @@ def test_calibrate_is_deterministic(report):
         assert a == b
 
 
-class _BrokenGate:
-    model, remote = "fake/broken", False
-
-    def call(self, prompt, variables, response_model, *, context=None):
-        raise ModelError(prompt.name, self.model, "upstream 503")
-
-
-def test_a_failing_gate_fails_open_and_is_counted(tmp_path):
+def test_a_failing_gate_fails_open_and_is_counted(tmp_path, raising_llm):
     labels = load_labels(_small_labels(tmp_path, queries=2))
-    result = calibrate(labels, llm=_BrokenGate(), embedder=HashEmbedder())
+    broken = raising_llm(ModelError("gate", "fake/broken", "upstream 503"), model="fake/broken")
+    result = calibrate(labels, llm=broken, embedder=HashEmbedder())
     domain = result.altitude("domain")
     assert domain.fail_open == domain.candidates == domain.kept and domain.recall == 1.0
     assert domain.tokens is None  # no call log, so no token counts
     assert {c.outcomes["domain"] for c in result.candidates} == {"fail-open"}
+    assert broken.calls  # the gate was asked, and failed
 
 
 class _TokenCountingGate(OfflineBackend):
@@ -168,8 +176,14 @@ def test_tokens_come_from_the_backends_call_log(tmp_path):
 def _vault(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "vault_pipeline.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vault_pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -192,8 +206,9 @@ def test_cli_gate_calibrate_with_a_vault_prints_json(tmp_path):
     from vault_pipeline.vault.files import Vault
 
     vault = Vault.init(tmp_path / "v")
-    done = _vault("gate-calibrate", str(_small_labels(tmp_path)), "--vault", str(vault.root), "--json",
-                  tmp_path=tmp_path)
+    done = _vault(
+        "gate-calibrate", str(_small_labels(tmp_path)), "--vault", str(vault.root), "--json", tmp_path=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["model"] == "offline" and summary["queries"] == 3
@@ -225,14 +240,15 @@ def _run_notebook(name: str, tmp_path: Path, monkeypatch) -> list[str]:
     monkeypatch.setenv("VAULT_CALIBRATION_PLOT", str(tmp_path / "calibration.png"))
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     # A failing cell raises CellExecutionError here, so the test fails.
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     last = [c for c in notebook.cells if c.cell_type == "code"][-1]
     return "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream").splitlines()
 
 
 def _json_line(lines: list[str], prefix: str) -> dict:
-    found = [line[len(prefix):] for line in lines if line.startswith(prefix)]
+    found = [line[len(prefix) :] for line in lines if line.startswith(prefix)]
     assert found, f"no {prefix!r} line in the notebook's last cell"
     return json.loads(found[-1])
 
@@ -242,16 +258,18 @@ def test_notebooks_are_committed_without_outputs():
 
     for name in ("fit_gate_calibration.ipynb", "floor_sweep.ipynb"):
         notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-        for cell in notebook.cells:
-            if cell.cell_type == "code":
-                assert cell.outputs == [] and cell.execution_count is None, name
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        assert code, name
+        for cell in code:
+            assert cell.outputs == [] and cell.execution_count is None, name
 
 
 @pytest.mark.slow
 def test_fit_gate_calibration_notebook(tmp_path, monkeypatch):
     summary = _json_line(_run_notebook("fit_gate_calibration.ipynb", tmp_path, monkeypatch), "CALIBRATION_SUMMARY ")
-    expected = calibrate(load_labels(tmp_path / "small.jsonl"), llm=build_llm("offline"),
-                         embedder=HashEmbedder()).summary()
+    expected = calibrate(
+        load_labels(tmp_path / "small.jsonl"), llm=build_llm("offline"), embedder=HashEmbedder()
+    ).summary()
     assert summary["model"] == "offline" and summary["offline"] is True and summary["queries"] == 3
     for altitude in ("domain", "narrow"):  # gate metrics do not depend on the embedder
         for key in ("precision", "recall", "keep_rate", "contaminants_kept", "fail_open", "calls", "tokens"):
@@ -267,6 +285,6 @@ def test_floor_sweep_notebook(tmp_path, monkeypatch):
     sweep = result["sweep"]
     assert result["embedder"] == "minilm-l6-v2-int8" and result["model"] == "offline"
     assert [p["floor"] for p in sweep] == list(DEFAULT_FLOORS)
-    assert all(b["recall"] <= a["recall"] for a, b in zip(sweep, sweep[1:]))
+    assert all(b["recall"] <= a["recall"] for a, b in itertools.pairwise(sweep))
     meeting = [p["floor"] for p in sweep if p["recall"] >= 0.95]
     assert result["suggested_floor"] == (max(meeting) if meeting else 0.2)

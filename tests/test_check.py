@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from conftest import REPO
-from fakes import HashEmbedder
+
+from tests.fakes import HashEmbedder
 from vault_pipeline import pipeline
 from vault_pipeline.index.check import check
 from vault_pipeline.models.offline import OfflineBackend
@@ -31,8 +32,9 @@ def test_every_kind_of_problem_is_reported(tmp_path):
     vault = built(tmp_path)
     root = vault.root
     (root / "broken.md").write_text("---\nid: [unclosed\n---\nbody\n", encoding="utf-8")
-    (root / "links.md").write_text("See [[no-such-note]] and [[ideas-for-the-essay#^nope]] and "
-                                   "[[ideas-for-the-essay]].\n", encoding="utf-8")
+    (root / "links.md").write_text(
+        "See [[no-such-note]] and [[ideas-for-the-essay#^nope]] and [[ideas-for-the-essay]].\n", encoding="utf-8"
+    )
     twin = root / "engrams" / "twin.md"
     twin.write_text((root / "engrams" / "moss-garden-saihoji.md").read_text(encoding="utf-8"), encoding="utf-8")
     edited = root / "engrams" / "karesansui-gravel-as-water.md"

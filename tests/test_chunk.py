@@ -107,7 +107,9 @@ def test_heading_without_own_text_folds_into_first_child():
 
 
 def test_tokens_counted_after_split_as_utf8_bytes_over_four():
-    for c in chunk_markdown("n1", SESSION + "\n日本語のテキスト 🙂\n"):
+    chunks = chunk_markdown("n1", SESSION + "\n日本語のテキスト 🙂\n")
+    assert len(chunks) > 1 and any("🙂" in c.text for c in chunks)
+    for c in chunks:
         assert c.tokens == math.ceil(len(c.text.encode("utf-8")) / 4)
 
 
@@ -153,8 +155,10 @@ def test_lint_flags_more_than_four_bullets_per_level():
 
 
 def test_lint_counts_only_direct_bullets_and_skips_ordered_lists():
-    body = ("# Ok\n- a\n  - n1\n  - n2\n  - n3\n  - n4\n  - n5\n- b\n\n"
-            "# Ordered\n1. one\n2. two\n3. three\n4. four\n5. five\n")
+    body = (
+        "# Ok\n- a\n  - n1\n  - n2\n  - n3\n  - n4\n  - n5\n- b\n\n"
+        "# Ordered\n1. one\n2. two\n3. three\n4. four\n5. five\n"
+    )
     assert lint_levels(body) == []
     assert lint_levels("- 1\n- 2\n- 3\n- 4\n- 5\n")[0].heading_path == ()
 
@@ -209,8 +213,14 @@ def test_chunks_for_note_uses_synopsis_above_threshold():
 
 
 def test_deep_and_odd_markdown_is_bounded():
-    for body in ["> " * 5000 + "x", "- " * 5000 + "x", "[" * 20000, "#" * 5000, "`" * 9000,
-                 "\n".join("#" * (i % 7) + f" h{i}" for i in range(3000))]:
+    for body in [
+        "> " * 5000 + "x",
+        "- " * 5000 + "x",
+        "[" * 20000,
+        "#" * 5000,
+        "`" * 9000,
+        "\n".join("#" * (i % 7) + f" h{i}" for i in range(3000)),
+    ]:
         chunks = chunk_markdown("odd", body)
         assert _ns("".join(c.source_text for c in chunks)) == _ns(body)
         lint_levels(body)
@@ -222,13 +232,42 @@ def test_deterministic():
     assert synopsis(_resource(200)) == synopsis(_resource(200))
 
 
-_FRAGMENTS = st.sampled_from([
-    "# Title", "## Sub", "### Deeper", "#### Four", "##### Five", "#", "#no-space",
-    "- bullet", "  - nested", "1. item", "> quote", "> # quoted", "```", "~~~", "```py",
-    "---", "===", "***", "| a | b |", "    indented code", "<div>", "</div>",
-    "Plain sentence. Another one!", "漢字のテキスト。", "emoji 😀👨\u200d👩\u200d👧 🇫🇷", "",
-    "[[wikilink#^m-1]]", "**bold** _it_", "\t", "trailing spaces   ", "word\r", "\\# escaped",
-])
+_FRAGMENTS = st.sampled_from(
+    [
+        "# Title",
+        "## Sub",
+        "### Deeper",
+        "#### Four",
+        "##### Five",
+        "#",
+        "#no-space",
+        "- bullet",
+        "  - nested",
+        "1. item",
+        "> quote",
+        "> # quoted",
+        "```",
+        "~~~",
+        "```py",
+        "---",
+        "===",
+        "***",
+        "| a | b |",
+        "    indented code",
+        "<div>",
+        "</div>",
+        "Plain sentence. Another one!",
+        "漢字のテキスト。",
+        "emoji 😀👨\u200d👩\u200d👧 🇫🇷",
+        "",
+        "[[wikilink#^m-1]]",
+        "**bold** _it_",
+        "\t",
+        "trailing spaces   ",
+        "word\r",
+        "\\# escaped",
+    ]
+)
 _LINES = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=30)), max_size=60)
 
 
@@ -239,7 +278,7 @@ def test_chunks_cover_every_non_whitespace_character(lines, newline, cap):
     chunks = chunk_markdown("h", body, cap_tokens=cap)
     assert _ns("".join(c.source_text for c in chunks)) == _ns(body)
     for c in chunks:
-        assert c.text[:c.prefix_chars].endswith("\n\n") or c.prefix_chars == 0
+        assert c.text[: c.prefix_chars].endswith("\n\n") or c.prefix_chars == 0
         assert c.source_text.strip() and c.tokens == math.ceil(len(c.text.encode("utf-8", "surrogatepass")) / 4)
     assert chunk_markdown("h", body, cap_tokens=cap) == chunks
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.fakes import HashEmbedder, queued_completion
+from tests.fakes import HashEmbedder, note_value, queued_completion, write_file
 from vault_pipeline.clean import notes as sweep_notes
 from vault_pipeline.clean import plan as clean
 from vault_pipeline.clean.apply import apply
@@ -28,7 +28,8 @@ from vault_pipeline.clean.pairs import CandidateSettings, candidate_pairs, neigh
 from vault_pipeline.clean.types import Collapse, Plan, Relate, Supersede
 from vault_pipeline.clean.undo import undo
 from vault_pipeline.errors import LockError, ModelError
-from vault_pipeline.index.sync import Index, sync
+from vault_pipeline.index.search import Index
+from vault_pipeline.index.sync import sync
 from vault_pipeline.models.litellm_backend import LiteLLMBackend
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.judging import judge as offline_judge
@@ -38,11 +39,28 @@ from vault_pipeline.vault.files import STATE_DIR, Vault
 # --------------------------------------------------------------------------- builders
 
 
-def _note(vault: Vault, relpath: str, note_id: str, sentence: str, created: str, *, status: str = "provisional",
-          messages: tuple[str, ...] = ("m-1",), context: str = "", tags: tuple[str, ...] = ("t",)) -> str:
+def _note(
+    vault: Vault,
+    relpath: str,
+    note_id: str,
+    sentence: str,
+    created: str,
+    *,
+    status: str = "provisional",
+    messages: tuple[str, ...] = ("m-1",),
+    context: str = "",
+    tags: tuple[str, ...] = ("t",),
+) -> str:
+    """An atomic note of its own conversation, its frontmatter hand-written (flow lists, a quoted date).
+
+    Not tests.fakes.write_note on purpose: render_note's canonical YAML would make a sweep's merge
+    into a canonical note with nothing new to add a byte-for-byte no-op, and these tests want the
+    sweep's edits to change the files they touch. A kept note is an engram, any other a chat note.
+    """
     tier = "engram" if status == "kept" else "chat"
     body = sentence + "\n\n" + (f"Context: {context}\n\n" if context else "") + "Source: [[s-chat#^m-1]]\n"
-    text = textwrap.dedent(f"""\
+    text = (
+        textwrap.dedent(f"""\
         ---
         id: {note_id}
         type: atomic
@@ -58,16 +76,16 @@ def _note(vault: Vault, relpath: str, note_id: str, sentence: str, created: str,
         created: '{created}'
         tags: [{", ".join(tags)}]
         ---
-        """) + body
-    path = vault.root / relpath
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+        """)
+        + body
+    )
+    write_file(vault, relpath, text)
     return relpath
 
 
 @pytest.fixture()
-def vault(tmp_path: Path) -> Vault:
-    return Vault.init(tmp_path / "vault")
+def vault(make_vault) -> Vault:
+    return make_vault()
 
 
 def _index(vault: Vault) -> Index:
@@ -92,14 +110,25 @@ def _fm(vault: Vault, relpath: str) -> dict:
 
 
 def test_normalisation_folds_case_articles_numbers_and_suffixes():
-    assert tokens("The deadline is May 3rd, twenty five people") == ["the", "deadline", "is", "may", "3", "25", "people"]
+    assert tokens("The deadline is May 3rd, twenty five people") == [
+        "the",
+        "deadline",
+        "is",
+        "may",
+        "3",
+        "25",
+        "people",
+    ]
     assert content_stems("The deadlines moved") == content_stems("the deadline MOVES")
     assert stem("uses") == stem("used") == stem("use")
 
 
 def test_candidates_need_a_lexical_signal_not_just_a_high_cosine():
-    texts = ["The staging server port is 8080.", "The staging server port is 8080 now.",
-             "Pelicans migrate along the coast."]
+    texts = [
+        "The staging server port is 8080.",
+        "The staging server port is 8080 now.",
+        "Pelicans migrate along the coast.",
+    ]
     stems = [content_stems(t) for t in texts]
     # All three vectors are nearly identical: a bare cosine cut-off would pair everything.
     vectors = np.array([[1.0, 0.0], [0.999, 0.045], [0.998, 0.063]], dtype=np.float32)
@@ -109,8 +138,12 @@ def test_candidates_need_a_lexical_signal_not_just_a_high_cosine():
 
 
 def test_lexical_channel_finds_rewrites_the_vectors_missed():
-    texts = ["The staging server port is 8080.", "Staging server port: 8080.", "Pelicans migrate south.",
-             "Gardens use raked gravel."]
+    texts = [
+        "The staging server port is 8080.",
+        "Staging server port: 8080.",
+        "Pelicans migrate south.",
+        "Gardens use raked gravel.",
+    ]
     stems = [content_stems(t) for t in texts]
     # Each rewrite's only vector neighbour (k=1) is a look-alike in embedding space with no shared word.
     vectors = np.array([[1, 0, 0], [0, 1, 0], [0.99, 0, 0.14], [0, 0.99, 0.14]], dtype=np.float32)
@@ -149,36 +182,53 @@ def _offline(a: str, b: str) -> str:
     return answer["judgements"][0]["relation"]
 
 
-@pytest.mark.parametrize("a, b, relation", [
-    ("The deadline is May 3.", "The deadline moved to May 10.", "contradiction"),
-    ("The deadline is May 3.", "The deadline is on May 3rd.", "duplicate"),
-    ("We agreed that the team has five engineers.", "The team has 5 engineers.", "duplicate"),
-    ("The API is documented.", "The API is not documented.", "contradiction"),
-    ("The default branch is main.", "The default branch changed to trunk.", "contradiction"),
-    ("The deadline is May 3.", "The deadline needs approval from Alice.", "related"),
-    ("The team has 5 engineers.", "The team has 3 designers.", "related"),
-    ("The staging server runs on port 8080.", "The production server runs on port 8080.", "unrelated"),
-    ("Pelicans migrate along the coast.", "The deadline is May 3.", "unrelated"),
-])
+@pytest.mark.parametrize(
+    "a, b, relation",
+    [
+        ("The deadline is May 3.", "The deadline moved to May 10.", "contradiction"),
+        ("The deadline is May 3.", "The deadline is on May 3rd.", "duplicate"),
+        ("We agreed that the team has five engineers.", "The team has 5 engineers.", "duplicate"),
+        ("The API is documented.", "The API is not documented.", "contradiction"),
+        ("The default branch is main.", "The default branch changed to trunk.", "contradiction"),
+        ("The deadline is May 3.", "The deadline needs approval from Alice.", "related"),
+        ("The team has 5 engineers.", "The team has 3 designers.", "related"),
+        ("The staging server runs on port 8080.", "The production server runs on port 8080.", "unrelated"),
+        ("Pelicans migrate along the coast.", "The deadline is May 3.", "unrelated"),
+    ],
+)
 def test_offline_judge(a, b, relation):
     assert _offline(a, b) == relation
 
 
 def test_offline_judge_fills_in_reasoning_and_subject():
-    answer = offline_judge({"pairs": [{"key": "k", "a": "The deadline is May 3.", "b": "The deadline moved to May 10.",
-                                       "a_created": "", "b_created": ""}]})["judgements"][0]
+    answer = offline_judge(
+        {
+            "pairs": [
+                {
+                    "key": "k",
+                    "a": "The deadline is May 3.",
+                    "b": "The deadline moved to May 10.",
+                    "a_created": "",
+                    "b_created": "",
+                }
+            ]
+        }
+    )["judgements"][0]
     assert answer["subject"] == "deadline"
     assert "3" in answer["reasoning"] and "10" in answer["reasoning"]
 
 
 def test_a_model_contradiction_across_subjects_is_downgraded_to_related():
     pair = PairText("p0", "The staging server port is 8080.", "The production server port is 9090.", "", "")
-    judged = to_relation(PairJudgement(key="p0", reasoning="ports differ", subject="server port",
-                                       relation="contradiction"), pair)
+    judged = to_relation(
+        PairJudgement(key="p0", reasoning="ports differ", subject="server port", relation="contradiction"), pair
+    )
     assert isinstance(judged, Related) and "subjects differ" in judged.downgraded
     same = PairText("p1", "The deadline is May 3.", "The deadline moved to May 10.", "", "")
-    assert isinstance(to_relation(PairJudgement(key="p1", reasoning="r", subject="deadline",
-                                                relation="contradiction"), same), Contradiction)
+    assert isinstance(
+        to_relation(PairJudgement(key="p1", reasoning="r", subject="deadline", relation="contradiction"), same),
+        Contradiction,
+    )
 
 
 def test_judgements_need_exactly_one_per_key():
@@ -208,10 +258,16 @@ def test_judge_batches_pairs_and_skips_a_failed_batch():
 
 
 def test_the_real_instructor_path_reasks_a_bad_relation_value():
-    bad = {"judgements": [{"key": "p0", "reasoning": "same slot, new value", "subject": "deadline",
-                           "relation": "superseded"}]}
-    good = {"judgements": [{"key": "p0", "reasoning": "same slot, new value", "subject": "deadline",
-                            "relation": "contradiction"}]}
+    bad = {
+        "judgements": [
+            {"key": "p0", "reasoning": "same slot, new value", "subject": "deadline", "relation": "superseded"}
+        ]
+    }
+    good = {
+        "judgements": [
+            {"key": "p0", "reasoning": "same slot, new value", "subject": "deadline", "relation": "contradiction"}
+        ]
+    }
     completion, calls = queued_completion([json.dumps(bad), json.dumps(good)])
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
     pairs = [PairText("p0", "The deadline is May 3.", "The deadline moved to May 10.", "2024-01-01", "2024-02-01")]
@@ -235,15 +291,38 @@ def test_the_real_instructor_path_reasks_a_missing_key_then_gives_up():
 
 
 def test_duplicates_collapse_into_the_kept_engram_with_sources_merged(vault):
-    _note(vault, "inbox/port-a.md", "a-1", "The staging server runs on port 8080.", "2024-03-01T10:00:00",
-          messages=("m-1", "m-2", "m-3"), context="From the infra call.", tags=("infra",))
-    _note(vault, "inbox/port-b.md", "a-2", "The staging server listens on port 8080.", "2024-03-05T10:00:00",
-          messages=("m-9",), tags=("ops",))
-    _note(vault, "engrams/port-kept.md", "a-3", "The staging server runs on port 8080.", "2023-01-01T10:00:00",
-          status="kept", messages=("m-5",))
+    _note(
+        vault,
+        "inbox/port-a.md",
+        "a-1",
+        "The staging server runs on port 8080.",
+        "2024-03-01T10:00:00",
+        messages=("m-1", "m-2", "m-3"),
+        context="From the infra call.",
+        tags=("infra",),
+    )
+    _note(
+        vault,
+        "inbox/port-b.md",
+        "a-2",
+        "The staging server listens on port 8080.",
+        "2024-03-05T10:00:00",
+        messages=("m-9",),
+        tags=("ops",),
+    )
+    _note(
+        vault,
+        "engrams/port-kept.md",
+        "a-3",
+        "The staging server runs on port 8080.",
+        "2023-01-01T10:00:00",
+        status="kept",
+        messages=("m-5",),
+    )
     plan = _plan(vault)
     assert [(a["action"], a["notes"], a.get("canonical")) for a in plan.to_json()] == [
-        ("duplicate", ["a-3", "a-1", "a-2"], "a-3")]  # provenance beats richness and newness
+        ("duplicate", ["a-3", "a-1", "a-2"], "a-3")
+    ]  # provenance beats richness and newness
     report = apply(vault, plan)
     assert report.counts == {"duplicate": 1} and not report.skipped
     canon = _fm(vault, "engrams/port-kept.md")
@@ -265,8 +344,9 @@ def test_among_chat_notes_the_richer_then_the_newer_note_is_canonical(vault):
 
 
 def test_transitive_duplicates_collapse_once_and_each_note_is_archived_once(vault):
-    for n, sentence in enumerate(["The launch city is Lisbon.", "The launch city is Lisbon!",
-                                  "We agreed that the launch city is Lisbon."]):
+    for n, sentence in enumerate(
+        ["The launch city is Lisbon.", "The launch city is Lisbon!", "We agreed that the launch city is Lisbon."]
+    ):
         _note(vault, f"inbox/n{n}.md", f"a-{n}", sentence, f"2024-03-0{n + 1}T10:00:00")
     plan = _plan(vault)
     assert [a["action"] for a in plan.to_json()] == ["duplicate"]
@@ -286,8 +366,13 @@ def test_a_contradiction_is_resolved_by_supersession_both_ways(vault):
 
 
 def test_a_chain_of_changes_supersedes_step_by_step(vault):
-    for n, (sentence, month) in enumerate([("The deadline is May 3.", "01"), ("The deadline moved to May 10.", "02"),
-                                           ("The deadline moved to May 17.", "03")]):
+    for n, (sentence, month) in enumerate(
+        [
+            ("The deadline is May 3.", "01"),
+            ("The deadline moved to May 10.", "02"),
+            ("The deadline moved to May 17.", "03"),
+        ]
+    ):
         _note(vault, f"inbox/d{n}.md", f"a-{n}", sentence, f"2024-{month}-01T10:00:00")
     pairs = [a["notes"] for a in _plan(vault).to_json() if a["action"] == "supersede"]
     assert pairs == [["a-1", "a-0"], ["a-2", "a-1"]]
@@ -308,8 +393,17 @@ def test_a_contradiction_between_different_subjects_is_never_a_supersession(vaul
     _note(vault, "inbox/production.md", "a-2", "The production server port is 9090.", "2024-04-01T10:00:00")
 
     def says_contradiction(variables):
-        return {"judgements": [{"key": p["key"], "reasoning": "the port changed", "subject": "server port",
-                                "relation": "contradiction"} for p in variables["pairs"]]}
+        return {
+            "judgements": [
+                {
+                    "key": p["key"],
+                    "reasoning": "the port changed",
+                    "subject": "server port",
+                    "relation": "contradiction",
+                }
+                for p in variables["pairs"]
+            ]
+        }
 
     plan = _plan(vault, OfflineBackend(handlers={"judge": says_contradiction}))
     assert [a["action"] for a in plan.to_json()] == ["relate"]
@@ -416,14 +510,12 @@ def test_notes_missing_from_the_index_or_gone_are_reported_not_fatal(vault):
     assert {type(a) for a in plan.actions} == {Collapse, Supersede, Relate}
 
 
-def test_a_judge_failure_leaves_the_notes_alone(vault):
+def test_a_judge_failure_leaves_the_notes_alone(vault, raising_llm):
     _mixed_vault(vault)
-
-    def broken(variables):
-        raise ModelError("judge", "offline", "boom")
-
-    plan = _plan(vault, OfflineBackend(handlers={"judge": broken}))
+    broken = raising_llm(ModelError("judge", "offline", "boom"))
+    plan = _plan(vault, broken)
     assert plan.actions == [] and any("judge failed" in s for s in plan.skipped)
+    assert broken.calls and {name for name, _ in broken.calls} == {"judge"}
 
 
 # --------------------------------------------------------------------------- supersession, then query
@@ -437,8 +529,13 @@ def test_after_supersession_a_query_sees_only_the_newer_note(vault):
     apply(vault, clean.plan(vault, _index(vault), OfflineBackend()))
     with vault.lock("index"):
         sync(vault, embedder)
-    package = query.run_query("when is the deadline", retriever=Index.open(vault), embedder=embedder,
-                              llm_plan=OfflineBackend(), llm_gate=OfflineBackend())
+    package = query.run_query(
+        "when is the deadline",
+        retriever=Index.open(vault),
+        embedder=embedder,
+        llm_plan=OfflineBackend(),
+        llm_gate=OfflineBackend(),
+    )
     ids = [block.item.note_id for block in package.blocks]
     assert ids == ["a-new"]
 
@@ -481,13 +578,14 @@ def test_an_undo_can_itself_be_undone(vault):
 
 
 def test_after_undo_ingest_still_owns_the_notes_it_wrote(vault):
-    from vault_pipeline.vault.note import Note
-
-    def atomic(note_id: str, stem: str, sentence: str, created: str) -> Note:
-        frontmatter = {"id": note_id, "type": "atomic", "category": "fact", "status": "provisional",
-                       "tier": "chat", "source": {"kind": "chatgpt", "conversation": "c", "messages": ["m"]},
-                       "created": created}
-        return Note(note_id, "atomic", "inbox", stem, frontmatter, sentence + "\n\nSource: [[s#^m-m]]\n")
+    def atomic(note_id: str, stem: str, sentence: str, created: str):
+        return note_value(
+            note_id,
+            sentence + "\n\nSource: [[s#^m-m]]\n",
+            stem=stem,
+            created=created,
+            source={"kind": "chatgpt", "conversation": "c", "messages": ["m"]},
+        )
 
     old = atomic("a-old", "deadline-may-3", "The deadline is May 3.", "2024-03-01T10:00:00")
     new = atomic("a-new", "deadline-may-10", "The deadline moved to May 10.", "2024-04-01T10:00:00")

@@ -14,13 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_crash import ENV, EXAMPLE, EXPORTS, SOURCES, note_ids, notes, run, vault_cmd
+
 from vault_pipeline.index.check import check
 from vault_pipeline.vault.files import Vault
 
-HOLDER = ("import sys\nfrom vault_pipeline.vault.files import Vault\n"
-          "with Vault.open(sys.argv[1]).lock('ingest'):\n    print('held', flush=True)\n    sys.stdin.read()\n")
+HOLDER = (
+    "import sys\nfrom vault_pipeline.vault.files import Vault\n"
+    "with Vault.open(sys.argv[1]).lock('ingest'):\n    print('held', flush=True)\n    sys.stdin.read()\n"
+)
 WRITE_COMMANDS = {
     "ingest": ["ingest", str(EXPORTS / "transcripts" / "reading-group.md")],
     "index": ["index"],
@@ -34,8 +36,9 @@ class Holder:
     """A process holding the vault lock as `ingest` until ``release()``."""
 
     def __init__(self, root: Path):
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=ENV)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV
+        )
         assert self.proc.stdout.readline().strip() == "held"
 
     def release(self) -> None:
@@ -80,9 +83,16 @@ def test_a_second_writer_fails_fast_naming_the_holder_or_waits_for_it(vault_root
             assert "\n" not in message and "Traceback" not in message, message
             assert "`ingest`" in message and f"pid {holder.proc.pid}" in message, message
         assert notes(vault_root) == before  # nothing was written past the lock
-        waiting = {name: subprocess.Popen(vault_cmd(*args, "--vault", str(vault_root), "--wait", "120"),
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-                   for name, args in WRITE_COMMANDS.items()}
+        waiting = {
+            name: subprocess.Popen(
+                vault_cmd(*args, "--vault", str(vault_root), "--wait", "120"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=ENV,
+            )
+            for name, args in WRITE_COMMANDS.items()
+        }
         time.sleep(STARTUP)
         assert {name: proc.poll() for name, proc in waiting.items()} == dict.fromkeys(waiting)
         holder.release()
@@ -103,9 +113,16 @@ def test_two_ingests_at_once_write_exactly_the_union_of_their_notes(tmp_path):
     expected = ingested_ids(tmp_path, "first", first) | ingested_ids(tmp_path, "second", second)
     root = Path(shutil.copytree(EXAMPLE / "vault", tmp_path / "both"))
     with Holder(root) as holder:  # both start while the lock is held, so they really contend
-        procs = [subprocess.Popen(vault_cmd("ingest", *sources, "--vault", str(root), "--wait", "120"),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-                 for sources in (first, second)]
+        procs = [
+            subprocess.Popen(
+                vault_cmd("ingest", *sources, "--vault", str(root), "--wait", "120"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=ENV,
+            )
+            for sources in (first, second)
+        ]
         time.sleep(STARTUP)
         holder.release()
         results = [(proc.wait(timeout=120), proc.communicate()[1]) for proc in procs]

@@ -22,20 +22,25 @@ from pathlib import Path
 
 import pytest
 
-from vault_pipeline.index.check import check
 from vault_pipeline.errors import FrontmatterError
-from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.index.check import check
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "vault_example"
 EXPORTS = EXAMPLE / "exports"
-SOURCES = [str(EXPORTS / "chatgpt"), str(EXPORTS / "claude"),
-           *sorted(str(p) for p in (EXPORTS / "transcripts").glob("*.md"))]
+SOURCES = [
+    str(EXPORTS / "chatgpt"),
+    str(EXPORTS / "claude"),
+    *sorted(str(p) for p in (EXPORTS / "transcripts").glob("*.md")),
+]
 # The real CLI with the fast fake embedder; everything else (models, vault, lock) as shipped.
-CLI = ("import sys\nfrom fakes import HashEmbedder\nimport vault_pipeline.models.embed as embed\n"
-       "embed.build_embedder = lambda *args, **kwargs: HashEmbedder(dim=64)\n"
-       "from vault_pipeline.cli import main\nsys.argv[0] = 'vault'\nmain()\n")
+CLI = (
+    "import sys\nfrom fakes import HashEmbedder\nimport vault_pipeline.models.embed as embed\n"
+    "embed.build_embedder = lambda *args, **kwargs: HashEmbedder(dim=64)\n"
+    "from vault_pipeline.cli import main\nsys.argv[0] = 'vault'\nmain()\n"
+)
 ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 KILLS = {"ingest": 6, "index": 4, "clean": 4}
 WRITE_SPAN = 0.3  # seconds: kills land up to this long after the write phase starts
@@ -79,11 +84,13 @@ def kill_during(args: list[str], started: Callable[[int], bool], delay: float) -
 
 def holds_lock(root: Path) -> Callable[[int], bool]:
     """True once process ``pid`` holds the vault lock (the write phase of ingest and index)."""
+
     def started(pid: int) -> bool:
         try:
             return json.loads((root / ".vault_pipeline" / "lock").read_text() or "{}").get("pid") == pid
         except (OSError, ValueError):
             return False
+
     return started
 
 
@@ -101,8 +108,11 @@ def new_journal(root: Path) -> Callable[[int], bool]:
 
 def notes(root: Path) -> dict[str, bytes]:
     """Every .md file of the vault (hidden folders and temp files aside): relpath -> bytes."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.md"))
-            if not any(part.startswith(".") for part in p.relative_to(root).parts)}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*.md"))
+        if not any(part.startswith(".") for part in p.relative_to(root).parts)
+    }
 
 
 def note_ids(files: dict[str, bytes]) -> dict[str, str]:
@@ -162,8 +172,7 @@ def test_ingest_killed_anywhere_loses_nothing_and_the_next_run_completes_it(base
     rng, kills = random.Random(6_3), 0
     for _ in range(KILLS["ingest"]):
         before = notes(root)
-        kills += kill_during(["ingest", *SOURCES, "--vault", str(root)], holds_lock(root),
-                             rng.uniform(0, WRITE_SPAN))
+        kills += kill_during(["ingest", *SOURCES, "--vault", str(root)], holds_lock(root), rng.uniform(0, WRITE_SPAN))
         now = assert_sound(root, before)
         # Whatever a killed ingest left is exactly what a whole run writes: no half-written note.
         assert {p: d for p, d in now.items() if expected.get(p) != d} == {}
@@ -231,8 +240,9 @@ def test_clean_killed_mid_apply_loses_nothing_and_can_be_undone_or_finished(inde
             continue  # leave the half-applied sweep for the next run to finish
         # Undo the crashed run from its partial journal, once killed half-way itself, then again.
         run_id = crashed_run(root, earlier)
-        undo_kills += kill_during(["clean", "--vault", str(root), "--undo", run_id], new_journal(root),
-                                  rng.uniform(0, WRITE_SPAN / 3))
+        undo_kills += kill_during(
+            ["clean", "--vault", str(root), "--undo", run_id], new_journal(root), rng.uniform(0, WRITE_SPAN / 3)
+        )
         assert_sound(root, before)
         run("clean", "--vault", str(root), "--undo", run_id)
         assert notes(root) == before

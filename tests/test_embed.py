@@ -77,11 +77,13 @@ def test_minilm_is_deterministic_across_calls(minilm):
 
 
 def test_minilm_paraphrase_beats_unrelated(minilm):
-    a, para, other = minilm.embed([
-        "We chose LanceDB for the vector index.",
-        "LanceDB was picked as our vector store.",
-        "My grandmother grows tomatoes in her garden.",
-    ])
+    a, para, other = minilm.embed(
+        [
+            "We chose LanceDB for the vector index.",
+            "LanceDB was picked as our vector store.",
+            "My grandmother grows tomatoes in her garden.",
+        ]
+    )
     assert _cos(a, para) > _cos(a, other) + 0.2
 
 
@@ -92,10 +94,15 @@ def test_minilm_truncates_at_256_tokens(minilm):
 
 
 def test_importing_embed_does_not_load_onnxruntime_or_tokenizers():
-    code = ("import vault_pipeline.models.embed, sys; "
-            "print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = "import vault_pipeline.models.embed, sys; print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert out.stdout.strip() == "False False"
 
 
@@ -118,8 +125,7 @@ def test_litellm_embedder_normalises_and_learns_dim():
     assert out.shape == (3, 3) and out.dtype == np.float32
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-6)
     assert emb.dim == 3 and emb.name == "openai/text-embedding-3-small"
-    assert fn.calls == [("openai/text-embedding-3-small", ["a", "bb"]),
-                        ("openai/text-embedding-3-small", ["ccc"])]
+    assert fn.calls == [("openai/text-embedding-3-small", ["a", "bb"]), ("openai/text-embedding-3-small", ["ccc"])]
     _conforms(emb)
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
-from fakes import queued_completion
+from conftest import shared_data
 from pydantic import ValidationError
 
-from conftest import shared_data
+from tests.fakes import queued_completion
 from vault_pipeline.errors import ModelError
 from vault_pipeline.ingest.extract import (
     MAX_WORDS,
@@ -29,34 +28,44 @@ from vault_pipeline.ingest.extract import (
     shorten,
     windows,
 )
+from vault_pipeline.ingest.parse import Conversation, Message, read_export
 from vault_pipeline.models.litellm_backend import LiteLLMBackend
-from vault_pipeline.models.offline import OfflineBackend
-from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.models.offline import HANDLERS
+from vault_pipeline.models.offline import HANDLERS, OfflineBackend
 from vault_pipeline.models.offline.extraction import extract_units, summarize, thread_map, truncation_rate
 from vault_pipeline.models.offline.text import compress, finish, sentences
-from vault_pipeline.ingest.parse import Conversation, Message, read_export
+from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.text import word_count as count_words
 
 CTX = {"message_ids": ["u1", "a1"], "roles": {"u1": "user", "a1": "assistant"}}
 
 
 def msg(mid, role, text):
-    return Message(mid, role, role, text, datetime(2024, 5, 1, tzinfo=timezone.utc))
+    return Message(mid, role, role, text, datetime(2024, 5, 1, tzinfo=UTC))
 
 
 def conv(messages, cid="c1", title="Paper planning", thread=None, day=1):
-    return Conversation("chatgpt", cid, title, datetime(2024, 5, day, tzinfo=timezone.utc), None,
-                        tuple(messages), "test.json", thread)
+    return Conversation(
+        "chatgpt", cid, title, datetime(2024, 5, day, tzinfo=UTC), None, tuple(messages), "test.json", thread
+    )
 
 
-PAPER = conv([
-    msg("u1", "user", "I'll use LanceDB for the prototype. Maybe we could add a reranker later? "
-                      "The submission deadline is May 3."),
-    msg("a1", "assistant", "Sure! LanceDB stores vectors and a full-text index in one embedded database. "
-                           "You should run the benchmark before the deadline. I recommend a small fit-gate model."),
-    msg("u2", "user", "I'll use LanceDB for the prototype. Should we submit to the workshop track?"),
-])
+PAPER = conv(
+    [
+        msg(
+            "u1",
+            "user",
+            "I'll use LanceDB for the prototype. Maybe we could add a reranker later? "
+            "The submission deadline is May 3.",
+        ),
+        msg(
+            "a1",
+            "assistant",
+            "Sure! LanceDB stores vectors and a full-text index in one embedded database. "
+            "You should run the benchmark before the deadline. I recommend a small fit-gate model.",
+        ),
+        msg("u2", "user", "I'll use LanceDB for the prototype. Should we submit to the workshop track?"),
+    ]
+)
 
 
 def unit(**changes):
@@ -66,8 +75,9 @@ def unit(**changes):
 
 def units_of(role, text, title="t"):
     """Offline units of one message, validated like a model's answer."""
-    data = extract_units({"title": title, "messages": [{"id": "m1", "role": role, "speaker": role, "text": text}],
-                          **PROMPT_LIMITS})
+    data = extract_units(
+        {"title": title, "messages": [{"id": "m1", "role": role, "speaker": role, "text": text}], **PROMPT_LIMITS}
+    )
     batch = UnitBatch.model_validate(data, context={"message_ids": ["m1"], "roles": {"m1": role}})
     return [u for u in batch.units if u.category != "topic"]
 
@@ -75,22 +85,25 @@ def units_of(role, text, title="t"):
 # --------------------------------------------------------------------------- validators
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"text": " ".join(["word"] * 20) + "."}, "20 words, at most 15 allowed"),
-    ({"category": "misc"}, "category 'misc' is not allowed"),
-    ({"category": "decision", "source_ids": ["a1"], "speaker": "assistant"}, "decision must come from the user"),
-    ({"source_ids": ["zz"]}, "not message ids"),
-    ({"text": "We chose Postgres. It is faster."}, "one sentence per unit"),
-    ({"text": "I use Go. It is fast."}, "one sentence per unit"),
-    ({"speaker": "assistant"}, "does not match its source"),
-    ({"text": "Is it May 3?"}, "only an open-question"),
-    ({"text": "**LanceDB** is embedded."}, "no Markdown"),
-    ({"text": "- LanceDB is embedded."}, "no Markdown"),
-    ({"text": "```LanceDB``` is embedded."}, "no Markdown"),
-    ({"text": "LanceDB is embedded"}, "ending in '.'"),
-    ({"context": " ".join(["word"] * 13)}, "context has 13 words, at most 12"),
-    ({"source_ids": []}, "at least 1"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"text": " ".join(["word"] * 20) + "."}, "20 words, at most 15 allowed"),
+        ({"category": "misc"}, "category 'misc' is not allowed"),
+        ({"category": "decision", "source_ids": ["a1"], "speaker": "assistant"}, "decision must come from the user"),
+        ({"source_ids": ["zz"]}, "not message ids"),
+        ({"text": "We chose Postgres. It is faster."}, "one sentence per unit"),
+        ({"text": "I use Go. It is fast."}, "one sentence per unit"),
+        ({"speaker": "assistant"}, "does not match its source"),
+        ({"text": "Is it May 3?"}, "only an open-question"),
+        ({"text": "**LanceDB** is embedded."}, "no Markdown"),
+        ({"text": "- LanceDB is embedded."}, "no Markdown"),
+        ({"text": "```LanceDB``` is embedded."}, "no Markdown"),
+        ({"text": "LanceDB is embedded"}, "ending in '.'"),
+        ({"context": " ".join(["word"] * 13)}, "context has 13 words, at most 12"),
+        ({"source_ids": []}, "at least 1"),
+    ],
+)
 def test_validators_reject_broken_units(changes, message):
     with pytest.raises(ValidationError, match=message):
         unit(**changes)
@@ -110,13 +123,20 @@ def test_word_count_ignores_pure_punctuation():
 
 
 def test_batch_collapses_repetitions_and_merges_sources():
-    batch = UnitBatch.model_validate({"units": [
-        {"text": "LanceDB is embedded.", "category": "fact", "source_ids": ["u1"], "speaker": "user"},
-        {"text": "Chroma is a server.", "category": "fact", "source_ids": ["a1"], "speaker": "assistant"},
-        {"text": "lanceDB is  embedded!", "category": "idea", "source_ids": ["a1"], "speaker": "assistant"},
-    ]}, context=CTX)
+    batch = UnitBatch.model_validate(
+        {
+            "units": [
+                {"text": "LanceDB is embedded.", "category": "fact", "source_ids": ["u1"], "speaker": "user"},
+                {"text": "Chroma is a server.", "category": "fact", "source_ids": ["a1"], "speaker": "assistant"},
+                {"text": "lanceDB is  embedded!", "category": "idea", "source_ids": ["a1"], "speaker": "assistant"},
+            ]
+        },
+        context=CTX,
+    )
     assert [(u.text, u.category, u.source_ids) for u in batch.units] == [
-        ("LanceDB is embedded.", "fact", ["u1", "a1"]), ("Chroma is a server.", "fact", ["a1"])]
+        ("LanceDB is embedded.", "fact", ["u1", "a1"]),
+        ("Chroma is a server.", "fact", ["a1"]),
+    ]
 
 
 def test_thread_map_rejects_unknown_sessions_and_long_steps():
@@ -134,12 +154,17 @@ def test_thread_map_rejects_unknown_sessions_and_long_steps():
 GOOD = {"units": [{"text": "LanceDB is embedded.", "category": "fact", "source_ids": ["u1"], "speaker": "user"}]}
 
 
-@pytest.mark.parametrize("bad, error", [
-    ({"units": [{**GOOD["units"][0], "text": " ".join(["word"] * 20) + "."}]}, "20 words, at most 15 allowed"),
-    ({"units": [{**GOOD["units"][0], "category": "misc"}]}, "category 'misc' is not allowed"),
-    ({"units": [{**GOOD["units"][0], "category": "decision", "source_ids": ["a1"], "speaker": "assistant"}]},
-     "a decision must come from the user"),
-])
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        ({"units": [{**GOOD["units"][0], "text": " ".join(["word"] * 20) + "."}]}, "20 words, at most 15 allowed"),
+        ({"units": [{**GOOD["units"][0], "category": "misc"}]}, "category 'misc' is not allowed"),
+        (
+            {"units": [{**GOOD["units"][0], "category": "decision", "source_ids": ["a1"], "speaker": "assistant"}]},
+            "a decision must come from the user",
+        ),
+    ],
+)
 def test_invalid_answer_is_reasked_with_the_error(bad, error):
     completion, calls = queued_completion([json.dumps(bad), json.dumps(GOOD)])
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
@@ -154,7 +179,9 @@ def test_conversation_reasks_until_valid_then_summarises():
     bad_category = {"units": [{**GOOD["units"][0], "category": "misc"}]}
     summary = {"summary": " ".join(["word"] * 30) + "."}
     one = conv([msg("u1", "user", "LanceDB is embedded.")])
-    completion, calls = queued_completion([json.dumps(long), json.dumps(bad_category), json.dumps(GOOD), json.dumps(summary)])
+    completion, calls = queued_completion(
+        [json.dumps(long), json.dumps(bad_category), json.dumps(GOOD), json.dumps(summary)]
+    )
     result = extract_conversation(one, LiteLLMBackend("openai/gpt-4o-mini", completion=completion))
     assert [u.text for u in result.units] == ["LanceDB is embedded."]
     assert len(calls) == 4
@@ -194,8 +221,10 @@ def test_windows_never_exceed_the_budget_even_for_one_long_word():
 
 
 def test_long_conversation_keeps_source_ids_across_windows():
-    messages = [msg(f"m{i}", "user" if i % 2 == 0 else "assistant", f"Fact number {i} concerns topic {i}. " * 30)
-                for i in range(20)]
+    messages = [
+        msg(f"m{i}", "user" if i % 2 == 0 else "assistant", f"Fact number {i} concerns topic {i}. " * 30)
+        for i in range(20)
+    ]
     result = extract_conversation(conv(messages), OfflineBackend())
     assert len(windows(messages)) > 1
     assert {i for u in result.units for i in u.source_ids} <= {m.id for m in messages}
@@ -224,22 +253,25 @@ def test_offline_extraction_follows_the_rules():
     assert extract_conversation(PAPER, OfflineBackend()) == result  # deterministic
 
 
-@pytest.mark.parametrize("role, text, expected", [
-    ("user", "Let's go with Postgres for the index.", "decision"),
-    ("user", "We chose SQLite for tests.", "decision"),
-    ("assistant", "Let's go with Postgres for the index.", "idea"),
-    ("assistant", "I decided to use Postgres for the index.", "idea"),
-    ("user", "Remember to back up the vault first.", "action-item"),
-    ("assistant", "You need to rebuild the index after the upgrade.", "action-item"),
-    ("user", "The note must never exceed fifteen words.", "constraint"),
-    ("user", "Perhaps the gate could run on a smaller model.", "provisional"),
-    ("user", "I'll maybe switch to Qdrant later.", "provisional"),
-    ("user", "I wonder whether topics need their own folder.", "provisional"),
-    ("user", "One option is a nightly sweep.", "idea"),
-    ("user", "Which embedder is fastest?", "open-question"),
-    ("assistant", "What is your target latency?", "open-question"),
-    ("user", "LanceDB stores vectors on disk.", "fact"),
-])
+@pytest.mark.parametrize(
+    "role, text, expected",
+    [
+        ("user", "Let's go with Postgres for the index.", "decision"),
+        ("user", "We chose SQLite for tests.", "decision"),
+        ("assistant", "Let's go with Postgres for the index.", "idea"),
+        ("assistant", "I decided to use Postgres for the index.", "idea"),
+        ("user", "Remember to back up the vault first.", "action-item"),
+        ("assistant", "You need to rebuild the index after the upgrade.", "action-item"),
+        ("user", "The note must never exceed fifteen words.", "constraint"),
+        ("user", "Perhaps the gate could run on a smaller model.", "provisional"),
+        ("user", "I'll maybe switch to Qdrant later.", "provisional"),
+        ("user", "I wonder whether topics need their own folder.", "provisional"),
+        ("user", "One option is a nightly sweep.", "idea"),
+        ("user", "Which embedder is fastest?", "open-question"),
+        ("assistant", "What is your target latency?", "open-question"),
+        ("user", "LanceDB stores vectors on disk.", "fact"),
+    ],
+)
 def test_category_cues(role, text, expected):
     assert [u.category for u in units_of(role, text)] == [expected]
 
@@ -247,98 +279,143 @@ def test_category_cues(role, text, expected):
 def test_hedged_ideas_stay_provisional_and_keep_their_hedge():
     [idea] = units_of("user", "Maybe we could basically cluster the notes by topic?")
     assert (idea.category, idea.text) == ("provisional", "Maybe we could cluster the notes by topic.")
-    long = units_of("user", "We might later move the whole index to object storage on S3, and then serve "
-                            "several laptops from that single shared copy of the vault.")
+    long = units_of(
+        "user",
+        "We might later move the whole index to object storage on S3, and then serve "
+        "several laptops from that single shared copy of the vault.",
+    )
     assert len(long) == 2 and all(u.category == "provisional" for u in long)
     assert all(("might" in u.text) or u.text.startswith("Possibly,") for u in long)
 
 
 def test_pleasantries_offers_and_rhetorical_questions_are_skipped():
-    text = ("Sure! Certainly, here is the plan: I hope this helps. Thanks! Let me know if you need more. "
-            "Would you like me to write the tests? Why does this matter? It matters for recall.")
+    text = (
+        "Sure! Certainly, here is the plan: I hope this helps. Thanks! Let me know if you need more. "
+        "Would you like me to write the tests? Why does this matter? It matters for recall."
+    )
     assert [u.text for u in units_of("assistant", text)] == ["It matters for recall."]
 
 
 def test_segmentation_keeps_abbreviations_decimals_and_lists():
-    text = ("Use e.g. SQLite, i.e. a file. Dr. Li said so vs. Postgres. Version 3.5 works.\n\n"
-            "- first item here\n- second item here\n\n```python\nprint('x. Y')\n```\n| a | b |\n|---|---|\n"
-            "# Heading line\n**Bold** and *italic* words.")
-    assert sentences(text) == ["Use e.g. SQLite, i.e. a file.", "Dr. Li said so vs. Postgres.", "Version 3.5 works.",
-                               "first item here", "second item here", "Heading line", "Bold and italic words."]
+    text = (
+        "Use e.g. SQLite, i.e. a file. Dr. Li said so vs. Postgres. Version 3.5 works.\n\n"
+        "- first item here\n- second item here\n\n```python\nprint('x. Y')\n```\n| a | b |\n|---|---|\n"
+        "# Heading line\n**Bold** and *italic* words."
+    )
+    assert sentences(text) == [
+        "Use e.g. SQLite, i.e. a file.",
+        "Dr. Li said so vs. Postgres.",
+        "Version 3.5 works.",
+        "first item here",
+        "second item here",
+        "Heading line",
+        "Bold and italic words.",
+    ]
 
 
 def test_compression_strips_fillers_and_splits_clauses_without_dropping_them():
-    assert compress("So, I think that we basically need to store it in order to index it.",
-                    limit=MAX_WORDS)[0] == ["We need to store it to index it."]
-    text = ("The index keeps vectors and text in one embedded database, and it rebuilds incrementally "
-            "when a single note changes, but it needs a compaction step after large imports.")
+    assert compress("So, I think that we basically need to store it in order to index it.", limit=MAX_WORDS)[0] == [
+        "We need to store it to index it."
+    ]
+    text = (
+        "The index keeps vectors and text in one embedded database, and it rebuilds incrementally "
+        "when a single note changes, but it needs a compaction step after large imports."
+    )
     pieces, cuts = compress(text, limit=MAX_WORDS)
     assert len(pieces) >= 2 and cuts == 0 and all(count_words(p) <= 15 for p in pieces)
     assert "compaction" in " ".join(pieces) and "incrementally" in " ".join(pieces)
-    pieces, _ = compress("If the export is larger than two gigabytes on a laptop with little memory, "
-                         "the parser streams the JSON array element by element.", limit=MAX_WORDS)
+    pieces, _ = compress(
+        "If the export is larger than two gigabytes on a laptop with little memory, "
+        "the parser streams the JSON array element by element.",
+        limit=MAX_WORDS,
+    )
     assert pieces[0].startswith("The parser streams") and pieces[1].startswith("This applies if the export")
 
 
 def test_long_sentences_split_into_units_without_dropping_clauses():
-    text = ("The index keeps vectors and text in one embedded database, and it rebuilds incrementally "
-            "when a single note changes, but it needs a compaction step after large imports.")
-    units = extract_units({"title": "t", "messages": [{"id": "a1", "role": "assistant", "text": text}],
-                           **PROMPT_LIMITS})["units"]
+    text = (
+        "The index keeps vectors and text in one embedded database, and it rebuilds incrementally "
+        "when a single note changes, but it needs a compaction step after large imports."
+    )
+    units = extract_units(
+        {"title": "t", "messages": [{"id": "a1", "role": "assistant", "text": text}], **PROMPT_LIMITS}
+    )["units"]
     body = [u["text"] for u in units if u["category"] != "topic"]
     assert len(body) >= 2 and all(count_words(t) <= 15 for t in body)
     assert "compaction" in " ".join(body)
 
 
 def test_split_questions_ask_once_and_keep_their_condition_as_context():
-    [question] = units_of("user", "What should I do with the configuration of the webshop if the customer id "
-                                  "is not provided by the user?")
-    assert (question.text, question.category) == ("What should I do with the configuration of the webshop?",
-                                                   "open-question")
+    [question] = units_of(
+        "user", "What should I do with the configuration of the webshop if the customer id is not provided by the user?"
+    )
+    assert (question.text, question.category) == (
+        "What should I do with the configuration of the webshop?",
+        "open-question",
+    )
     assert question.context == "if the customer id is not provided by the user"
-    two = units_of("user", "How do I build and tag the docker images in GitHub actions, and how do I push "
-                           "them to the Google Container Registry automatically?")
+    two = units_of(
+        "user",
+        "How do I build and tag the docker images in GitHub actions, and how do I push "
+        "them to the Google Container Registry automatically?",
+    )
     assert [u.text.endswith("?") for u in two] == [True, True]
-    [decision, rest] = units_of("user", "If you'd like me to do so, I will generate clear, concise questions with "
-                                        "a single answer, accompanied by an explanation for the correct answer.")
+    [decision, rest] = units_of(
+        "user",
+        "If you'd like me to do so, I will generate clear, concise questions with "
+        "a single answer, accompanied by an explanation for the correct answer.",
+    )
     assert decision.text == "I will generate clear, concise questions with a single answer."
     assert decision.context == "if you'd like me to do so" and "explanation" in rest.text
 
 
-@pytest.mark.parametrize("raw, finished", [
-    ('Tag it with both the Git SHA and "latest".', 'Tag it with both the Git SHA and "latest".'),
-    ("Click on the 'Font Color' button and select 'White'.", "Click on the 'Font Color' button and select 'White'."),
-    ('Press "OK."', 'Press "OK."'),
-    ('transforming ideas into software through code."', "Transforming ideas into software through code."),
-    ("'A quoted sentence.'", "A quoted sentence."),
-    ("I don’t split apostrophes...", "I don’t split apostrophes."),
-])
+@pytest.mark.parametrize(
+    "raw, finished",
+    [
+        ('Tag it with both the Git SHA and "latest".', 'Tag it with both the Git SHA and "latest".'),
+        (
+            "Click on the 'Font Color' button and select 'White'.",
+            "Click on the 'Font Color' button and select 'White'.",
+        ),
+        ('Press "OK."', 'Press "OK."'),
+        ('transforming ideas into software through code."', "Transforming ideas into software through code."),
+        ("'A quoted sentence.'", "A quoted sentence."),
+        ("I don’t split apostrophes...", "I don’t split apostrophes."),
+    ],
+)
 def test_finish_keeps_paired_quotes_and_ends_once(raw, finished):
     assert finish(raw) == finished
 
 
 def test_compression_rewords_before_it_cuts_and_never_ends_on_a_dangling_word():
-    pieces, cuts = compress("Otherwise, we will have to ask the customer to fill in this information via a form.",
-                            limit=MAX_WORDS)
+    pieces, cuts = compress(
+        "Otherwise, we will have to ask the customer to fill in this information via a form.", limit=MAX_WORDS
+    )
     assert (pieces, cuts) == (["Otherwise, we must ask the customer to fill in this information via a form."], 0)
-    pieces, cuts = compress("Our tiny green robot quietly sweeps the dusty kitchen floor every single morning "
-                            "near the big old iron oven there.", limit=MAX_WORDS)
+    pieces, cuts = compress(
+        "Our tiny green robot quietly sweeps the dusty kitchen floor every single morning "
+        "near the big old iron oven there.",
+        limit=MAX_WORDS,
+    )
     assert (pieces, cuts) == (["Our tiny green robot quietly sweeps the dusty kitchen floor every single morning."], 1)
 
 
 def test_code_pasted_without_a_fence_and_sign_offs_are_skipped():
-    text = ("Return $mail->send();\nINSERT INTO t VALUES (1, 'pin', 'y');\nfrom django.db import models\n"
-            "icon varchar(255) null,\nSelf::returnError(5, 'Wrong password.');\n"
-            "Kind regards.\nMet vriendelijke groet.\nI would be happy to help you with your request.\n"
-            "The webshop rents out payment terminals.")
+    text = (
+        "Return $mail->send();\nINSERT INTO t VALUES (1, 'pin', 'y');\nfrom django.db import models\n"
+        "icon varchar(255) null,\nSelf::returnError(5, 'Wrong password.');\n"
+        "Kind regards.\nMet vriendelijke groet.\nI would be happy to help you with your request.\n"
+        "The webshop rents out payment terminals."
+    )
     assert [u.text for u in units_of("user", text)] == ["The webshop rents out payment terminals."]
     assert [u.category for u in units_of("user", "I guess the index fits in memory.")] == ["provisional"]
 
 
 def test_topics_name_the_title_and_recurring_terms():
     text = "The gravel garden uses raked gravel. Gravel stands for water. Raked gravel needs care."
-    data = extract_units({"title": "Karesansui notes", "messages": [{"id": "m1", "role": "user", "text": text}],
-                          **PROMPT_LIMITS})
+    data = extract_units(
+        {"title": "Karesansui notes", "messages": [{"id": "m1", "role": "user", "text": text}], **PROMPT_LIMITS}
+    )
     topics = [u["text"] for u in data["units"] if u["category"] == "topic"]
     assert topics == ["The conversation is about Karesansui notes.", "A recurring term here is gravel."]
 
@@ -351,8 +428,14 @@ def test_topics_come_once_per_long_conversation_and_the_prompt_names_the_part():
     handlers = {name: HANDLERS[name] for name in ("summarize", "thread_map")}
     handlers["extract"] = lambda variables: seen.append(variables) or extract_units(variables)
     terms = ["gravel", "moss", "lantern", "bridge", "maple"]  # each window recurs on another word
-    messages = [msg(f"m{i}", "user" if i % 2 == 0 else "assistant",
-                    f"The garden {i} needs {terms[i // 8]} and more {terms[i // 8]} paths. " * 25) for i in range(40)]
+    messages = [
+        msg(
+            f"m{i}",
+            "user" if i % 2 == 0 else "assistant",
+            f"The garden {i} needs {terms[i // 8]} and more {terms[i // 8]} paths. " * 25,
+        )
+        for i in range(40)
+    ]
     result = extract_conversation(conv(messages, title="Gravel gardens"), OfflineBackend(handlers=handlers))
     assert len(seen) > 2
     assert [(v["part"], v["parts"]) for v in seen] == [(i, len(seen)) for i in range(1, len(seen) + 1)]
@@ -367,8 +450,10 @@ def test_a_long_session_is_shown_to_the_summary_prompt_within_a_budget():
     seen = []
     handlers = {name: HANDLERS[name] for name in ("extract", "thread_map")}
     handlers["summarize"] = lambda variables: seen.append(variables) or summarize(variables)
-    messages = [msg(f"m{i}", "user" if i % 2 == 0 else "assistant", "A long sentence about the vault index. " * 60)
-                for i in range(120)]
+    messages = [
+        msg(f"m{i}", "user" if i % 2 == 0 else "assistant", "A long sentence about the vault index. " * 60)
+        for i in range(120)
+    ]
     extract_conversation(conv(messages), OfflineBackend(handlers=handlers))
     texts = [m["text"] for m in seen[0]["messages"]]
     assert len(texts) == 120 and sum(map(len, texts)) <= SUMMARY_INPUT_CHARS + 120 * 2
@@ -389,8 +474,14 @@ def test_summary_bounds():
 
 
 def test_offline_summary_of_a_long_session_stays_within_200_to_400_words():
-    messages = [{"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
-                 "text": f"Turn {i} explains point {i} about the vault in plain words. " * 12} for i in range(60)]
+    messages = [
+        {
+            "id": f"m{i}",
+            "role": "user" if i % 2 == 0 else "assistant",
+            "text": f"Turn {i} explains point {i} about the vault in plain words. " * 12,
+        }
+        for i in range(60)
+    ]
     text = summarize({"title": "Vault design", "messages": messages})["summary"]
     assert 200 <= count_words(text) <= 400
     late = [i for i in range(60) if f"Turn {i} explains" in text]
@@ -413,21 +504,30 @@ def test_threads_group_by_thread_id_and_by_title():
     assert [s.session_id for s in thread.steps] == ["s:1", "s:2"]
 
 
-@pytest.mark.parametrize("first, second, together", [
-    ("Planning the retrieval paper", "Peer review for the retrieval paper", True),  # shared phrase
-    ("Phone charger challenge", "Sustainable phone charger challenge", True),  # Jaccard 0.75
-    ("Python Path Linked List", "Flatten Lists in Python", False),  # 2 shared words, Jaccard 0.4, no phrase
-    ("Fix RabbitMQ connection error", "Fix Flask error", False),  # only generic words shared
-])
+@pytest.mark.parametrize(
+    "first, second, together",
+    [
+        ("Planning the retrieval paper", "Peer review for the retrieval paper", True),  # shared phrase
+        ("Phone charger challenge", "Sustainable phone charger challenge", True),  # Jaccard 0.75
+        ("Python Path Linked List", "Flatten Lists in Python", False),  # 2 shared words, Jaccard 0.4, no phrase
+        ("Fix RabbitMQ connection error", "Fix Flask error", False),  # only generic words shared
+    ],
+)
 def test_title_rule(first, second, together):
     a, b = conv([], cid="a", title=first), conv([], cid="b", title=second, day=2)
     assert bool(group_threads([a, b])) is together
 
 
 def test_offline_thread_map_steps_are_short_and_questions_collected():
-    sessions = [{"id": f"s{i}", "date": "2024-05-0%d" % i, "title": f"Session {i}",
-                 "summary": f"Session “x”: 2 turns.\n\nUser: How do we scale step {i}? " + "More words here. " * 30}
-                for i in range(1, 4)]
+    sessions = [
+        {
+            "id": f"s{i}",
+            "date": f"2024-05-0{i}",
+            "title": f"Session {i}",
+            "summary": f"Session “x”: 2 turns.\n\nUser: How do we scale step {i}? " + "More words here. " * 30,
+        }
+        for i in range(1, 4)
+    ]
     data = thread_map({"title": "Scaling", "sessions": sessions})
     result = ThreadMap.model_validate(data, context={"session_ids": ["s1", "s2", "s3"]})
     assert [s.session_id for s in result.steps] == ["s1", "s2", "s3"]
@@ -448,13 +548,16 @@ def test_offline_extraction_of_the_real_export():
     seconds = time.perf_counter() - started
     for c, e in zip(convs, extractions):
         counts.update(u.category for u in e.units)
-        n, t = truncation_rate({"messages": [{"id": m.id, "role": m.role, "text": m.text} for m in c.messages],
-                                **PROMPT_LIMITS})
+        n, t = truncation_rate(
+            {"messages": [{"id": m.id, "role": m.role, "text": m.text} for m in c.messages], **PROMPT_LIMITS}
+        )
         cuts, total = cuts + n, total + t
     units = sum(counts.values())
-    print(f"\n{len(convs)} conversations, {sum(len(c.messages) for c in convs)} turns: {units} units in "
-          f"{seconds:.1f}s ({units / seconds * 60:,.0f} units/minute); {dict(sorted(counts.items()))}; "
-          f"hard cuts {cuts}/{total} = {cuts / max(total, 1):.1%}")
+    print(
+        f"\n{len(convs)} conversations, {sum(len(c.messages) for c in convs)} turns: {units} units in "
+        f"{seconds:.1f}s ({units / seconds * 60:,.0f} units/minute); {dict(sorted(counts.items()))}; "
+        f"hard cuts {cuts}/{total} = {cuts / max(total, 1):.1%}"
+    )
     assert counts["decision"] > 0 and units > 1000 and seconds < 60
     assert all(u.speaker == "user" for e in extractions for u in e.units if u.category == "decision")
     assert all(count_words(e.summary) <= 400 for e in extractions)

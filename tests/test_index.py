@@ -10,40 +10,33 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, note_text, write_file
 from vault_pipeline.errors import IndexStateError, ModelError
 from vault_pipeline.index import sync as index_mod
 from vault_pipeline.index import table as index_table
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest
-from vault_pipeline.index.sync import Index, note_columns, sync, user_note_id
-from vault_pipeline.index.table import INDEX_DIR, TABLE, connect
+from vault_pipeline.index.search import Index
+from vault_pipeline.index.sync import sync, user_note_id
+from vault_pipeline.index.table import INDEX_DIR, TABLE, connect, note_columns
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
 # --------------------------------------------------------------------------- vault builders
 
 
-def _atomic(note_id: str, sentence: str, *, status: str = "provisional", category: str = "fact",
-            extra: str = "") -> str:
-    return textwrap.dedent(f"""\
-        ---
-        id: {note_id}
-        type: atomic
-        category: {category}
-        status: {status}
-        speaker: user
-        source:
-          kind: chatgpt
-          conversation: conv-1
-          title: Storage talk
-          messages: [m-1, m-2]
-        created: 2024-03-01T10:00:00
-        tags: [test]
-        {extra}
-        ---
-        {sentence}
-
-        Source: [[2024-03-01 storage talk#^m-1]]
-        """)
+def _atomic(note_id: str, sentence: str, *, status: str = "provisional", category: str = "fact", **frontmatter) -> str:
+    """An atomic note's text, no tier of its own (its folder decides), citing the storage talk."""
+    source = {"kind": "chatgpt", "conversation": "conv-1", "title": "Storage talk", "messages": ["m-1", "m-2"]}
+    return note_text(
+        note_id,
+        f"{sentence}\n\nSource: [[2024-03-01 storage talk#^m-1]]\n",
+        status=status,
+        category=category,
+        tier=None,
+        source=source,
+        created="2024-03-01T10:00:00",
+        tags=["test"],
+        **frontmatter,
+    )
 
 
 SESSION = textwrap.dedent("""\
@@ -77,20 +70,13 @@ NOTES = {
     "inbox/lancedb.md": _atomic("n-0001", "We will store vectors in LanceDB on local disk."),
     "inbox/budget.md": _atomic("n-0002", "The query budget is fifty milliseconds at p50.", category="constraint"),
     "engrams/obsidian.md": _atomic("n-0003", "Obsidian is the editor for reviewing atomic notes.", status="kept"),
-    "archive/old-store.md": _atomic("n-0004", "We will store vectors in parquet files on disk.",
-                                    status="archived", extra="superseded_by: \"[[lancedb]]\""),
-    "inbox/dup.md": _atomic("n-0005", "Pelicans migrate along the coast every spring.",
-                            extra="duplicate_of: \"[[pelicans]]\""),
+    "archive/old-store.md": _atomic(
+        "n-0004", "We will store vectors in parquet files on disk.", status="archived", superseded_by="[[lancedb]]"
+    ),
+    "inbox/dup.md": _atomic("n-0005", "Pelicans migrate along the coast every spring.", duplicate_of="[[pelicans]]"),
     "sessions/2024-03-01 storage talk.md": SESSION,
     "resources/garden notes.md": "Japanese gardens use raked gravel to suggest water and emptiness.\n",
 }
-
-
-def _write(root: Path, relpath: str, text: str) -> Path:
-    path = root / relpath
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def _edit(path: Path, text: str) -> None:
@@ -101,11 +87,8 @@ def _edit(path: Path, text: str) -> None:
 
 
 @pytest.fixture()
-def vault(tmp_path: Path) -> Vault:
-    Vault.init(tmp_path)
-    for relpath, text in NOTES.items():
-        _write(tmp_path, relpath, text)
-    return Vault.open(tmp_path)
+def vault(make_vault) -> Vault:
+    return make_vault(notes=NOTES)
 
 
 @pytest.fixture()
@@ -118,8 +101,15 @@ def _table(vault: Vault):
 
 
 def _all_rows(vault: Vault) -> list[dict]:
-    return _table(vault).search().select(["chunk_id", "note_id", "path", "tier", "status", "text"]) \
-        .limit(None).to_arrow().sort_by("chunk_id").to_pylist()
+    return (
+        _table(vault)
+        .search()
+        .select(["chunk_id", "note_id", "path", "tier", "status", "text"])
+        .limit(None)
+        .to_arrow()
+        .sort_by("chunk_id")
+        .to_pylist()
+    )
 
 
 def _clean(report) -> bool:
@@ -152,8 +142,10 @@ def test_second_sync_embeds_nothing_and_reads_no_file(vault, embedder):
 
 def test_editing_one_note_reembeds_exactly_that_note(vault, embedder):
     sync(vault, embedder)
-    _edit(vault.root / "inbox/budget.md", _atomic("n-0002", "The query budget is forty milliseconds at p50.",
-                                                   category="constraint"))
+    _edit(
+        vault.root / "inbox/budget.md",
+        _atomic("n-0002", "The query budget is forty milliseconds at p50.", category="constraint"),
+    )
     report = sync(vault, embedder)
     assert (report.changed, report.embedded_notes, report.embedded_chunks) == (1, 1, 1)
     assert report.unchanged == len(NOTES) - 1 and report.repaired == 0
@@ -163,8 +155,10 @@ def test_editing_one_note_reembeds_exactly_that_note(vault, embedder):
 
 def test_frontmatter_only_edit_keeps_vectors(vault, embedder):
     sync(vault, embedder)
-    _edit(vault.root / "inbox/lancedb.md", _atomic("n-0001", "We will store vectors in LanceDB on local disk.",
-                                                    status="kept"))
+    _edit(
+        vault.root / "inbox/lancedb.md",
+        _atomic("n-0001", "We will store vectors in LanceDB on local disk.", status="kept"),
+    )
     report = sync(vault, embedder)
     assert (report.changed, report.embedded_chunks, report.reused_chunks) == (1, 0, 1)
     assert [r["status"] for r in _all_rows(vault) if r["note_id"] == "n-0001"] == ["kept"]
@@ -207,7 +201,7 @@ def test_moving_a_note_without_frontmatter_reindexes_it_under_its_new_id(vault, 
 
 
 def test_broken_frontmatter_is_skipped_with_its_reason(vault, embedder):
-    _write(vault.root, "inbox/broken.md", "---\nid: n-9\ncategory: [unclosed\n---\nBody.\n")
+    write_file(vault, "inbox/broken.md", "---\nid: n-9\ncategory: [unclosed\n---\nBody.\n")
     report = sync(vault, embedder)
     assert [p for p, _ in report.skipped] == ["inbox/broken.md"]
     reason = report.skipped[0][1]
@@ -227,7 +221,7 @@ def test_a_note_that_breaks_later_loses_its_rows(vault, embedder):
 
 
 def test_duplicate_note_id_is_skipped_not_mixed(vault, embedder):
-    _write(vault.root, "inbox/zz-copy.md", NOTES["inbox/lancedb.md"])
+    write_file(vault, "inbox/zz-copy.md", NOTES["inbox/lancedb.md"])
     report = sync(vault, embedder)
     assert report.skipped == [("inbox/zz-copy.md", "id n-0001 is already used by inbox/lancedb.md")]
     assert [r["path"] for r in _all_rows(vault) if r["note_id"] == "n-0001"] == ["inbox/lancedb.md"]
@@ -250,7 +244,7 @@ def test_rebuild_on_request(vault, embedder):
 
 
 def test_empty_note_and_user_note_ids(vault, embedder):
-    _write(vault.root, "inbox/empty.md", "---\nid: n-empty\ntype: atomic\n---\n")
+    write_file(vault, "inbox/empty.md", "---\nid: n-empty\ntype: atomic\n---\n")
     sync(vault, embedder)
     assert user_note_id("resources/garden notes.md").startswith("u-")
     rows = [r for r in _all_rows(vault) if r["path"] == "resources/garden notes.md"]
@@ -277,7 +271,7 @@ def test_overwritten_text_is_caught_by_the_content_check(vault, embedder):
     report = sync(vault, embedder)
     assert report.integrity == "layout+content"  # the table moved behind the manifest's back
     assert report.repairs == [("engrams/obsidian.md", "row n-0003:0 content does not match its check")]
-    assert "Obsidian" in [r["text"] for r in _all_rows(vault) if r["note_id"] == "n-0003"][0]
+    assert "Obsidian" in next(r["text"] for r in _all_rows(vault) if r["note_id"] == "n-0003")
 
 
 def test_swapped_vectors_are_caught(vault, embedder):
@@ -305,12 +299,16 @@ def test_deleted_rows_and_orphan_rows_are_repaired(vault, embedder):
     table = _table(vault)
     table.delete("path = 'inbox/budget.md'")
     orphan = table.search().where("chunk_id = 'n-0003:0'").to_arrow()
-    table.add(orphan.set_column(orphan.schema.get_field_index("path"), "path",
-                                [["nowhere/ghost.md"] * orphan.num_rows]))
+    table.add(
+        orphan.set_column(orphan.schema.get_field_index("path"), "path", [["nowhere/ghost.md"] * orphan.num_rows])
+    )
     report = sync(vault, embedder)
     # The copy shares n-0003:0 with the real row: neither is trusted, both paths are redone.
-    assert report.repairs == [("engrams/obsidian.md", "duplicate chunk ids"), ("inbox/budget.md", "rows missing"),
-                              ("nowhere/ghost.md", "duplicate chunk ids")]
+    assert report.repairs == [
+        ("engrams/obsidian.md", "duplicate chunk ids"),
+        ("inbox/budget.md", "rows missing"),
+        ("nowhere/ghost.md", "duplicate chunk ids"),
+    ]
     assert not [r for r in _all_rows(vault) if r["path"] == "nowhere/ghost.md"]
     assert _clean(sync(vault, embedder))
 
@@ -362,8 +360,8 @@ def test_verify_rehashes_every_file(vault, embedder):
 # --------------------------------------------------------------------------- reading
 
 
-def test_empty_vault_indexes_and_answers_nothing(tmp_path, embedder):
-    vault = Vault.init(tmp_path)
+def test_empty_vault_indexes_and_answers_nothing(make_vault, embedder):
+    vault = make_vault()
     report = sync(vault, embedder)
     assert (report.scanned, report.rows, report.embedded_notes) == (0, 0, 0)
     index = Index.open(vault, embedder)
@@ -372,9 +370,9 @@ def test_empty_vault_indexes_and_answers_nothing(tmp_path, embedder):
     assert index.all_vectors()[2].shape == (0, 64) and index.stats()["notes"] == 0
 
 
-def test_open_without_an_index_says_what_to_run(tmp_path):
+def test_open_without_an_index_says_what_to_run(make_vault):
     with pytest.raises(IndexStateError, match="run `vault index`"):
-        Index.open(Vault.init(tmp_path))
+        Index.open(make_vault())
 
 
 class _NoModel:
@@ -433,21 +431,24 @@ def test_archived_superseded_and_duplicates_only_on_request(vault, embedder):
 def test_vector_search_many_equals_one_search_per_vector(vault, embedder):
     sync(vault, embedder)
     index = Index.open(vault, embedder)
-    queries = embedder.embed(["Where do we store vectors?", "raked gravel garden", "pelicans migrate",
-                              "store vectors in parquet files"])
+    queries = embedder.embed(
+        ["Where do we store vectors?", "raked gravel garden", "pelicans migrate", "store vectors in parquet files"]
+    )
     for archived in (False, True):
         many = index.vector_search_many(queries, 3, include_archived=archived)
         single = [index.vector_search(q, 3, include_archived=archived) for q in queries]
-        assert [[(h.chunk_id, h.similarity) for h in hits] for hits in many] == \
-            [[(h.chunk_id, h.similarity) for h in hits] for hits in single]
+        assert [[(h.chunk_id, h.similarity) for h in hits] for hits in many] == [
+            [(h.chunk_id, h.similarity) for h in hits] for hits in single
+        ]
     assert len(many) == 4 and all(len(hits) == 3 for hits in many)
 
 
-def test_ties_are_ordered_by_chunk_id_and_repeatable(tmp_path, embedder):
-    Vault.init(tmp_path)
-    for i in range(30):
-        _write(tmp_path, f"inbox/same-{i:02d}.md", _atomic(f"n-{29 - i:04d}", "Identical sentence about tides."))
-    vault = Vault.open(tmp_path)
+def test_ties_are_ordered_by_chunk_id_and_repeatable(make_vault, embedder):
+    vault = make_vault(
+        notes={
+            f"inbox/same-{i:02d}.md": _atomic(f"n-{29 - i:04d}", "Identical sentence about tides.") for i in range(30)
+        }
+    )
     sync(vault, embedder)
     index = Index.open(vault, embedder)
     query = embedder.embed(["Identical sentence about tides."])[0]
@@ -464,8 +465,12 @@ def test_long_session_note_yields_heading_chunks(vault, embedder):
     sync(vault, embedder)
     rows = Index.open(vault).rows(["s-0001"])
     assert [r.chunk_id for r in rows] == [f"s-0001:{i}" for i in range(len(rows))] and len(rows) == 4
-    assert [r.heading for r in rows] == ["Storage talk", "Storage talk > Summary", "Storage talk > Risks",
-                                         "Storage talk > Risks > Mitigation"]
+    assert [r.heading for r in rows] == [
+        "Storage talk",
+        "Storage talk > Summary",
+        "Storage talk > Risks",
+        "Storage talk > Risks > Mitigation",
+    ]
     assert rows[3].text.startswith("Storage talk > Risks > Mitigation") and rows[3].level == 3
     assert all(r.type == "session" and r.lane == "lookup" for r in rows)
 
@@ -491,7 +496,7 @@ def test_rows_all_vectors_and_stats(vault, embedder):
 def test_reader_sees_the_next_sync(vault, embedder):
     sync(vault, embedder)
     index = Index.open(vault, embedder)
-    _write(vault.root, "inbox/new.md", _atomic("n-0100", "Freshly written notes are retrievable at once."))
+    write_file(vault, "inbox/new.md", _atomic("n-0100", "Freshly written notes are retrievable at once."))
     sync(vault, embedder)
     assert [h.note_id for h in index.text_search("freshly retrievable", 3)] == ["n-0100"]
 
@@ -503,7 +508,7 @@ def test_concurrent_readers_during_a_sync(vault, embedder):
     index = Index.open(vault, embedder)
     query = embedder.embed(["store vectors"])[0]
     for i in range(20):
-        _write(vault.root, f"inbox/more-{i}.md", _atomic(f"n-{200 + i}", f"More vectors to store, batch {i}."))
+        write_file(vault, f"inbox/more-{i}.md", _atomic(f"n-{200 + i}", f"More vectors to store, batch {i}."))
     with ThreadPoolExecutor(max_workers=4) as pool:
         reads = [pool.submit(index.vector_search, query, 5) for _ in range(20)]
         reads += [pool.submit(index.text_search, "vectors", 5) for _ in range(20)]
@@ -513,8 +518,16 @@ def test_concurrent_readers_during_a_sync(vault, embedder):
 
 
 def test_note_columns_read_flat_and_nested_source():
-    cols = note_columns({"id": "x", "status": "kept", "source_kind": "claude", "source": {"conversation": "c9",
-                         "messages": ["a"]}, "superseded_by": ["[[y]]"]}, "engrams/x.md")
+    cols = note_columns(
+        {
+            "id": "x",
+            "status": "kept",
+            "source_kind": "claude",
+            "source": {"conversation": "c9", "messages": ["a"]},
+            "superseded_by": ["[[y]]"],
+        },
+        "engrams/x.md",
+    )
     assert (cols["source_kind"], cols["source_conversation"], cols["source_messages"]) == ("claude", "c9", '["a"]')
     assert cols["superseded_by"] == "[[y]]" and cols["active"] is False
     assert note_columns({}, "archive/x.md")["status"] == "archived"
@@ -523,18 +536,24 @@ def test_note_columns_read_flat_and_nested_source():
 
 
 @pytest.mark.slow
-def test_minilm_end_to_end(tmp_path):
+def test_minilm_end_to_end(make_vault):
     from vault_pipeline.models.embed import build_embedder
 
-    sentences = ["We will store vectors in LanceDB on local disk.", "The budget for a query is fifty milliseconds.",
-                 "Pelicans migrate along the coast every spring.", "Obsidian is where notes are reviewed.",
-                 "Japanese gardens use raked gravel to suggest water.", "The fit gate fails open on model errors.",
-                 "Duplicates are archived, never deleted.", "Tea is best brewed at eighty degrees.",
-                 "The nightly sweep links related notes.", "Context packages cite every block."]
-    Vault.init(tmp_path)
-    for i, sentence in enumerate(sentences):
-        _write(tmp_path, f"inbox/n{i}.md", _atomic(f"n-{i:04d}", sentence))
-    vault = Vault.open(tmp_path)
+    sentences = [
+        "We will store vectors in LanceDB on local disk.",
+        "The budget for a query is fifty milliseconds.",
+        "Pelicans migrate along the coast every spring.",
+        "Obsidian is where notes are reviewed.",
+        "Japanese gardens use raked gravel to suggest water.",
+        "The fit gate fails open on model errors.",
+        "Duplicates are archived, never deleted.",
+        "Tea is best brewed at eighty degrees.",
+        "The nightly sweep links related notes.",
+        "Context packages cite every block.",
+    ]
+    vault = make_vault(
+        notes={f"inbox/n{i}.md": _atomic(f"n-{i:04d}", sentence) for i, sentence in enumerate(sentences)}
+    )
     model = build_embedder("minilm")
     report = sync(vault, model)
     assert report.embedded_notes == 10 and report.embedder == "minilm-l6-v2-int8"
@@ -556,14 +575,13 @@ def test_small_syncs_defer_optimize_and_verify_forces_it(vault, embedder):
     assert sync(vault, embedder, verify=True).optimized
 
 
-def test_large_table_gets_an_ann_index_and_stays_exact_enough(tmp_path, embedder, monkeypatch):
+def test_large_table_gets_an_ann_index_and_stays_exact_enough(make_vault, embedder, monkeypatch):
     monkeypatch.setattr(index_table, "ANN_MIN_ROWS", 100)
-    Vault.init(tmp_path)
     words = ["tide", "gravel", "budget", "vector", "archive", "pelican", "garden", "query", "lance", "note"]
-    for i in range(400):
-        sentence = " ".join(words[(i * k) % 10] for k in (1, 3, 7)) + f" number {i}."
-        _write(tmp_path, f"inbox/{i:03d}.md", _atomic(f"n-{i:04d}", sentence))
-    vault = Vault.open(tmp_path)
+    sentences = [" ".join(words[(i * k) % 10] for k in (1, 3, 7)) + f" number {i}." for i in range(400)]
+    vault = make_vault(
+        notes={f"inbox/{i:03d}.md": _atomic(f"n-{i:04d}", sentence) for i, sentence in enumerate(sentences)}
+    )
     report = sync(vault, embedder)
     index = Index.open(vault, embedder)
     assert report.ann_index_built and index.stats()["ann_index"]
@@ -576,6 +594,6 @@ def test_large_table_gets_an_ann_index_and_stays_exact_enough(tmp_path, embedder
         assert [h.similarity for h in hits] == pytest.approx([-s for s, _ in exact], abs=1e-9)
     assert not sync(vault, embedder).ann_index_built  # built once, retrained only when the table doubles
     # ... or after an optimize (LanceDB's leaves the index with 8 partitions); --verify forces one.
-    _write(tmp_path, "inbox/000.md", _atomic("n-0000", "A changed sentence about tides."))
+    write_file(vault, "inbox/000.md", _atomic("n-0000", "A changed sentence about tides."))
     report = sync(vault, embedder, verify=True)
     assert report.optimized and report.ann_index_built

@@ -7,10 +7,9 @@ import subprocess
 import sys
 
 import pytest
-
-from fakes import queued_completion
 from pydantic import BaseModel, ValidationInfo, field_validator
 
+from tests.fakes import queued_completion
 from vault_pipeline.errors import ConfigError, ModelError
 from vault_pipeline.models.build import build_llm
 from vault_pipeline.models.calllog import CallLog, redact
@@ -31,8 +30,13 @@ class Short(BaseModel):
         return value
 
 
-PROMPT = Prompt(name="echo", version="1", temperature=0.0, system="Answer in JSON.",
-                template="Say {{ thing }} in at most three words.")
+PROMPT = Prompt(
+    name="echo",
+    version="1",
+    temperature=0.0,
+    system="Answer in JSON.",
+    template="Say {{ thing }} in at most three words.",
+)
 
 
 def test_every_prompt_file_loads_with_settings():
@@ -107,6 +111,7 @@ def test_transient_errors_are_retried_by_tenacity():
     backend = LiteLLMBackend("openai/gpt-4o-mini", completion=flaky)
     backend._transient_attempts = 3
     assert backend.call(PROMPT, {"thing": "hi"}, Short).text == "fine"
+    assert len(calls) == 1  # the rate-limited attempt never reached the model; the retry did
 
 
 def test_call_log_never_holds_api_keys(tmp_path):
@@ -136,7 +141,9 @@ def test_build_llm_and_remote_detection():
 
 
 def test_offline_path_does_not_import_litellm():
-    code = ("import sys; from vault_pipeline.models.build import build_llm; build_llm('offline'); "
-            "import vault_pipeline.cli; print('litellm' in sys.modules, 'lancedb' in sys.modules)")
+    code = (
+        "import sys; from vault_pipeline.models.build import build_llm; build_llm('offline'); "
+        "import vault_pipeline.cli; print('litellm' in sys.modules, 'lancedb' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False False"

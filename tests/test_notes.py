@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import yaml
-
 from vault_pipeline.errors import FrontmatterError
-from vault_pipeline.ingest.notes import atomic_id, atomic_note, block_id, session_id, session_note, thread_note, topic_hub, topic_id
+from vault_pipeline.ingest.notes import (
+    atomic_id,
+    atomic_note,
+    block_id,
+    session_id,
+    session_note,
+    thread_note,
+    topic_hub,
+    topic_id,
+)
 from vault_pipeline.text import word_count
 from vault_pipeline.vault.frontmatter import KEY_ORDER, _Dumper, _fast_block, dump_yaml, render_note, split_frontmatter
 from vault_pipeline.vault.note import TIER_WEIGHTS, note_id, note_tier, safe_stem
@@ -64,10 +72,12 @@ class ThreadMap:
     open_questions: list[str]
 
 
-WHEN = datetime(2024, 3, 1, 9, 30, tzinfo=timezone.utc)
+WHEN = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
 
 
-def conversation(*messages: Message, kind: str = "chatgpt", cid: str = "c-1", title: str = "Storage plans") -> Conversation:
+def conversation(
+    *messages: Message, kind: str = "chatgpt", cid: str = "c-1", title: str = "Storage plans"
+) -> Conversation:
     return Conversation(kind, cid, title, WHEN, WHEN, tuple(messages))
 
 
@@ -75,9 +85,17 @@ def conversation(*messages: Message, kind: str = "chatgpt", cid: str = "c-1", ti
 
 
 def test_render_is_canonical_byte_stable_and_round_trips():
-    frontmatter = {"zeta": "last", "tags": ["b", "a"], "id": "a-1", "created": WHEN, "empty": "",
-                   "none": None, "session": "[[my-session-abc123]]", "type": "atomic",
-                   "source": {"kind": "chatgpt", "messages": ["m1", "m2"], "title": None}}
+    frontmatter = {
+        "zeta": "last",
+        "tags": ["b", "a"],
+        "id": "a-1",
+        "created": WHEN,
+        "empty": "",
+        "none": None,
+        "session": "[[my-session-abc123]]",
+        "type": "atomic",
+        "source": {"kind": "chatgpt", "messages": ["m1", "m2"], "title": None},
+    }
     text = render_note(frontmatter, "Body line.")
     assert text == render_note(dict(frontmatter), "Body line.")
     block = text.split("---\n")[1]
@@ -103,21 +121,66 @@ def test_unicode_values_are_written_readably():
     assert split_frontmatter(text)[0]["title"] == "日本語 🎉"
 
 
-TRICKY = st.sampled_from(["yes", "No", "null", "~", "123", "0x1F", "1e3", "2024-01-02", "12:30", "- a",
-                           "a: b", "a #b", "a#b", "#c", "x:", "'q'", 'say "hi"', " lead", "trail ", "é ü",
-                           "[[link]]", "[[a\"b]]", "[x]", "{y}", "...", "---", "? q", "D1:3", "@at", "%p",
-                           "a,b", "tab\tin", "line\nbreak", "\u2028", "\xa0nbsp", "🎉 party", "a" * 130])
+TRICKY = st.sampled_from(
+    [
+        "yes",
+        "No",
+        "null",
+        "~",
+        "123",
+        "0x1F",
+        "1e3",
+        "2024-01-02",
+        "12:30",
+        "- a",
+        "a: b",
+        "a #b",
+        "a#b",
+        "#c",
+        "x:",
+        "'q'",
+        'say "hi"',
+        " lead",
+        "trail ",
+        "é ü",
+        "[[link]]",
+        '[[a"b]]',
+        "[x]",
+        "{y}",
+        "...",
+        "---",
+        "? q",
+        "D1:3",
+        "@at",
+        "%p",
+        "a,b",
+        "tab\tin",
+        "line\nbreak",
+        "\u2028",
+        "\xa0nbsp",
+        "🎉 party",
+        "a" * 130,
+    ]
+)
 SCALARS = st.one_of(TRICKY, st.text(max_size=40), st.integers(), st.booleans(), st.floats(allow_nan=False))
-VALUES = st.one_of(SCALARS, st.lists(SCALARS, min_size=1, max_size=4),
-                   st.dictionaries(st.one_of(TRICKY, st.text(min_size=1, max_size=10)),
-                                   st.one_of(SCALARS, st.lists(SCALARS, min_size=1, max_size=3)), min_size=1, max_size=3))
+VALUES = st.one_of(
+    SCALARS,
+    st.lists(SCALARS, min_size=1, max_size=4),
+    st.dictionaries(
+        st.one_of(TRICKY, st.text(min_size=1, max_size=10)),
+        st.one_of(SCALARS, st.lists(SCALARS, min_size=1, max_size=3)),
+        min_size=1,
+        max_size=3,
+    ),
+)
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.dictionaries(st.one_of(TRICKY, st.text(min_size=1, max_size=12)), VALUES, min_size=1, max_size=6))
 def test_fast_yaml_emitter_matches_pyyaml_byte_for_byte(mapping):
-    slow = yaml.dump(mapping, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     default_flow_style=False, width=10**9)
+    slow = yaml.dump(
+        mapping, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=10**9
+    )
     lines: list[str] = []
     if _fast_block(mapping, "", lines):
         assert "\n".join(lines) + "\n" == slow
@@ -135,8 +198,15 @@ def test_crlf_and_empty_frontmatter():
     assert split_frontmatter("---\n---\nbody\n") == ({}, "body\n")
 
 
-@pytest.mark.parametrize("text", ["---\nid: [unclosed\n---\nbody\n", "---\nid: x\nbody without end\n",
-                                  "---\n- a list\n---\n", "---\njust a string\n---\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\nid: [unclosed\n---\nbody\n",
+        "---\nid: x\nbody without end\n",
+        "---\n- a list\n---\n",
+        "---\njust a string\n---\n",
+    ],
+)
 def test_broken_frontmatter_raises(text):
     with pytest.raises(FrontmatterError):
         split_frontmatter(text, "inbox/broken.md")
@@ -156,9 +226,25 @@ def test_ids_are_stable_and_normalised():
     assert topic_id("Databases") == topic_id("databases!")
 
 
-@pytest.mark.parametrize("title", ["../../etc/passwd", "a" * 300, "日本語のノート " * 40, "🎉🚀✨",
-                                   "?!/\\:*\"<>|#^[]", "CON", "nul", "COM1", "..", ".hidden", "a\x00b\x07c",
-                                   "", "   ", "x" + "é" * 200])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "../../etc/passwd",
+        "a" * 300,
+        "日本語のノート " * 40,
+        "🎉🚀✨",
+        '?!/\\:*"<>|#^[]',
+        "CON",
+        "nul",
+        "COM1",
+        "..",
+        ".hidden",
+        "a\x00b\x07c",
+        "",
+        "   ",
+        "x" + "é" * 200,
+    ],
+)
 def test_safe_stem_edge_cases(title):
     nid = note_id("a", title)
     stem = safe_stem(title, nid)
@@ -168,8 +254,10 @@ def test_safe_stem_edge_cases(title):
 
 
 def test_safe_stem_is_readable():
-    assert safe_stem("We will use Postgres (v16) for storage!", "a-0123456789ab") == \
-        "we-will-use-postgres-v16-for-storage-6789ab"
+    assert (
+        safe_stem("We will use Postgres (v16) for storage!", "a-0123456789ab")
+        == "we-will-use-postgres-v16-for-storage-6789ab"
+    )
     assert safe_stem("Café in Zürich", "a-0123456789ab").startswith("café-in-zürich-")
     assert safe_stem("../../etc/passwd", "a-0123456789ab") == "etc-passwd-6789ab"
     assert safe_stem("🎉", "a-0123456789ab") == "note-6789ab"
@@ -190,8 +278,9 @@ def test_safe_stem_property(title, nid):
     _assert_safe(safe_stem(title, nid))
 
 
-@pytest.mark.parametrize("mid", ["D1:3", "D12:104", "6f1c2d3e-1111-2222-3333-444455556666",
-                                 "msg_01AbC", "a b/c", "", "::"])
+@pytest.mark.parametrize(
+    "mid", ["D1:3", "D12:104", "6f1c2d3e-1111-2222-3333-444455556666", "msg_01AbC", "a b/c", "", "::"]
+)
 def test_block_ids_are_obsidian_safe_and_deterministic(mid):
     bid = block_id(mid)
     assert re.fullmatch(r"m-[A-Za-z0-9-]+", bid)
@@ -227,7 +316,7 @@ def _block_ids(body: str) -> list[str]:
         tag = re.match(r"^ {0,3}<(pre|script|style|textarea|!--)", line, re.I)
         if tag:
             end = "-->" if tag[1] == "!--" else f"</{tag[1].lower()}>"
-            html = None if end in line.lower()[tag.end():] else end
+            html = None if end in line.lower()[tag.end() :] else end
             continue
         hit = re.search(r"(?:^|\s)\^([A-Za-z0-9-]+)$", line)
         if hit:
@@ -238,8 +327,12 @@ def _block_ids(body: str) -> list[str]:
 
 MESSAGES = (
     Message("D1:1", "user", "Caroline", "Plain question about storage?"),
-    Message("6f1c2d3e-1111-2222-3333-444455556666", "assistant", "Assistant",
-            "Here is code:\n\n```python\nprint('hi') ^m-fake\n```\n\nAnd a closing paragraph."),
+    Message(
+        "6f1c2d3e-1111-2222-3333-444455556666",
+        "assistant",
+        "Assistant",
+        "Here is code:\n\n```python\nprint('hi') ^m-fake\n```\n\nAnd a closing paragraph.",
+    ),
     Message("m3", "assistant", "Assistant", "Ends in code:\n\n```sql\nSELECT 1;\n```"),
     Message("m4", "assistant", "Assistant", "Unclosed fence:\n~~~\nstill code"),
     Message("m5", "user", "User", "- a list\n- of items"),
@@ -278,14 +371,22 @@ def test_session_note_can_link_units_by_message():
 def test_atomic_note_links_resolve_into_the_session_transcript():
     conv = conversation(*MESSAGES[:2], kind="locomo")
     session = session_note(conv, "summary")
-    unit = Unit("We will store notes in   Postgres.", "decision", ["D1:1", MESSAGES[1].id],
-                context="for the prototype")
+    unit = Unit("We will store notes in   Postgres.", "decision", ["D1:1", MESSAGES[1].id], context="for the prototype")
     note = atomic_note(unit, conv, session.stem, "2024-03-01T09:30:00+00:00")
     fm = note.frontmatter
-    assert (note.folder, fm["type"], fm["status"], fm["tier"], fm["category"]) == \
-        ("inbox", "atomic", "provisional", "chat", "decision")
-    assert fm["source"] == {"kind": "locomo", "conversation": "c-1", "title": "Storage plans",
-                            "messages": ["D1:1", MESSAGES[1].id]}
+    assert (note.folder, fm["type"], fm["status"], fm["tier"], fm["category"]) == (
+        "inbox",
+        "atomic",
+        "provisional",
+        "chat",
+        "decision",
+    )
+    assert fm["source"] == {
+        "kind": "locomo",
+        "conversation": "c-1",
+        "title": "Storage plans",
+        "messages": ["D1:1", MESSAGES[1].id],
+    }
     assert (fm["source_kind"], fm["source_conversation"]) == ("locomo", "c-1")
     assert fm["session"] == f"[[{session.stem}]]"
     lines = note.body.splitlines()
@@ -310,8 +411,11 @@ def test_topic_hub_sorted_deduplicated_and_extendable():
 
 
 def test_thread_note_links_each_session():
-    tmap = ThreadMap("Storage work", [Step("c-1", "Chose Postgres"), Step("c-2", "Benchmarked"),
-                                      Step("c-9", "Unknown session")], ["Which index type?"])
+    tmap = ThreadMap(
+        "Storage work",
+        [Step("c-1", "Chose Postgres"), Step("c-2", "Benchmarked"), Step("c-9", "Unknown session")],
+        ["Which index type?"],
+    )
     note = thread_note("storage", tmap, {"c-1": "storage-plans-aaaaaa", "c-2": "bench-bbbbbb"})
     assert note.folder == "threads" and note.frontmatter["type"] == "thread"
     assert "1. [[storage-plans-aaaaaa]]: Chose Postgres" in note.body
@@ -323,20 +427,23 @@ def test_thread_note_links_each_session():
 # --------------------------------------------------------------------------- tiers and words
 
 
-@pytest.mark.parametrize("frontmatter, relpath, tier", [
-    ({"status": "kept", "tier": "chat"}, "inbox/x.md", "engram"),
-    ({"tier": "resource"}, "inbox/x.md", "resource"),
-    ({}, "engrams/x.md", "engram"),
-    ({}, "resources/x.md", "resource"),
-    ({}, "web/x.md", "web"),
-    ({}, "sessions/x.md", "chat"),
-    ({}, "threads/x.md", "chat"),
-    ({}, "topics/x.md", "chat"),
-    ({}, "inbox/x.md", "chat"),
-    ({}, "My idea.md", "engram"),
-    ({}, "Projects/deep/idea.md", "engram"),
-    ({"tier": "bogus"}, "web/x.md", "web"),
-])
+@pytest.mark.parametrize(
+    "frontmatter, relpath, tier",
+    [
+        ({"status": "kept", "tier": "chat"}, "inbox/x.md", "engram"),
+        ({"tier": "resource"}, "inbox/x.md", "resource"),
+        ({}, "engrams/x.md", "engram"),
+        ({}, "resources/x.md", "resource"),
+        ({}, "web/x.md", "web"),
+        ({}, "sessions/x.md", "chat"),
+        ({}, "threads/x.md", "chat"),
+        ({}, "topics/x.md", "chat"),
+        ({}, "inbox/x.md", "chat"),
+        ({}, "My idea.md", "engram"),
+        ({}, "Projects/deep/idea.md", "engram"),
+        ({"tier": "bogus"}, "web/x.md", "web"),
+    ],
+)
 def test_note_tier(frontmatter, relpath, tier):
     assert note_tier(frontmatter, relpath) == tier
     assert tier in TIER_WEIGHTS

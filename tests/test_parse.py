@@ -8,7 +8,6 @@ import zipfile
 from collections import Counter
 
 import pytest
-
 from conftest import shared_data
 
 try:
@@ -17,8 +16,15 @@ try:
 except ImportError:  # the property tests are extra; the example tests below cover the same ground
     given = None
 from vault_pipeline.errors import ParseError
-from vault_pipeline.ingest.parse import (Conversation, Message, ParseIssue, TruncatedJSON, detect_kind, iter_json_array,
-                                  read_export)
+from vault_pipeline.ingest.parse import (
+    Conversation,
+    Message,
+    ParseIssue,
+    TruncatedJSON,
+    detect_kind,
+    iter_json_array,
+    read_export,
+)
 
 ROOT = "00000000-0000-4000-8000-000000000000"
 
@@ -38,13 +44,31 @@ def write(path, data):
 
 # --- ChatGPT -------------------------------------------------------------------------------------
 
-def node(node_id, parent, children, role=None, text=None, *, ctype="text", hidden=False, t=0.0, parts=None,
-         recipient="all", name=None):
+
+def node(
+    node_id,
+    parent,
+    children,
+    role=None,
+    text=None,
+    *,
+    ctype="text",
+    hidden=False,
+    t=0.0,
+    parts=None,
+    recipient="all",
+    name=None,
+):
     message = None
     if role:
-        message = {"id": node_id, "author": {"role": role, "name": name}, "create_time": 1_700_000_000 + t,
-                   "content": {"content_type": ctype, "parts": parts if parts is not None else [text]},
-                   "recipient": recipient, "metadata": {"is_visually_hidden_from_conversation": hidden}}
+        message = {
+            "id": node_id,
+            "author": {"role": role, "name": name},
+            "create_time": 1_700_000_000 + t,
+            "content": {"content_type": ctype, "parts": parts if parts is not None else [text]},
+            "recipient": recipient,
+            "metadata": {"is_visually_hidden_from_conversation": hidden},
+        }
     return {"id": node_id, "parent": parent, "children": children, "message": message}
 
 
@@ -59,14 +83,29 @@ def chatgpt_branchy(conv_id="c1", current="a2"):
         "u2old": node("u2old", "a1b", [], "user", "ABANDONED EDIT of my question", t=5),
         "u2": node("u2", "a1b", ["call", "code"], "user", "I'll use PostgreSQL for tests.", t=6),
         "call": node("call", "u2", ["tool"], "assistant", "search('pg')", ctype="code", recipient="browser", t=6.5),
-        "tool": node("tool", "call", ["a2"], "tool", "browsing result", ctype="tether_browsing_display", t=7,
-                     name="browser"),
+        "tool": node(
+            "tool", "call", ["a2"], "tool", "browsing result", ctype="tether_browsing_display", t=7, name="browser"
+        ),
         "code": node("code", "u2", [], "assistant", "print(1)", ctype="code", t=7.5),
-        "a2": node("a2", "tool", [], "assistant", None, ctype="multimodal_text", t=8,
-                   parts=[{"content_type": "image_asset_pointer"}, "Here is the diagram."]),
+        "a2": node(
+            "a2",
+            "tool",
+            [],
+            "assistant",
+            None,
+            ctype="multimodal_text",
+            t=8,
+            parts=[{"content_type": "image_asset_pointer"}, "Here is the diagram."],
+        ),
     }
-    return {"id": conv_id, "title": "Test DBs", "create_time": 1_700_000_000.0, "update_time": 1_700_000_100.5,
-            "current_node": current, "mapping": mapping}
+    return {
+        "id": conv_id,
+        "title": "Test DBs",
+        "create_time": 1_700_000_000.0,
+        "update_time": 1_700_000_100.5,
+        "current_node": current,
+        "mapping": mapping,
+    }
 
 
 def test_chatgpt_follows_current_node_not_a_tree_walk(tmp_path):
@@ -100,8 +139,17 @@ def test_chatgpt_missing_current_node_falls_back_to_newest_leaf(tmp_path, curren
 
 
 def test_chatgpt_excludes_hidden_system_tool_plugin_and_non_text(tmp_path):
-    kinds = ["code", "execution_output", "thoughts", "reasoning_recap", "tether_quote", "tether_browsing_display",
-             "sonic_webpage", "system_error", "user_editable_context"]
+    kinds = [
+        "code",
+        "execution_output",
+        "thoughts",
+        "reasoning_recap",
+        "tether_quote",
+        "tether_browsing_display",
+        "sonic_webpage",
+        "system_error",
+        "user_editable_context",
+    ]
     chain = [node("root", None, [])]
     chain.append(node("sys", "root", [], "system", "SYSTEM PROMPT", t=1))
     chain.append(node("ctx", "sys", [], "user", "HIDDEN CONTEXT", hidden=True, t=2))
@@ -111,19 +159,49 @@ def test_chatgpt_excludes_hidden_system_tool_plugin_and_non_text(tmp_path):
     chain.append(node("tool", chain[-1]["id"], [], "tool", "TOOL OUTPUT", name="python", t=20))
     chain.append(node("plug", "tool", [], "assistant", '{"PLUGIN": 1}', recipient="show_me.get_Route", t=21))
     chain.append(node("empty", "plug", [], "assistant", None, parts=["", "   "], t=22))
-    chain.append(node("img", "empty", [], "user", None, ctype="multimodal_text", t=23,
-                      parts=[{"content_type": "image_asset_pointer", "asset_pointer": "file-1"}]))
-    chain.append(node("voice", "img", [], "user", None, ctype="multimodal_text", t=24,
-                      parts=[{"content_type": "audio_transcription", "text": "Spoken words"},
-                             {"content_type": "audio_asset_pointer"}]))
+    chain.append(
+        node(
+            "img",
+            "empty",
+            [],
+            "user",
+            None,
+            ctype="multimodal_text",
+            t=23,
+            parts=[{"content_type": "image_asset_pointer", "asset_pointer": "file-1"}],
+        )
+    )
+    chain.append(
+        node(
+            "voice",
+            "img",
+            [],
+            "user",
+            None,
+            ctype="multimodal_text",
+            t=24,
+            parts=[
+                {"content_type": "audio_transcription", "text": "Spoken words"},
+                {"content_type": "audio_asset_pointer"},
+            ],
+        )
+    )
     chain.append(node("a", "voice", [], "assistant", "Visible \ue200cite\ue202turn0search1\ue201answer", t=25))
-    record = {"conversation_id": "cid", "title": "", "create_time": None, "current_node": "a",
-              "mapping": {n["id"]: n for n in chain}}
+    record = {
+        "conversation_id": "cid",
+        "title": "",
+        "create_time": None,
+        "current_node": "a",
+        "mapping": {n["id"]: n for n in chain},
+    }
     convs, issues = split(read_export(write(tmp_path / "conversations.json", [record])))
     assert not issues
     (conv,) = convs
     assert [(m.id, m.text) for m in conv.messages] == [
-        ("u", "Visible question"), ("voice", "Spoken words"), ("a", "Visible answer")]
+        ("u", "Visible question"),
+        ("voice", "Spoken words"),
+        ("a", "Visible answer"),
+    ]
     assert conv.id == "cid" and conv.title == "Untitled conversation" and conv.created is None
     assert conv.alternates == 0
 
@@ -164,9 +242,17 @@ def test_broken_records_are_reported_and_neighbours_survive(tmp_path):
     bad_parts["mapping"]["u2"]["message"]["content"]["parts"] = "not a list"
     bad_node = chatgpt_branchy("badnode")
     bad_node["mapping"]["a1b"] = ["not", "a", "node"]
-    records = [chatgpt_branchy("good1"), {"id": "bad1", "mapping": "not a dict"}, {"title": "no mapping"},
-               "a string", {"id": "empty", "mapping": {"r": node("r", None, [])}, "current_node": "r"},
-               {"mapping": {}}, bad_parts, bad_node, chatgpt_branchy("good2")]
+    records = [
+        chatgpt_branchy("good1"),
+        {"id": "bad1", "mapping": "not a dict"},
+        {"title": "no mapping"},
+        "a string",
+        {"id": "empty", "mapping": {"r": node("r", None, [])}, "current_node": "r"},
+        {"mapping": {}},
+        bad_parts,
+        bad_node,
+        chatgpt_branchy("good2"),
+    ]
     path = write(tmp_path / "conversations.json", records)
     convs, issues = split(read_export(path))
     assert [c.id for c in convs] == ["good1", "badparts", "good2"]
@@ -250,14 +336,30 @@ def test_bad_files_inside_folder_and_zip_are_issues_not_errors(tmp_path):
 
 # --- streaming and detection ----------------------------------------------------------------------
 
+
 def test_stream_reader_handles_split_reads_and_tricky_strings():
-    items = [{"s": "a],[b,\"c\"}{\\", "t": "\\\""}, [1, 2, {"x": "]"}], 12345678901234567890, "é ✓ 間 😀",
-             None, 3.25, -1e-5, True, {"conversations": []}]
+    items = [
+        {"s": 'a],[b,"c"}{\\', "t": '\\"'},
+        [1, 2, {"x": "]"}],
+        12345678901234567890,
+        "é ✓ 間 😀",
+        None,
+        3.25,
+        -1e-5,
+        True,
+        {"conversations": []},
+    ]
     text = "\ufeff  " + json.dumps(items, ensure_ascii=False)
     for size in (1, 2, 3, 7, 64, 1 << 16):
         assert list(iter_json_array(io.StringIO(text), chunk_size=size)) == items
-        assert list(iter_json_array(io.StringIO(json.dumps({"meta": [1, {"a": "]"}], "conversations": items})),
-                                    chunk_size=size)) == items
+        assert (
+            list(
+                iter_json_array(
+                    io.StringIO(json.dumps({"meta": [1, {"a": "]"}], "conversations": items})), chunk_size=size
+                )
+            )
+            == items
+        )
     assert list(iter_json_array(io.StringIO("[]"))) == []
     assert list(iter_json_array(io.StringIO('  {"mapping": {}}'))) == [{"mapping": {}}]  # a lone record
 
@@ -297,12 +399,22 @@ def test_stream_reader_does_not_load_the_whole_file():
 
 
 if given is not None:
-    _scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                | st.text(alphabet=st.characters(), max_size=8) | st.sampled_from(['"', "\\", "]", "[,{}:", "\\\""]))
-    _values = st.recursive(_scalars, lambda kids: st.lists(kids, max_size=4)
-                           | st.dictionaries(st.text(max_size=4), kids, max_size=4), max_leaves=12)
-    _records = st.lists(st.dictionaries(st.text(max_size=4), _values, max_size=4) | st.lists(_values, max_size=3),
-                        max_size=6)
+    _scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(alphabet=st.characters(), max_size=8)
+        | st.sampled_from(['"', "\\", "]", "[,{}:", '\\"'])
+    )
+    _values = st.recursive(
+        _scalars,
+        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=4), kids, max_size=4),
+        max_leaves=12,
+    )
+    _records = st.lists(
+        st.dictionaries(st.text(max_size=4), _values, max_size=4) | st.lists(_values, max_size=3), max_size=6
+    )
 
     @settings(max_examples=200, deadline=None)
     @given(st.lists(_values, max_size=8), st.integers(1, 40), st.sampled_from([None, 0, 2]), st.booleans())
@@ -318,12 +430,12 @@ if given is not None:
         got = []
         try:
             for element in iter_json_array(io.StringIO(text[:cut]), chunk_size=chunk):
-                got.append(element)
+                got.append(element)  # noqa: PERF402 - keeps the prefix read before the error
         except TruncatedJSON:
             assert cut < len(text)
         else:
             assert cut == len(text)
-        assert got == items[:len(got)]
+        assert got == items[: len(got)]
 
 
 def test_stream_reader_stops_at_a_syntax_error_without_reading_on():
@@ -337,8 +449,10 @@ def test_stream_reader_stops_at_a_syntax_error_without_reading_on():
 
 def test_detection_peeks_past_a_long_locomo_qa_list(tmp_path):
     sample = locomo_sample()
-    sample = {"qa": [{"question": f"q{i} [{{", "answer": "a" * 50} for i in range(3000)],
-              **{k: v for k, v in sample.items() if k != "qa"}}
+    sample = {
+        "qa": [{"question": f"q{i} [{{", "answer": "a" * 50} for i in range(3000)],
+        **{k: v for k, v in sample.items() if k != "qa"},
+    }
     path = write(tmp_path / "bench.json", [sample])
     assert path.stat().st_size > 200_000
     assert detect_kind(path) == "locomo"
@@ -349,24 +463,51 @@ def test_detection_peeks_past_a_long_locomo_qa_list(tmp_path):
 
 # --- Claude ---------------------------------------------------------------------------------------
 
+
 def claude_conv(uuid="k1", branches=True):
     msgs = [
-        {"uuid": "h1", "sender": "human", "text": "How should I structure the essay?",
-         "created_at": "2024-03-01T10:00:00.000000Z",
-         "content": [{"type": "text", "text": "How should I structure the essay?"}], "parent_message_uuid": ROOT},
-        {"uuid": "a1old", "sender": "assistant", "created_at": "2024-03-01T10:00:03Z", "text": "OLD",
-         "content": [{"type": "text", "text": "OLD BRANCH"}], "parent_message_uuid": "h1"},
-        {"uuid": "a1", "sender": "assistant", "created_at": "2024-03-01T11:00:05+01:00",  # 10:00:05 UTC
-         "text": "THINKING glued. Start with ma.",
-         "content": [{"type": "thinking", "thinking": "THINKING"}, {"type": "text", "text": "Start with ma."},
-                     {"type": "tool_use", "name": "x", "input": {}},
-                     {"type": "tool_result", "content": [{"type": "text", "text": "TOOL RESULT"}]},
-                     {"type": "text", "text": "Then the garden."}], "parent_message_uuid": "h1"},
+        {
+            "uuid": "h1",
+            "sender": "human",
+            "text": "How should I structure the essay?",
+            "created_at": "2024-03-01T10:00:00.000000Z",
+            "content": [{"type": "text", "text": "How should I structure the essay?"}],
+            "parent_message_uuid": ROOT,
+        },
+        {
+            "uuid": "a1old",
+            "sender": "assistant",
+            "created_at": "2024-03-01T10:00:03Z",
+            "text": "OLD",
+            "content": [{"type": "text", "text": "OLD BRANCH"}],
+            "parent_message_uuid": "h1",
+        },
+        {
+            "uuid": "a1",
+            "sender": "assistant",
+            "created_at": "2024-03-01T11:00:05+01:00",  # 10:00:05 UTC
+            "text": "THINKING glued. Start with ma.",
+            "content": [
+                {"type": "thinking", "thinking": "THINKING"},
+                {"type": "text", "text": "Start with ma."},
+                {"type": "tool_use", "name": "x", "input": {}},
+                {"type": "tool_result", "content": [{"type": "text", "text": "TOOL RESULT"}]},
+                {"type": "text", "text": "Then the garden."},
+            ],
+            "parent_message_uuid": "h1",
+        },
     ]
     if not branches:
         msgs = [{k: v for k, v in m.items() if k != "parent_message_uuid"} for m in (msgs[0], msgs[2])]
-    return {"uuid": uuid, "name": "Garden essay", "summary": "", "created_at": "2024-03-01T10:00:00Z",
-            "updated_at": "2024-03-01T11:00:00Z", "account": {"uuid": "acc"}, "chat_messages": msgs}
+    return {
+        "uuid": uuid,
+        "name": "Garden essay",
+        "summary": "",
+        "created_at": "2024-03-01T10:00:00Z",
+        "updated_at": "2024-03-01T11:00:00Z",
+        "account": {"uuid": "acc"},
+        "chat_messages": msgs,
+    }
 
 
 def test_claude_reads_text_blocks_and_the_main_branch(tmp_path):
@@ -382,7 +523,9 @@ def test_claude_reads_text_blocks_and_the_main_branch(tmp_path):
     assert [(m.role, m.text) for m in convs[1].messages][-1] == ("user", "fallback text")
     assert convs[1].thread == "proj-1" and convs[1].alternates == 0
     assert [(i.record, i.reason) for i in issues] == [
-        ("2 (id k3)", "'chat_messages' is a string, expected a list"), ("3 (id k4)", "no user or assistant messages")]
+        ("2 (id k3)", "'chat_messages' is a string, expected a list"),
+        ("3 (id k4)", "no user or assistant messages"),
+    ]
 
 
 def test_claude_null_parents_mean_a_linear_list(tmp_path):
@@ -414,19 +557,23 @@ def test_claude_zip_ignores_companion_files(tmp_path):
 
 # --- transcripts ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [
-    "# Title here\n\nUser: Hello there\nsecond line\n\nAssistant: Hi!\n",
-    "# Title here\n\n**You:** Hello there\nsecond line\n\n**ChatGPT:** Hi!\n",
-    "# Title here\n\n**User:**\nHello there\nsecond line\n\n---\n\n**ChatGPT:**\nHi!\n\n---\n",
-    "# Title here\n\n### Human\nHello there\nsecond line\n\n### Assistant\nHi!\n",
-    "# Title here\n\n## User\n\nHello there\nsecond line\n\n## Assistant\n\nHi!\n",
-    "# Title here\n\n> **User**: Hello there\n> second line\n\n> **Assistant**: Hi!\n",
-    "# Title here\n\nHuman: Hello there\nsecond line\n\nAI: Hi!\n",
-    "# Title here\n\nhuman: Hello there\nsecond line\n\nCLAUDE: Hi!\n",
-    "\ufeff# Title here\n\nYou said:\nHello there\nsecond line\nChatGPT said:\nHi!\n",
-    "# Title here\n\n## User: Hello there\nsecond line\n\n## Assistant: Hi!\n",
-    "# Title here\n\n__User__: Hello there\nsecond line\n__Assistant__: Hi!\n",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Title here\n\nUser: Hello there\nsecond line\n\nAssistant: Hi!\n",
+        "# Title here\n\n**You:** Hello there\nsecond line\n\n**ChatGPT:** Hi!\n",
+        "# Title here\n\n**User:**\nHello there\nsecond line\n\n---\n\n**ChatGPT:**\nHi!\n\n---\n",
+        "# Title here\n\n### Human\nHello there\nsecond line\n\n### Assistant\nHi!\n",
+        "# Title here\n\n## User\n\nHello there\nsecond line\n\n## Assistant\n\nHi!\n",
+        "# Title here\n\n> **User**: Hello there\n> second line\n\n> **Assistant**: Hi!\n",
+        "# Title here\n\nHuman: Hello there\nsecond line\n\nAI: Hi!\n",
+        "# Title here\n\nhuman: Hello there\nsecond line\n\nCLAUDE: Hi!\n",
+        "\ufeff# Title here\n\nYou said:\nHello there\nsecond line\nChatGPT said:\nHi!\n",
+        "# Title here\n\n## User: Hello there\nsecond line\n\n## Assistant: Hi!\n",
+        "# Title here\n\n__User__: Hello there\nsecond line\n__Assistant__: Hi!\n",
+    ],
+)
 def test_transcript_label_styles(tmp_path, text):
     path = tmp_path / "chat.md"
     path.write_text(text, encoding="utf-8")
@@ -434,14 +581,18 @@ def test_transcript_label_styles(tmp_path, text):
     assert not issues
     (conv,) = convs
     assert conv.title == "Title here" and conv.id == "transcript:chat" and conv.kind == "transcript"
-    assert [(m.id, m.role, m.speaker) for m in conv.messages] == [("t1", "user", "user"),
-                                                                  ("t2", "assistant", "assistant")]
+    assert [(m.id, m.role, m.speaker) for m in conv.messages] == [
+        ("t1", "user", "user"),
+        ("t2", "assistant", "assistant"),
+    ]
     assert [m.text for m in conv.messages] == ["Hello there\nsecond line", "Hi!"]
 
 
 def test_transcript_multiline_code_fence_and_title_fallback(tmp_path):
-    text = ("User: Show me a config\n\nAssistant: Here:\n\n```yaml\nUser: not a label inside code\n```\n\n"
-            "# A heading in the answer\nDone.\nUser: Thanks\n")
+    text = (
+        "User: Show me a config\n\nAssistant: Here:\n\n```yaml\nUser: not a label inside code\n```\n\n"
+        "# A heading in the answer\nDone.\nUser: Thanks\n"
+    )
     path = tmp_path / "session-7.txt"
     path.write_text(text)
     (conv,) = split(read_export(path))[0]
@@ -479,15 +630,21 @@ def test_transcripts_in_a_zip(tmp_path):
 
 # --- LoCoMo ---------------------------------------------------------------------------------------
 
+
 def locomo_sample(sample_id="conv-1"):
-    conv = {"speaker_a": "Ann", "speaker_b": "Bo", "session_10_date_time": "2:00 pm on 9 June, 2023",
-            "session_10": [{"speaker": "Bo", "dia_id": "D10:1", "text": "Later chat."}],
-            "session_9_date_time": "10:37 am on 27 May, 2023",
-            "session_9": [{"speaker": "Ann", "dia_id": "D9:1", "text": "Ninth."}],
-            "session_2_date_time": "1:56 pm on 8 May, 2023",
-            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Hi Bo!"},
-                          {"speaker": "Bo", "dia_id": "D2:2", "text": "Look", "img_url": ["x"],
-                           "blip_caption": "a dog"}]}
+    conv = {
+        "speaker_a": "Ann",
+        "speaker_b": "Bo",
+        "session_10_date_time": "2:00 pm on 9 June, 2023",
+        "session_10": [{"speaker": "Bo", "dia_id": "D10:1", "text": "Later chat."}],
+        "session_9_date_time": "10:37 am on 27 May, 2023",
+        "session_9": [{"speaker": "Ann", "dia_id": "D9:1", "text": "Ninth."}],
+        "session_2_date_time": "1:56 pm on 8 May, 2023",
+        "session_2": [
+            {"speaker": "Ann", "dia_id": "D2:1", "text": "Hi Bo!"},
+            {"speaker": "Bo", "dia_id": "D2:2", "text": "Look", "img_url": ["x"], "blip_caption": "a dog"},
+        ],
+    }
     return {"sample_id": sample_id, "conversation": conv, "qa": [], "observation": {}, "session_summary": {}}
 
 
@@ -521,6 +678,7 @@ def test_locomo_bad_turns_and_sessions_are_reported(tmp_path):
 
 # --- real data (skipped when ../shared/data is absent) -----------------------------------------------
 
+
 def test_real_chatgpt_export_parses_and_follows_current_node():
     path = shared_data() / "exports" / "chatgpt-pkuppens-2023.json"
     if not path.exists():
@@ -528,8 +686,10 @@ def test_real_chatgpt_export_parses_and_follows_current_node():
     convs, issues = split(read_export(path))
     raw = {c["id"]: c for c in json.loads(path.read_text(encoding="utf-8"))}
     roles = Counter(m.role for conv in convs for m in conv.messages)
-    print(f"\n{path.name}: {len(convs)} conversations, {sum(roles.values())} messages {dict(roles)}, "
-          f"{sum(c.alternates for c in convs)} alternates, {len(issues)} issues")
+    print(
+        f"\n{path.name}: {len(convs)} conversations, {sum(roles.values())} messages {dict(roles)}, "
+        f"{sum(c.alternates for c in convs)} alternates, {len(issues)} issues"
+    )
     assert len(convs) + len({i.record for i in issues if "no user or assistant" in i.reason}) == len(raw) == 192
     for conv in convs:
         mapping, node_id, path_ids = raw[conv.id]["mapping"], raw[conv.id]["current_node"], []
@@ -539,10 +699,14 @@ def test_real_chatgpt_export_parses_and_follows_current_node():
         path_ids.reverse()
         positions = [path_ids.index(m.id) for m in conv.messages]  # every message is on the path ...
         assert positions == sorted(positions)  # ... in path order
-        visible = [n for n in path_ids if (mapping[n]["message"] or {}).get("author", {}).get("role")
-                   in ("user", "assistant") and mapping[n]["message"]["content"]["content_type"] == "text"
-                   and mapping[n]["message"].get("recipient") == "all"
-                   and "".join(mapping[n]["message"]["content"]["parts"]).strip()]
+        visible = [
+            n
+            for n in path_ids
+            if (mapping[n]["message"] or {}).get("author", {}).get("role") in ("user", "assistant")
+            and mapping[n]["message"]["content"]["content_type"] == "text"
+            and mapping[n]["message"].get("recipient") == "all"
+            and "".join(mapping[n]["message"]["content"]["parts"]).strip()
+        ]
         assert [m.id for m in conv.messages] == visible
         assert all(m.text and m.text == m.text.strip() for m in conv.messages)
 
@@ -553,10 +717,17 @@ def test_real_locomo_keeps_every_dia_id():
         pytest.skip(f"LoCoMo not found at {path}")
     convs, issues = split(read_export(path))
     raw = json.loads(path.read_text(encoding="utf-8"))
-    print(f"\n{path.name}: {len(convs)} conversations, {sum(len(c.messages) for c in convs)} messages, "
-          f"{len(issues)} issues")
-    expected = Counter(t["dia_id"] for s in raw for k, v in s["conversation"].items()
-                       if k.startswith("session_") and isinstance(v, list) for t in v)
+    print(
+        f"\n{path.name}: {len(convs)} conversations, {sum(len(c.messages) for c in convs)} messages, "
+        f"{len(issues)} issues"
+    )
+    expected = Counter(
+        t["dia_id"]
+        for s in raw
+        for k, v in s["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+        for t in v
+    )
     got = Counter(f"{c.thread}/{m.id}" for c in convs for m in c.messages)
     assert not issues and sum(got.values()) == sum(expected.values()) and max(got.values()) == 1
     assert {m.id for c in convs for m in c.messages} == set(expected)

@@ -10,16 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, shared_data
+
 from vault_pipeline import pipeline
 from vault_pipeline.config import load_settings
 from vault_pipeline.models.embed import build_embedder
-from vault_pipeline.text import word_count as count_words
 from vault_pipeline.models.offline import OfflineBackend
-from vault_pipeline.vault.frontmatter import split_frontmatter
 from vault_pipeline.retrieve.types import FunnelConfig
+from vault_pipeline.text import word_count as count_words
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
 
 EXAMPLE = REPO / "vault_example"
 EXPORTS = sorted((EXAMPLE / "exports").iterdir())
@@ -62,8 +62,16 @@ def test_every_note_is_short_sourced_and_links_to_its_message(demo_vault):
     for path, fm, body in notes_in(vault, "inbox"):
         sentence = body.strip().splitlines()[0]
         assert count_words(sentence) <= 15, path
-        assert fm["category"] in {"decision", "open-question", "constraint", "fact", "idea", "action-item",
-                                  "topic", "provisional"}
+        assert fm["category"] in {
+            "decision",
+            "open-question",
+            "constraint",
+            "fact",
+            "idea",
+            "action-item",
+            "topic",
+            "provisional",
+        }
         for message_id in fm["source"]["messages"]:
             assert message_id in exported or message_id.startswith("t"), message_id
         for stem, block in re.findall(r"\[\[([^\]#]+)#\^([^\]]+)\]\]", body):
@@ -104,10 +112,19 @@ def test_broken_records_are_skipped_and_the_rest_ingested(tmp_path):
 
 def test_locomo_keeps_dia_ids_as_message_ids(tmp_path):
     vault = fresh_vault(tmp_path)
-    sample = {"sample_id": "conv-x", "qa": [], "conversation": {
-        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a dog named Pixel last week."},
-                      {"speaker": "Bo", "dia_id": "D1:2", "text": "I decided to run a marathon in October."}]}}
+    sample = {
+        "sample_id": "conv-x",
+        "qa": [],
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a dog named Pixel last week."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "I decided to run a marathon in October."},
+            ],
+        },
+    }
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([sample]), encoding="utf-8")
     pipeline.ingest(vault, [path], OfflineBackend())
@@ -123,13 +140,19 @@ def test_real_export_ingests_idempotently(tmp_path):
         pytest.skip(f"real export not found at {path}")
     vault = Vault.init(tmp_path / "real")
     first = pipeline.ingest(vault, [path], OfflineBackend())
-    print(f"\nreal export: {first.conversations} conversations, {first.messages} messages, {first.notes} notes, "
-          f"{first.seconds:.1f}s ({first.notes / first.seconds * 60:,.0f} notes/min), skipped {len(first.skipped)}; "
-          f"{dict(sorted(first.notes_by_category.items()))}")
+    print(
+        f"\nreal export: {first.conversations} conversations, {first.messages} messages, {first.notes} notes, "
+        f"{first.seconds:.1f}s ({first.notes / first.seconds * 60:,.0f} notes/min), skipped {len(first.skipped)}; "
+        f"{dict(sorted(first.notes_by_category.items()))}"
+    )
     assert first.conversations == 192 and not first.errors
     assert pipeline.ingest(vault, [path], OfflineBackend()).files_written == 0
-    message_ids = {node["message"]["id"] for conv in json.loads(path.read_text(encoding="utf-8"))
-                   for node in conv["mapping"].values() if node.get("message")}
+    message_ids = {
+        node["message"]["id"]
+        for conv in json.loads(path.read_text(encoding="utf-8"))
+        for node in conv["mapping"].values()
+        if node.get("message")
+    }
     sessions = {p.stem: p.read_text(encoding="utf-8") for p in (vault.root / "sessions").glob("*.md")}
     for note_path, fm, body in notes_in(vault, "inbox"):
         assert count_words(body.strip().splitlines()[0]) <= 15, note_path
@@ -140,8 +163,9 @@ def test_real_export_ingests_idempotently(tmp_path):
 
 def run_query(vault, embedder, text, intent=None, **overrides):
     config = FunnelConfig.from_settings(load_settings(vault.root), **overrides)
-    (package,) = pipeline.query(vault, [(text, intent)], embedder=embedder, llm_plan=OfflineBackend(),
-                                llm_gate=OfflineBackend(), config=config)
+    (package,) = pipeline.query(
+        vault, [(text, intent)], embedder=embedder, llm_plan=OfflineBackend(), llm_gate=OfflineBackend(), config=config
+    )
     return package
 
 
@@ -160,8 +184,7 @@ def test_gate_removes_the_cosmology_contaminant(demo_vault):
 
 def test_packages_are_byte_identical_across_runs(demo_vault):
     vault, _, embedder = demo_vault
-    outputs = {run_query(vault, embedder, "Can we talk about peer review for our paper?").to_json()
-               for _ in range(10)}
+    outputs = {run_query(vault, embedder, "Can we talk about peer review for our paper?").to_json() for _ in range(10)}
     assert len(outputs) == 1
     package = json.loads(outputs.pop())
     assert set(package) >= {"query", "intent", "blocks", "tokens", "stats", "trace"}
@@ -174,18 +197,26 @@ def test_cli_batch_query_and_status(demo_vault):
     batch = vault.root.parent / "queries.jsonl"
     batch.write_text('{"query": "peer review"}\n{"query": "home server backups", "intent": "home server"}\n')
     cli = [sys.executable, "-m", "vault_pipeline.cli"]
-    result = subprocess.run([*cli, "query", "--batch", str(batch), "--json", "--vault", str(vault.root)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [*cli, "query", "--batch", str(batch), "--json", "--vault", str(vault.root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lines = result.stdout.strip().splitlines()
     assert [json.loads(line)["query"] for line in lines] == ["peer review", "home server backups"]
-    status = subprocess.run([*cli, "status", "--vault", str(vault.root), "--lint"], capture_output=True, text=True,
-                            check=True).stdout
+    status = subprocess.run(
+        [*cli, "status", "--vault", str(vault.root), "--lint"], capture_output=True, text=True, check=True
+    ).stdout
     assert "inbox" in status and "minilm" in status and "lint: resources/retrieval-evaluation-notes.md" in status
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "vault_pipeline.cli", "ingest", str(tmp_path / "missing.zip"),
-                             "--vault", str(tmp_path)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "vault_pipeline.cli", "ingest", str(tmp_path / "missing.zip"), "--vault", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: ")
 

@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from fakes import queued_completion
 from pydantic import BaseModel
 
+from tests.fakes import queued_completion
 from vault_pipeline.config import load_settings
 from vault_pipeline.errors import ModelError
 from vault_pipeline.models.calllog import CallLog, redact
@@ -41,8 +40,11 @@ def keyed_env(monkeypatch):
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """The test environment without VAULT_* settings and model keys, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("VAULT_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("VAULT_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
     return {**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200", **extra}
 
 
@@ -57,8 +59,9 @@ def _failing(*messages: str):
     """A completion callable raising litellm's AuthenticationError (then others) with a key in the text."""
     import litellm
 
-    errors = iter([litellm.AuthenticationError(message=m, llm_provider="openai", model="gpt-4o-mini")
-                   for m in messages])
+    errors = iter(
+        [litellm.AuthenticationError(message=m, llm_provider="openai", model="gpt-4o-mini") for m in messages]
+    )
 
     def completion(**kwargs):
         raise next(errors)
@@ -82,12 +85,15 @@ def test_a_key_in_the_environment_never_reaches_the_call_log(tmp_path, keyed_env
     _assert_no_key_under(vault.root)
 
 
-@pytest.mark.parametrize("message", [
-    f"Incorrect API key provided: {OPENAI_KEY}. You can find your API key at https://platform.openai.com.",
-    f"invalid x-api-key: {ANTHROPIC_KEY}",
-    f"request headers {{'Authorization': 'Bearer {OPENAI_KEY}'}}",
-    f"api_key={ANTHROPIC_KEY} rejected",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        f"Incorrect API key provided: {OPENAI_KEY}. You can find your API key at https://platform.openai.com.",
+        f"invalid x-api-key: {ANTHROPIC_KEY}",
+        f"request headers {{'Authorization': 'Bearer {OPENAI_KEY}'}}",
+        f"api_key={ANTHROPIC_KEY} rejected",
+    ],
+)
 def test_a_failed_call_shows_and_logs_the_error_without_the_key(tmp_path, keyed_env, message, caplog):
     vault = Vault.init(tmp_path / "vault")
     log = CallLog(vault.root / STATE_DIR / "calls.jsonl")
@@ -111,16 +117,28 @@ def test_ingest_with_a_failing_remote_model_reports_without_the_key(tmp_path, ke
     (tmp_path / "chat.md").write_text(TRANSCRIPT, encoding="utf-8")
     log = CallLog(vault.root / STATE_DIR / "calls.jsonl")
     failing = _failing(*[f"Incorrect API key provided: {OPENAI_KEY}"] * 10)
-    report = ingest(vault, [tmp_path / "chat.md"], LiteLLMBackend("openai/gpt-4o-mini", completion=failing, log=log,
-                                                                  transient_attempts=1))
+    report = ingest(
+        vault,
+        [tmp_path / "chat.md"],
+        LiteLLMBackend("openai/gpt-4o-mini", completion=failing, log=log, transient_attempts=1),
+    )
     assert report.conversations == 1 and len(report.errors) == 1 and "AuthenticationError" in report.errors[0]
     assert not any(key in line for key in KEYS for line in report.errors + report.skipped)
     assert log.path.is_file()
     _assert_no_key_under(vault.root)
 
 
-@pytest.mark.parametrize("text", [OPENAI_KEY, ANTHROPIC_KEY, f"Bearer {OPENAI_KEY}", f'"api_key": "{OPENAI_KEY}"',
-                                  f"Authorization: Bearer {ANTHROPIC_KEY}", f"x-api-key={ANTHROPIC_KEY}"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        OPENAI_KEY,
+        ANTHROPIC_KEY,
+        f"Bearer {OPENAI_KEY}",
+        f'"api_key": "{OPENAI_KEY}"',
+        f"Authorization: Bearer {ANTHROPIC_KEY}",
+        f"x-api-key={ANTHROPIC_KEY}",
+    ],
+)
 def test_redact_covers_key_shapes(text):
     assert not any(key in redact(text) for key in KEYS) and "[redacted]" in redact(text)
 
@@ -136,9 +154,21 @@ def test_the_call_log_can_be_turned_off(tmp_path):
     assert load_settings(off.root).log_calls is False and load_settings(on.root).log_calls is True
     (tmp_path / "chat.md").write_text(TRANSCRIPT, encoding="utf-8")
     for vault in (on, off):
-        result = subprocess.run([sys.executable, "-m", "vault_pipeline.cli", "ingest", str(tmp_path / "chat.md"),
-                                 "--vault", str(vault.root)], capture_output=True, text=True, env=_clean_env(),
-                                timeout=300)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vault_pipeline.cli",
+                "ingest",
+                str(tmp_path / "chat.md"),
+                "--vault",
+                str(vault.root),
+            ],
+            capture_output=True,
+            text=True,
+            env=_clean_env(),
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
     assert (on.root / STATE_DIR / "calls.jsonl").read_text(encoding="utf-8").strip()
     assert not (off.root / STATE_DIR / "calls.jsonl").exists()
@@ -174,8 +204,14 @@ print(json.dumps({"attempts": attempts, "litellm": "litellm" in sys.modules,
 @pytest.mark.slow
 def test_the_offline_default_makes_no_connection_and_never_imports_litellm(tmp_path):
     exports = sorted(str(p) for p in (REPO / "vault_example" / "exports").iterdir() if not p.name.startswith("."))
-    result = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "vault"), *exports], capture_output=True,
-                            text=True, cwd=REPO, env=_clean_env(), timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(tmp_path / "vault"), *exports],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=_clean_env(),
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {"attempts": [], "litellm": False, "instructor": False}
@@ -187,8 +223,13 @@ def test_the_offline_default_makes_no_connection_and_never_imports_litellm(tmp_p
 
 def _where(vault: Path, **env: str) -> dict[str, tuple[str, str]]:
     """``vault status``'s models table: role -> (model, where)."""
-    result = subprocess.run([sys.executable, "-m", "vault_pipeline.cli", "status", "--vault", str(vault)],
-                            capture_output=True, text=True, env=_clean_env(**env), timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "vault_pipeline.cli", "status", "--vault", str(vault)],
+        capture_output=True,
+        text=True,
+        env=_clean_env(**env),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     rows = {}
     for line in result.stdout.splitlines():
@@ -199,18 +240,44 @@ def _where(vault: Path, **env: str) -> dict[str, tuple[str, str]]:
     return rows
 
 
-@pytest.mark.parametrize(("env", "expected"), [
-    ({}, {"extract": ("offline", "local"), "gate": ("offline", "local"), "embed": ("minilm", "local")}),
-    ({"VAULT_EXTRACT_MODEL": "openai/gpt-4o-mini", "VAULT_GATE_MODEL": "anthropic/claude-3-5-haiku-latest",
-      "VAULT_EMBED_MODEL": "openai/text-embedding-3-small"},
-     {"extract": ("openai/gpt-4o-mini", "remote"), "gate": ("anthropic/claude-3-5-haiku-latest", "remote"),
-      "embed": ("openai/text-embedding-3-small", "remote")}),
-    ({"VAULT_EXTRACT_MODEL": "ollama/llama3.1", "VAULT_GATE_MODEL": "ollama/llama3.2:3b",
-      "VAULT_API_BASE": "http://localhost:11434"},
-     {"extract": ("ollama/llama3.1", "local"), "gate": ("ollama/llama3.2:3b", "local"), "embed": ("minilm", "local")}),
-    ({"VAULT_EXTRACT_MODEL": "ollama/llama3.1", "VAULT_GATE_MODEL": "openai/gpt-4o-mini"},
-     {"extract": ("ollama/llama3.1", "local"), "gate": ("openai/gpt-4o-mini", "remote"), "embed": ("minilm", "local")}),
-])
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, {"extract": ("offline", "local"), "gate": ("offline", "local"), "embed": ("minilm", "local")}),
+        (
+            {
+                "VAULT_EXTRACT_MODEL": "openai/gpt-4o-mini",
+                "VAULT_GATE_MODEL": "anthropic/claude-3-5-haiku-latest",
+                "VAULT_EMBED_MODEL": "openai/text-embedding-3-small",
+            },
+            {
+                "extract": ("openai/gpt-4o-mini", "remote"),
+                "gate": ("anthropic/claude-3-5-haiku-latest", "remote"),
+                "embed": ("openai/text-embedding-3-small", "remote"),
+            },
+        ),
+        (
+            {
+                "VAULT_EXTRACT_MODEL": "ollama/llama3.1",
+                "VAULT_GATE_MODEL": "ollama/llama3.2:3b",
+                "VAULT_API_BASE": "http://localhost:11434",
+            },
+            {
+                "extract": ("ollama/llama3.1", "local"),
+                "gate": ("ollama/llama3.2:3b", "local"),
+                "embed": ("minilm", "local"),
+            },
+        ),
+        (
+            {"VAULT_EXTRACT_MODEL": "ollama/llama3.1", "VAULT_GATE_MODEL": "openai/gpt-4o-mini"},
+            {
+                "extract": ("ollama/llama3.1", "local"),
+                "gate": ("openai/gpt-4o-mini", "remote"),
+                "embed": ("minilm", "local"),
+            },
+        ),
+    ],
+)
 def test_status_says_which_models_are_remote(tmp_path, env, expected):
     vault = Vault.init(tmp_path / "vault")
     assert _where(vault.root, **env) == expected

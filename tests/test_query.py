@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, fake_row, note_text
 from vault_pipeline.config import DEFAULT_TOML, load_settings
-from vault_pipeline.errors import ModelError
+from vault_pipeline.index.search import Index, Row
+from vault_pipeline.index.sync import sync
 from vault_pipeline.models.embed import (
     DEFAULT_CALIBRATION,
     MINILM_CALIBRATION,
@@ -40,51 +40,20 @@ QUERY = "How do negative space and emptiness work in Japanese garden design?"
 # --------------------------------------------------------------------------- fakes
 
 
-@dataclass(frozen=True)
-class FakeRow:
-    """The index's Row shape (index.Row), kept local so these tests do not wait on index.py."""
-
-    chunk_id: str
-    note_id: str
-    path: str
-    type: str = "atomic"
-    tier: str = "engram"
-    status: str = "kept"
-    category: str = "fact"
-    speaker: str = "user"
-    created: str = "2024-05-01T00:00:00+00:00"
-    source_kind: str = "chatgpt"
-    source_conversation: str = "conv-1"
-    source_messages: str = '["m-1"]'
-    heading: str = ""
-    level: int = 0
-    ordinal: int = 0
-    synopsis: str = ""
-    text: str = ""
-    tokens: int = 0
-    sha256: str = ""
-    similarity: float = 0.0
-    lane: str = "vector"
-
-
-def row(note_id: str, folder: str, text: str, **kw) -> FakeRow:
-    """One chunk of one note; the path is ``<folder>/<note_id>.md``."""
-    return FakeRow(chunk_id=kw.pop("chunk_id", f"{note_id}#0"), note_id=note_id,
-                   path=f"{folder}/{note_id}.md", text=text, **kw)
-
-
 class FakeRetriever:
     """In-memory vector + text lanes over a list of rows (the funnel's Retriever protocol)."""
 
-    def __init__(self, rows: list[FakeRow], embedder: HashEmbedder):
+    def __init__(self, rows: list[Row], embedder: HashEmbedder):
         self.rows = rows
         self.vectors = embedder.embed([r.text for r in rows])
         self.calls: list[tuple[str, str]] = []
 
-    def _hits(self, scores, vector, k: int, lane: str) -> list[FakeRow]:
+    def _hits(self, scores, vector, k: int, lane: str) -> list[Row]:
         sims = self.vectors @ vector if vector is not None else np.full(len(self.rows), np.nan)  # as Index does
-        order = sorted((i for i in range(len(self.rows)) if scores[i] > 0),
-                       key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id))[:k]
+        order = sorted(
+            (i for i in range(len(self.rows)) if scores[i] > 0),
+            key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id),
+        )[:k]
         return [replace(self.rows[i], similarity=float(sims[i]), lane=lane) for i in order]
 
     def vector_search(self, vector, k, *, include_archived=False):
@@ -98,76 +67,72 @@ class FakeRetriever:
         return self._hits(scores, vector, k, "text")
 
 
-class ScriptedLLM:
-    """A StructuredLLM whose answer is computed by ``fn(prompt_name, variables)``; records calls."""
-
-    remote = False
-
-    def __init__(self, fn, model: str = "scripted"):
-        self.fn = fn
-        self.model = model
-        self.calls: list[tuple[str, dict]] = []
-
-    def call(self, prompt, variables, response_model, *, context=None):
-        self.calls.append((prompt.name, dict(variables)))
-        return response_model.model_validate(self.fn(prompt.name, variables), context=dict(context or {}))
-
-
-class RaisingLLM:
-    """A gate model that always fails for good."""
-
-    model = "broken"
-    remote = False
-
-    def call(self, prompt, variables, response_model, *, context=None):
-        raise ModelError(prompt.name, self.model, "connection refused", 4)
-
-
-class SleepingLLM:
-    """A gate model that answers only after the funnel's deadline (released by the test)."""
-
-    model = "slow"
-    remote = False
-
-    def __init__(self):
-        self.release = threading.Event()
-
-    def call(self, prompt, variables, response_model, *, context=None):
-        self.release.wait(5)
-        return response_model.model_validate(
-            {"verdicts": [{"key": c["key"], "reasoning": "late", "verdict": "drop", "reason": "late"}
-                          for c in variables["candidates"]]}, context=dict(context or {}))
-
-
 def keep_all(name, variables):
     """Scripted gate answer: keep every candidate."""
-    return {"verdicts": [{"key": c["key"], "reasoning": "fits", "verdict": "keep", "reason": "fits"}
-                         for c in variables["candidates"]]}
+    return {
+        "verdicts": [
+            {"key": c["key"], "reasoning": "fits", "verdict": "keep", "reason": "fits"} for c in variables["candidates"]
+        ]
+    }
 
 
 def drop_if(word):
     """Scripted gate answer: drop candidates whose text mentions ``word``."""
+
     def answer(name, variables):
-        return {"verdicts": [{"key": c["key"], "reasoning": "checked",
-                              "verdict": "drop" if word in c["text"] else "keep",
-                              "reason": f"mentions {word}" if word in c["text"] else "fits"}
-                             for c in variables["candidates"]]}
+        return {
+            "verdicts": [
+                {
+                    "key": c["key"],
+                    "reasoning": "checked",
+                    "verdict": "drop" if word in c["text"] else "keep",
+                    "reason": f"mentions {word}" if word in c["text"] else "fits",
+                }
+                for c in variables["candidates"]
+            ]
+        }
+
     return answer
 
 
 # --------------------------------------------------------------------------- the corpus
 
-COSMOLOGY = row("hubble-law", "engrams", "How negative space and emptiness work in cosmology: Hubble's "
-                "law says expansion stretches the empty space between galaxies.")
+COSMOLOGY = fake_row(
+    note_id="hubble-law",
+    path="engrams/hubble-law.md",
+    text="How negative space and emptiness work in cosmology: Hubble's "
+    "law says expansion stretches the empty space between galaxies.",
+)
 GARDEN_ROWS = [
-    row("garden-gravel", "engrams", "Raked gravel left empty in a Japanese garden frames "
-        "the stones."),
-    row("garden-ma", "engrams", "Ma (間), the Japanese concept of interval, is the pause between garden stones."),
-    row("garden-corner", "inbox", "We decided to leave the north corner of the garden empty as negative space.",
-        tier="chat", created="2024-06-01T00:00:00+00:00", category="decision"),
-    row("karesansui", "resources", "Karesansui: Japanese dry gardens suggest water with raked gravel and "
-        "negative space.", tier="resource", type="resource", heading="Karesansui"),
-    row("tax-deadline", "engrams", "The quarterly tax filing deadline is in April."),
+    fake_row(
+        note_id="garden-gravel",
+        path="engrams/garden-gravel.md",
+        text="Raked gravel left empty in a Japanese garden frames the stones.",
+    ),
+    fake_row(
+        note_id="garden-ma",
+        path="engrams/garden-ma.md",
+        text="Ma (間), the Japanese concept of interval, is the pause between garden stones.",
+    ),
+    fake_row(
+        note_id="garden-corner",
+        path="inbox/garden-corner.md",
+        text="We decided to leave the north corner of the garden empty as negative space.",
+        tier="chat",
+        created="2024-06-01T00:00:00+00:00",
+        category="decision",
+    ),
+    fake_row(
+        note_id="karesansui",
+        path="resources/karesansui.md",
+        text="Karesansui: Japanese dry gardens suggest water with raked gravel and negative space.",
+        tier="resource",
+        type="resource",
+        heading="Karesansui",
+    ),
+    fake_row(
+        note_id="tax-deadline", path="engrams/tax-deadline.md", text="The quarterly tax filing deadline is in April."
+    ),
 ]
 
 
@@ -181,8 +146,14 @@ def garden(embedder, extra=()) -> FakeRetriever:
 
 
 def run(retriever, embedder, *, gate_llm=None, plan_llm=None, **config):
-    return run_query(QUERY, retriever=retriever, embedder=embedder, llm_plan=plan_llm or OfflineBackend(),
-                     llm_gate=gate_llm or OfflineBackend(), config=FunnelConfig(**config))
+    return run_query(
+        QUERY,
+        retriever=retriever,
+        embedder=embedder,
+        llm_plan=plan_llm or OfflineBackend(),
+        llm_gate=gate_llm or OfflineBackend(),
+        config=FunnelConfig(**config),
+    )
 
 
 def trace_of(package, note_id):
@@ -216,8 +187,8 @@ def test_without_the_gate_the_contaminant_ranks_high(embedder):
     assert "hubble-law" in block_ids(package)
 
 
-def test_gate_first_rank_never_lets_a_dropped_engram_outrank_a_kept_chunk(embedder):
-    gated = run(garden(embedder), embedder, gate_llm=ScriptedLLM(drop_if("Hubble")))
+def test_gate_first_rank_never_lets_a_dropped_engram_outrank_a_kept_chunk(embedder, scripted_llm):
+    gated = run(garden(embedder), embedder, gate_llm=scripted_llm(drop_if("Hubble")))
     ungated = run(garden(embedder), embedder, gate=False)
     assert trace_of(ungated, "hubble-law")["rank"] == 1  # provenance x similarity puts it on top
     ranked = sorted((t for t in gated.trace if t["rank"] is not None), key=lambda t: t["rank"])
@@ -229,8 +200,8 @@ def test_gate_first_rank_never_lets_a_dropped_engram_outrank_a_kept_chunk(embedd
 # --------------------------------------------------------------------------- fail-open
 
 
-def test_gate_model_error_fails_open(embedder):
-    package = run(garden(embedder), embedder, gate_llm=RaisingLLM())
+def test_gate_model_error_fails_open(embedder, raising_llm):
+    package = run(garden(embedder), embedder, gate_llm=raising_llm())
     judged = [t for t in package.trace if t["floor"] == "pass"]
     assert judged and all(t["gate"] == "fail-open" for t in judged)
     assert all("connection refused" in t["reason"] for t in judged)
@@ -240,8 +211,8 @@ def test_gate_model_error_fails_open(embedder):
     assert "Degraded package" in package.to_markdown()
 
 
-def test_gate_timeout_fails_open(embedder):
-    slow = SleepingLLM()
+def test_gate_timeout_fails_open(embedder, sleeping_llm):
+    slow = sleeping_llm()
     started = time.monotonic()
     try:
         package = run(garden(embedder), embedder, gate_llm=slow, gate_timeout=0.3, gate_batch=2)
@@ -253,8 +224,8 @@ def test_gate_timeout_fails_open(embedder):
     assert package.stats["degraded"] is True and package.stats["gate_fail_open"] == len(judged)
 
 
-def test_gate_batches_run_concurrently_and_cover_every_key(embedder):
-    llm = ScriptedLLM(keep_all)
+def test_gate_batches_run_concurrently_and_cover_every_key(embedder, scripted_llm):
+    llm = scripted_llm(keep_all)
     package = run(garden(embedder), embedder, gate_llm=llm, gate_batch=2)
     sizes = [len(v["candidates"]) for name, v in llm.calls]
     assert sum(sizes) == package.stats["after_floor"] and max(sizes) <= 2
@@ -298,8 +269,10 @@ def test_gate_verdicts_need_exactly_one_verdict_per_key():
     for verdicts in ([], [one, one], [one, {**one, "key": "c09"}]):
         with pytest.raises(ValidationError):
             GateVerdicts.model_validate({"verdicts": verdicts}, context={"keys": ["c01"]})
-    assert GateVerdicts.model_validate({"verdicts": [{**one, "key": "[c01]"}]},
-                                       context={"keys": ["c01"]}).verdicts[0].key == "c01"
+    assert (
+        GateVerdicts.model_validate({"verdicts": [{**one, "key": "[c01]"}]}, context={"keys": ["c01"]}).verdicts[0].key
+        == "c01"
+    )
 
 
 # --------------------------------------------------------------------------- decomposition and fusion
@@ -331,10 +304,16 @@ def test_retrieve_wider_keeps_the_top_fused_and_traces_the_rest(embedder):
     assert data["stats"]["retrieved"] == len(data["trace"])
 
 
-def test_user_intent_overrides_and_reaches_the_gate(embedder):
-    gate_llm = ScriptedLLM(keep_all)
-    run_query(QUERY, retriever=garden(embedder), embedder=embedder, llm_plan=OfflineBackend(),
-              llm_gate=gate_llm, intent="Japanese gardens")
+def test_user_intent_overrides_and_reaches_the_gate(embedder, scripted_llm):
+    gate_llm = scripted_llm(keep_all)
+    run_query(
+        QUERY,
+        retriever=garden(embedder),
+        embedder=embedder,
+        llm_plan=OfflineBackend(),
+        llm_gate=gate_llm,
+        intent="Japanese gardens",
+    )
     assert gate_llm.calls[0][1]["intent"] == "Japanese gardens"
 
 
@@ -345,8 +324,8 @@ def test_variants_off_runs_only_the_original(embedder):
     assert len(retriever.calls) == 2
 
 
-def test_decompose_failure_degrades_but_still_retrieves(embedder):
-    package = run(garden(embedder), embedder, plan_llm=RaisingLLM())
+def test_decompose_failure_degrades_but_still_retrieves(embedder, raising_llm):
+    package = run(garden(embedder), embedder, plan_llm=raising_llm())
     assert package.stats["plan_error"] and package.stats["degraded"] is True
     assert package.intent == QUERY and package.blocks
 
@@ -361,8 +340,7 @@ def test_query_plan_validation():
 
 
 def test_offline_decompose_strips_politeness_and_keeps_content_phrases():
-    plan = QueryPlan.model_validate(decompose({"query": "can we talk about peer review for our paper?",
-                                               "intent": ""}))
+    plan = QueryPlan.model_validate(decompose({"query": "can we talk about peer review for our paper?", "intent": ""}))
     assert plan.intent == "peer review, paper"
     assert [v.kind for v in plan.variants] == ["concept", "methodology", "continuity", "authority"]
     assert plan.variants[2].text == "earlier decisions and sessions about peer review paper"
@@ -370,11 +348,18 @@ def test_offline_decompose_strips_politeness_and_keeps_content_phrases():
 
 
 def test_offline_gate_keeps_few_word_on_topic_notes_and_names_what_is_missing():
-    answer = gate({"intent": "negative space, Japanese garden design", "query": QUERY, "candidates": [
-        {"key": "c01", "title": "ma", "heading": "", "text": "Ma (間), the Japanese concept of interval."},
-        {"key": "c02", "title": "Ryoan-ji", "heading": "", "text": "Fifteen rocks sit in raked gravel."},
-        {"key": "c03", "title": "hubble", "heading": "", "text": "Empty space and emptiness between galaxies."},
-        {"key": "c04", "title": "tax", "heading": "", "text": "The tax deadline is in April."}]})
+    answer = gate(
+        {
+            "intent": "negative space, Japanese garden design",
+            "query": QUERY,
+            "candidates": [
+                {"key": "c01", "title": "ma", "heading": "", "text": "Ma (間), the Japanese concept of interval."},
+                {"key": "c02", "title": "Ryoan-ji", "heading": "", "text": "Fifteen rocks sit in raked gravel."},
+                {"key": "c03", "title": "hubble", "heading": "", "text": "Empty space and emptiness between galaxies."},
+                {"key": "c04", "title": "tax", "heading": "", "text": "The tax deadline is in April."},
+            ],
+        }
+    )
     verdicts = {v["key"]: v for v in answer["verdicts"]}
     assert [verdicts[k]["verdict"] for k in ("c01", "c02", "c03", "c04")] == ["keep", "keep", "drop", "drop"]
     assert verdicts["c03"]["reason"] == "shares only 'empty', 'space'; no overlap with 'japanese garden'"
@@ -419,7 +404,14 @@ def test_floor_is_the_embedders_calibration_unless_vault_toml_sets_one(tmp_path)
 
 
 def cand(note_id, tier="engram", similarity=0.5, created="2024-01-01", text=None, type="atomic"):
-    r = row(note_id, "x", text or f"text of {note_id}", tier=tier, created=created, type=type)
+    r = fake_row(
+        note_id=note_id,
+        path=f"x/{note_id}.md",
+        text=text or f"text of {note_id}",
+        tier=tier,
+        created=created,
+        type=type,
+    )
     return Candidate(r, 0.01, ("vector",), ("original",), similarity)
 
 
@@ -432,8 +424,15 @@ def test_recency_decays_only_the_chat_tier():
     assert recency("chat", "2024-07-01", ref, config) == 1.0
     assert recency("chat", "2024-06-01", ref, config) == pytest.approx(0.85 + 0.15 * 0.5 ** (30 / 30))
     assert 0.85 <= recency("chat", "2000-01-01", ref, config) < 0.8501  # bounded: never overrides relevance
-    ranked = rank([cand("old-chat", "chat", created="2024-01-01"), cand("new-chat", "chat", created="2024-07-01"),
-                   cand("old-engram", created="2000-01-01")], ref, config)
+    ranked = rank(
+        [
+            cand("old-chat", "chat", created="2024-01-01"),
+            cand("new-chat", "chat", created="2024-07-01"),
+            cand("old-engram", created="2000-01-01"),
+        ],
+        ref,
+        config,
+    )
     assert [s.candidate.row.note_id for s in ranked] == ["old-engram", "new-chat", "old-chat"]
     assert ranked[0].score == pytest.approx(0.5)
 
@@ -450,9 +449,17 @@ def test_rank_ties_break_by_id():
 
 def test_dedup_keeps_the_highest_provenance_copy(embedder):
     same = "The north corner of the garden stays empty on purpose."
-    copies = [row("corner-web", "web", same, tier="web", type="web"),
-              row("corner-chat", "inbox", same, tier="chat"),
-              row("corner-resource", "resources", same.upper(), tier="resource", type="resource")]
+    copies = [
+        fake_row(note_id="corner-web", path="web/corner-web.md", text=same, tier="web", type="web"),
+        fake_row(note_id="corner-chat", path="inbox/corner-chat.md", text=same, tier="chat"),
+        fake_row(
+            note_id="corner-resource",
+            path="resources/corner-resource.md",
+            text=same.upper(),
+            tier="resource",
+            type="resource",
+        ),
+    ]
     package = run(garden(embedder, copies), embedder, gate=False, floor=0.0)
     assert "corner-resource" in block_ids(package)
     assert not {"corner-web", "corner-chat"} & set(block_ids(package))
@@ -461,26 +468,40 @@ def test_dedup_keeps_the_highest_provenance_copy(embedder):
         assert entry["collapsed_into"] == "corner-resource" and entry["rank"] is None
         assert "collapsed into corner-resource" in entry["reason"]
     assert package.stats["deduped"] == 2
-    kept, collapsed = dedup(rank([cand("x1", "chat", text=same), cand("x2", "engram", text=same)], None,
-                                 FunnelConfig()))
+    kept, collapsed = dedup(
+        rank([cand("x1", "chat", text=same), cand("x2", "engram", text=same)], None, FunnelConfig())
+    )
     assert [s.candidate.row.note_id for s in kept] == ["x2"] and collapsed == {"x1#0": "x2#0"}
 
 
 # --------------------------------------------------------------------------- budget assembly
 
-CORE = Selected("core#0", "core", "engrams/core.md", "engram", "atomic", 0.9, 1,
-                "Core sentence that must survive intact.")
-STRUCT = Selected("session#1", "session", "sessions/session.md", "chat", "session", 0.5, 2,
-                  "## Summary\n\nFirst paragraph of the session. It has two sentences.\n\n"
-                  + "Second paragraph goes on at length about details. " * 6)
-PERIPHERAL = Selected("web#0", "web", "web/web.md", "web", "web", 0.05, 3,
-                      "A clipped page. It says several things. " * 5)
+CORE = Selected(
+    "core#0", "core", "engrams/core.md", "engram", "atomic", 0.9, 1, "Core sentence that must survive intact."
+)
+STRUCT = Selected(
+    "session#1",
+    "session",
+    "sessions/session.md",
+    "chat",
+    "session",
+    0.5,
+    2,
+    "## Summary\n\nFirst paragraph of the session. It has two sentences.\n\n"
+    + "Second paragraph goes on at length about details. " * 6,
+)
+PERIPHERAL = Selected(
+    "web#0", "web", "web/web.md", "web", "web", 0.05, 3, "A clipped page. It says several things. " * 5
+)
 
 
 def test_levels_and_deterministic_block_order():
     out = assemble([PERIPHERAL, STRUCT, CORE], budget=10_000, window=100_000, max_fraction=0.78)
     assert [(b.item.note_id, b.level) for b in out.blocks] == [
-        ("core", "core"), ("session", "structural"), ("web", "peripheral")]
+        ("core", "core"),
+        ("session", "structural"),
+        ("web", "peripheral"),
+    ]
     assert not any(b.truncated for b in out.blocks) and not out.dropped and not out.cap_fired
 
 
@@ -532,8 +553,7 @@ def test_cap_backstop_fires_when_forced(embedder):
 
 
 def test_package_is_byte_identical_across_runs(embedder):
-    outputs = {run(garden(HashEmbedder(dim=512)), HashEmbedder(dim=512), gate_batch=3).to_json()
-               for _ in range(10)}
+    outputs = {run(garden(HashEmbedder(dim=512)), HashEmbedder(dim=512), gate_batch=3).to_json() for _ in range(10)}
     assert len(outputs) == 1
 
 
@@ -544,12 +564,37 @@ def test_json_shape(embedder):
     assert {"id", "path", "tier", "level", "score", "text", "source", "heading", "truncated"} <= set(block)
     assert set(block["source"]) == {"conversation", "messages"} and block["source"]["messages"] == ["m-1"]
     assert block["level"] in ("core", "structural", "peripheral") and block["path"].endswith(".md")
-    stats = {"candidates", "after_floor", "gate_kept", "gate_dropped", "gate_fail_open", "degraded", "deduped",
-             "cap_fired", "tokens", "budget", "dropped_for_budget", "variants", "models"}
+    stats = {
+        "candidates",
+        "after_floor",
+        "gate_kept",
+        "gate_dropped",
+        "gate_fail_open",
+        "degraded",
+        "deduped",
+        "cap_fired",
+        "tokens",
+        "budget",
+        "dropped_for_budget",
+        "variants",
+        "models",
+    }
     assert stats <= set(data["stats"])
     assert set(data["stats"]["models"]) == {"plan", "gate", "embedder"}
-    entry_keys = {"id", "chunk_id", "path", "lanes", "variants", "rrf", "similarity", "floor", "gate",
-                  "reason", "score", "rank"}
+    entry_keys = {
+        "id",
+        "chunk_id",
+        "path",
+        "lanes",
+        "variants",
+        "rrf",
+        "similarity",
+        "floor",
+        "gate",
+        "reason",
+        "score",
+        "rank",
+    }
     assert all(entry_keys <= set(t) for t in data["trace"])
     assert len(data["trace"]) == data["stats"]["retrieved"]
     assert data["tokens"] == sum(estimate_tokens(b["text"]) for b in data["blocks"])
@@ -568,41 +613,46 @@ def test_markdown_cites_every_block_with_a_wikilink(embedder):
 # --------------------------------------------------------------------------- integration with the real index
 
 
-def _note(note_id: str, body: str, *, type: str = "atomic", status: str = "kept",
-          created: str = "2024-05-01T10:00:00", extra: str = "") -> str:
-    return (f"---\nid: {note_id}\ntype: {type}\ncategory: fact\nstatus: {status}\nspeaker: user\n"
-            f"source:\n  kind: chatgpt\n  conversation: conv-9\n  messages: [m-3, m-4]\n"
-            f"created: {created}\n{extra}---\n{body}\n")
+def _note(note_id: str, body: str, *, status: str = "kept", **frontmatter) -> str:
+    """A note of conversation conv-9 (messages m-3, m-4) with no tier of its own: its folder decides it."""
+    return note_text(
+        note_id,
+        body,
+        status=status,
+        tier=None,
+        source={"kind": "chatgpt", "conversation": "conv-9", "messages": ["m-3", "m-4"]},
+        **frontmatter,
+    )
 
 
 INTEGRATION_NOTES = {
     "engrams/hubble law.md": _note("n-hubble", COSMOLOGY.text),
     "engrams/gravel frames stones.md": _note("n-gravel", GARDEN_ROWS[0].text),
     "engrams/ma interval.md": _note("n-ma", GARDEN_ROWS[1].text),
-    "inbox/north corner.md": _note("n-corner", GARDEN_ROWS[2].text, status="provisional",
-                                   created="2024-06-01T10:00:00"),
-    "archive/old garden.md": _note("n-old", "Negative space and emptiness in a Japanese garden design, retired.",
-                                   status="archived", extra='superseded_by: "[[gravel frames stones]]"\n'),
+    "inbox/north corner.md": _note(
+        "n-corner", GARDEN_ROWS[2].text, status="provisional", created="2024-06-01T10:00:00"
+    ),
+    "archive/old garden.md": _note(
+        "n-old",
+        "Negative space and emptiness in a Japanese garden design, retired.",
+        status="archived",
+        superseded_by="[[gravel frames stones]]",
+    ),
     "sessions/2024-05-01 garden talk.md": _note(
-        "s-garden", "# Garden talk\n\nWe talked about Japanese garden design and negative space.\n\n"
+        "s-garden",
+        "# Garden talk\n\nWe talked about Japanese garden design and negative space.\n\n"
         "## Summary\n\nEmptiness in a Japanese garden is designed: raked gravel stands for water.\n\n"
         "The second paragraph lists the stones one by one and goes on for a while.\n",
-        type="session"),
+        type="session",
+    ),
 }
 
 
-def test_integration_with_a_real_index(tmp_path, embedder):
-    pytest.importorskip("vault_pipeline.vault.files", reason="vault_pipeline/vault.py (needed by index.py) not written yet")
-    index_mod = pytest.importorskip("vault_pipeline.index.sync", reason="vault_pipeline/index.py not written yet")
-    from vault_pipeline.vault.files import Vault
-
-    vault = Vault.init(tmp_path)
-    for relpath, text in INTEGRATION_NOTES.items():
-        (tmp_path / relpath).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / relpath).write_text(text, encoding="utf-8")
+def test_integration_with_a_real_index(make_vault, embedder):
+    vault = make_vault(notes=INTEGRATION_NOTES)
     with vault.lock("index"):
-        index_mod.sync(vault, embedder)
-    retriever = index_mod.Index.open(vault, embedder)
+        sync(vault, embedder)
+    retriever = Index.open(vault, embedder)
     packages = [run(retriever, embedder, floor=0.05) for _ in range(2)]
     package = packages[0]
     assert packages[0].to_json() == packages[1].to_json()
@@ -611,26 +661,22 @@ def test_integration_with_a_real_index(tmp_path, embedder):
     assert {"n-gravel", "n-ma", "n-corner"} <= set(ids)
     assert all(t["id"] != "n-old" for t in package.trace)  # archived notes never enter by default
     for block in package.blocks:
-        assert (tmp_path / block.item.path).is_file() and not block.item.path.startswith("/")
+        assert (vault.root / block.item.path).is_file() and not block.item.path.startswith("/")
     levels = {b.item.chunk_id: b.level for b in package.blocks if b.item.note_id == "s-garden"}
     # A kept session is an engram: its top-ranked chunk is core, its other chunks structural.
     assert sorted(levels.values()) == ["core", "structural"]
     assert package.blocks[0].to_dict()["source"]["messages"] == ["m-3", "m-4"]
 
 
-def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(tmp_path, monkeypatch):
+def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(make_vault, monkeypatch):
     from typer.testing import CliRunner
 
     import vault_pipeline.models.embed as embed
     from vault_pipeline.cli import app
-    from vault_pipeline.vault.files import Vault
 
     monkeypatch.delenv("VAULT_FLOOR", raising=False)
     monkeypatch.setattr(embed, "build_embedder", lambda *args, **kwargs: CalibratedHashEmbedder(dim=64))
-    vault = Vault.init(tmp_path / "v")
-    (vault.root / "engrams").mkdir(exist_ok=True)
-    (vault.root / "engrams" / "ma interval.md").write_text(INTEGRATION_NOTES["engrams/ma interval.md"],
-                                                           encoding="utf-8")
+    vault = make_vault("v", notes={"engrams/ma interval.md": INTEGRATION_NOTES["engrams/ma interval.md"]})
     runner = CliRunner()
     indexed = runner.invoke(app, ["index", "--vault", str(vault.root)])
     assert indexed.exit_code == 0, indexed.output
@@ -642,6 +688,7 @@ def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(tmp_path, m
 
     assert floor() == 0.27  # the vault.toml `vault init` writes leaves the floor to the embedder
     toml = vault.root / "vault.toml"
-    toml.write_text(toml.read_text(encoding="utf-8").replace("[retrieval]\n", "[retrieval]\nfloor = 0.3\n"),
-                    encoding="utf-8")
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace("[retrieval]\n", "[retrieval]\nfloor = 0.3\n"), encoding="utf-8"
+    )
     assert floor() == 0.3

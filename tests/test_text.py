@@ -38,8 +38,9 @@ CONTEXT = {"message_ids": ["m1"], "roles": {"m1": "user"}}
 def validator(sentence: str) -> str | None:
     """The extraction validator's verdict on a unit sentence: None, or why it refuses it."""
     try:
-        AtomicUnit.model_validate({"text": sentence, "category": "fact", "source_ids": ["m1"], "speaker": "user"},
-                                  context=CONTEXT)
+        AtomicUnit.model_validate(
+            {"text": sentence, "category": "fact", "source_ids": ["m1"], "speaker": "user"}, context=CONTEXT
+        )
     except ValidationError as exc:
         return str(exc)
     return None
@@ -63,18 +64,21 @@ SIXTEEN = FIFTEEN[:-1] + " sixteen."
 # --------------------------------------------------------------------------- the stages agree
 
 
-@pytest.mark.parametrize("sentence, words_counted, passes", [
-    (POSTGRES, 17, False),
-    ("We store notes in Postgres, e.g. for full-text search, i.e. fast lookups.", 12, True),
-    ("Our state-of-the-art pipeline uses a well-known open-source vector store.", 9, True),
-    (FIFTEEN, 15, True),
-    (SIXTEEN, 16, False),
-    ("The docs live at https://example.com/docs/getting-started?lang=en for everyone.", 7, True),
-    ("Dr. J. Li met Prof. Motto at 3 p.m. in the U.S. office.", 13, True),
-    ("We chose Postgres -- not MySQL -- for the main store.", 9, True),
-    ("We chose Postgres. It is fast.", 6, False),
-    ("Use it. Élan follows.", 4, False),
-])
+@pytest.mark.parametrize(
+    "sentence, words_counted, passes",
+    [
+        (POSTGRES, 17, False),
+        ("We store notes in Postgres, e.g. for full-text search, i.e. fast lookups.", 12, True),
+        ("Our state-of-the-art pipeline uses a well-known open-source vector store.", 9, True),
+        (FIFTEEN, 15, True),
+        (SIXTEEN, 16, False),
+        ("The docs live at https://example.com/docs/getting-started?lang=en for everyone.", 7, True),
+        ("Dr. J. Li met Prof. Motto at 3 p.m. in the U.S. office.", 13, True),
+        ("We chose Postgres -- not MySQL -- for the main store.", 9, True),
+        ("We chose Postgres. It is fast.", 6, False),
+        ("Use it. Élan follows.", 4, False),
+    ],
+)
 def test_extraction_validator_and_keep_gate_agree(sentence, words_counted, passes):
     assert word_count(sentence) == words_counted
     refused, problems = validator(sentence), gate(sentence)
@@ -84,9 +88,18 @@ def test_extraction_validator_and_keep_gate_agree(sentence, words_counted, passe
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["fast", "Postgres", "state-of-the-art", "e.g.", "v3.5", "don't",
-                                           "https://x.org/a-b", "—", "&"]),
-                          st.sampled_from([" ", "—", " — ", "--", ", ", "-", "…"])), min_size=1, max_size=24))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["fast", "Postgres", "state-of-the-art", "e.g.", "v3.5", "don't", "https://x.org/a-b", "—", "&"]
+            ),
+            st.sampled_from([" ", "—", " — ", "--", ", ", "-", "…"]),
+        ),
+        min_size=1,
+        max_size=24,
+    )
+)
 def test_validator_and_gate_count_every_sentence_alike(parts):
     sentence = "We say " + "".join(word + sep for word, sep in parts).strip(" ,-—…") + " now."
     refused, problems = validator(sentence), gate(sentence)
@@ -98,8 +111,7 @@ def test_validator_and_gate_count_every_sentence_alike(parts):
 
 
 def test_offline_units_of_a_dashed_sentence_pass_both_rules():
-    data = extract_units({"title": "t", "messages": [{"id": "m1", "role": "user", "text": POSTGRES}],
-                          **PROMPT_LIMITS})
+    data = extract_units({"title": "t", "messages": [{"id": "m1", "role": "user", "text": POSTGRES}], **PROMPT_LIMITS})
     texts = [u["text"] for u in data["units"] if u["category"] != "topic"]
     assert texts and all(word_count(t) <= MAX_WORDS for t in texts)
     assert all(validator(t) is None and not [p for p in gate(t) if "words" in p] for t in texts)
@@ -114,26 +126,30 @@ def test_the_limit_reaches_the_prompt_and_the_offline_backend():
     system = load_prompt("extract").render({"title": "t", "messages": [], **PROMPT_LIMITS})[0]["content"]
     assert f"at most {MAX_WORDS} words" in system
     long = " ".join(["word"] * 12) + "."
-    short = extract_units({"title": "t", "messages": [{"id": "m1", "role": "user", "text": long}],
-                           "max_words": 8, "max_context_words": 6})["units"]
+    short = extract_units(
+        {"title": "t", "messages": [{"id": "m1", "role": "user", "text": long}], "max_words": 8, "max_context_words": 6}
+    )["units"]
     assert short and all(word_count(u["text"]) <= 8 for u in short)
 
 
 # --------------------------------------------------------------------------- words
 
 
-@pytest.mark.parametrize("text, n", [
-    ("", 0),
-    ("We don't use state-of-the-art tools, e.g. Postgres 16.", 8),
-    ("Use LanceDB — not Chroma — for v3.5 .", 6),
-    (POSTGRES, 17),
-    ("wait...what", 2),
-    ("1990–2000", 2),
-    ("see https://example.com/a-b?c=d.", 2),
-    ("and/or I/O 10:30", 3),
-    ("— & …", 0),
-    ("日本語のテキスト", 1),
-])
+@pytest.mark.parametrize(
+    "text, n",
+    [
+        ("", 0),
+        ("We don't use state-of-the-art tools, e.g. Postgres 16.", 8),
+        ("Use LanceDB — not Chroma — for v3.5 .", 6),
+        (POSTGRES, 17),
+        ("wait...what", 2),
+        ("1990–2000", 2),
+        ("see https://example.com/a-b?c=d.", 2),
+        ("and/or I/O 10:30", 3),
+        ("— & …", 0),
+        ("日本語のテキスト", 1),
+    ],
+)
 def test_word_count(text, n):
     assert word_count(text) == n == len(words(text))
 
@@ -147,17 +163,22 @@ def test_head_words_keeps_the_text_up_to_the_nth_word():
 # --------------------------------------------------------------------------- sentences
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Use e.g. SQLite, i.e. a file. Dr. Li said so vs. Postgres. Version 3.5 works.",
-     ["Use e.g. SQLite, i.e. a file.", "Dr. Li said so vs. Postgres.", "Version 3.5 works."]),
-    ("He said \"no.\" Then he left.", ["He said \"no.\"", "Then he left."]),
-    ("I said no. 5 people agreed.", ["I said no.", "5 people agreed."]),
-    ("Stop! why now?", ["Stop! why now?"]),
-    ("J. R. R. Tolkien wrote it.", ["J. R. R. Tolkien wrote it."]),
-    ("Use it. Élan follows.", ["Use it.", "Élan follows."]),
-    ("我们用Postgres。团队熟悉它。", ["我们用Postgres。", "团队熟悉它。"]),
-    ("他说：「好。」然后走了。", ["他说：「好。」", "然后走了。"]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "Use e.g. SQLite, i.e. a file. Dr. Li said so vs. Postgres. Version 3.5 works.",
+            ["Use e.g. SQLite, i.e. a file.", "Dr. Li said so vs. Postgres.", "Version 3.5 works."],
+        ),
+        ('He said "no." Then he left.', ['He said "no."', "Then he left."]),
+        ("I said no. 5 people agreed.", ["I said no.", "5 people agreed."]),
+        ("Stop! why now?", ["Stop! why now?"]),
+        ("J. R. R. Tolkien wrote it.", ["J. R. R. Tolkien wrote it."]),
+        ("Use it. Élan follows.", ["Use it.", "Élan follows."]),
+        ("我们用Postgres。团队熟悉它。", ["我们用Postgres。", "团队熟悉它。"]),
+        ("他说：「好。」然后走了。", ["他说：「好。」", "然后走了。"]),
+    ],
+)
 def test_sentence_splitting(text, expected):
     assert split_sentences(text) == expected
     assert sentence_count(text) == len(expected)
@@ -190,14 +211,17 @@ def test_stopword_lists_are_named_for_their_purpose():
 # --------------------------------------------------------------------------- cutting
 
 
-@pytest.mark.parametrize("text, pos, safe", [
-    ("cafe\u0301!", 4, 3),                      # combining acute
-    ("x\U0001f469\u200d\U0001f4bb", 3, 1),      # ZWJ sequence
-    ("x\U0001f44d\U0001f3fd", 2, 1),            # skin tone modifier
-    ("x\U0001f1f3\U0001f1f1\U0001f1e7\U0001f1ea", 2, 1),  # inside a flag
-    ("x\U0001f1f3\U0001f1f1\U0001f1e7\U0001f1ea", 3, 3),  # between two flags
-    ("abc", 2, 2),
-])
+@pytest.mark.parametrize(
+    "text, pos, safe",
+    [
+        ("cafe\u0301!", 4, 3),  # combining acute
+        ("x\U0001f469\u200d\U0001f4bb", 3, 1),  # ZWJ sequence
+        ("x\U0001f44d\U0001f3fd", 2, 1),  # skin tone modifier
+        ("x\U0001f1f3\U0001f1f1\U0001f1e7\U0001f1ea", 2, 1),  # inside a flag
+        ("x\U0001f1f3\U0001f1f1\U0001f1e7\U0001f1ea", 3, 3),  # between two flags
+        ("abc", 2, 2),
+    ],
+)
 def test_grapheme_safe(text, pos, safe):
     assert grapheme_safe(text, pos) == safe
 
@@ -208,7 +232,11 @@ def test_grapheme_safe(text, pos, safe):
 def test_wikilinks_and_link_target():
     text = "See [[note-a]], [[note-b#^m-1|the source]], ![[diagram.png]], [[#^local]], `[[code]]` and [[c#Heading]]."
     assert [(w.target, w.anchor, w.alias) for w in wikilinks(text)] == [
-        ("note-a", "", ""), ("note-b", "^m-1", "the source"), ("diagram.png", "", ""), ("", "^local", ""),
-        ("c", "Heading", "")]
+        ("note-a", "", ""),
+        ("note-b", "^m-1", "the source"),
+        ("diagram.png", "", ""),
+        ("", "^local", ""),
+        ("c", "Heading", ""),
+    ]
     assert link_target("[[stem|alias]]") == link_target("[[stem#heading]]") == link_target(" stem ") == "stem"
     assert link_target(None) == "" and link_target("[[#x]]") == "[[#x]]"

@@ -7,35 +7,42 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.fakes import note_value
 from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, LockError, VaultError
+from vault_pipeline.vault.files import FOLDERS, STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import render_note
 from vault_pipeline.vault.note import Note
-from vault_pipeline.vault.files import FOLDERS, STATE_DIR, Vault
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def make_note(stem: str = "we-use-postgres-abc123", nid: str = "a-000000abc123", body: str = "We use Postgres.\n",
-              folder: str = "inbox", **extra) -> Note:
-    frontmatter = {"id": nid, "type": "atomic", "category": "fact", "status": "provisional", "tier": "chat",
-                   "source_conversation": "c-1", **extra}
-    return Note(nid, "atomic", folder, stem, frontmatter, body)
+def make_note(
+    stem: str = "we-use-postgres-abc123",
+    nid: str = "a-000000abc123",
+    body: str = "We use Postgres.\n",
+    folder: str = "inbox",
+    **extra,
+) -> Note:
+    """The same note (one id, one stem) unless a test says otherwise, so rewrites hit one file."""
+    return note_value(nid, body, folder=folder, stem=stem, source_conversation="c-1", **extra)
 
 
 @pytest.fixture
-def vault(tmp_path: Path) -> Vault:
-    return Vault.init(tmp_path / "vault")
+def vault(make_vault) -> Vault:
+    return make_vault()
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 # --------------------------------------------------------------------------- init and open
@@ -48,8 +55,11 @@ def test_init_creates_folders_state_and_config(tmp_path):
     assert (vault.root / STATE_DIR / "state.sqlite").is_file()
     config = tomllib.loads((vault.root / "vault.toml").read_text())
     assert config["models"] == {"extract": "offline", "gate": "offline", "embed": "minilm", "api_base": ""}
-    assert {k: config["retrieval"][k] for k in ("wide", "budget", "window")} == \
-        {"wide": 15, "budget": 2000, "window": 8000}
+    assert {k: config["retrieval"][k] for k in ("wide", "budget", "window")} == {
+        "wide": 15,
+        "budget": 2000,
+        "window": 8000,
+    }
     assert "floor" not in config["retrieval"]  # unset: the embedder's calibration applies (models/embed.py)
     assert config["log"]["calls"] is True
     assert "#" in (vault.root / "vault.toml").read_text()  # commented
@@ -66,7 +76,7 @@ def test_init_an_existing_obsidian_vault_touches_no_user_file(tmp_path):
     (root / "My note.md").write_text("# Mine\n")
     (root / "inbox").mkdir()
     (root / "inbox" / "todo.md").write_text("my own inbox\n")
-    (root / "vault.toml").write_text("[models]\nextract = \"ollama/llama3.1\"\n")
+    (root / "vault.toml").write_text('[models]\nextract = "ollama/llama3.1"\n')
     before = snapshot(root)
     time.sleep(0.01)
     vault = Vault.init(root)
@@ -223,7 +233,7 @@ def test_read_returns_frontmatter_body_and_hash(vault):
     assert frontmatter["status"] == "provisional" and frontmatter["tags"] == ["idea", "quoted"]
     assert body == "Body *stays*   exactly.\n" and len(digest) == 64
     (vault.root / "inbox" / "bad.md").write_text("---\nid: [\n---\n")
-    with pytest.raises(FrontmatterError, match="inbox/bad.md"):
+    with pytest.raises(FrontmatterError, match=r"inbox/bad\.md"):
         vault.read("inbox/bad.md")
 
 
@@ -231,8 +241,9 @@ def test_update_frontmatter_keeps_every_other_byte(vault):
     path = vault.root / "inbox" / "n.md"
     path.write_text(USER_FILE)
     vault.update_frontmatter("inbox/n.md", {"status": "kept", "kept": "2024-05-01", "tier": None})
-    expected = USER_FILE.replace("status:   provisional    # odd spacing\n", "status: kept\n") \
-                        .replace("tier: chat\n", "kept: 2024-05-01\n")
+    expected = USER_FILE.replace("status:   provisional    # odd spacing\n", "status: kept\n").replace(
+        "tier: chat\n", "kept: 2024-05-01\n"
+    )
     assert path.read_text() == expected
     frontmatter, _, _ = vault.read("inbox/n.md")
     assert frontmatter["status"] == "kept" and "tier" not in frontmatter and frontmatter["custom"] == {"a": 1}
@@ -291,9 +302,18 @@ def test_move_updates_state(vault):
 
 
 def test_iter_note_paths(vault):
-    for rel in ["inbox/b.md", "inbox/a.md", "Projects/deep/x.md", "root.md", ".obsidian/w.md",
-                ".trash/old.md", f"{STATE_DIR}/s.md", "inbox/.hidden.md", "inbox/.a.md.vp-tmp-1",
-                "resources/file.pdf"]:
+    for rel in [
+        "inbox/b.md",
+        "inbox/a.md",
+        "Projects/deep/x.md",
+        "root.md",
+        ".obsidian/w.md",
+        ".trash/old.md",
+        f"{STATE_DIR}/s.md",
+        "inbox/.hidden.md",
+        "inbox/.a.md.vp-tmp-1",
+        "resources/file.pdf",
+    ]:
         (vault.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (vault.root / rel).write_text("x")
     assert vault.iter_note_paths() == ["Projects/deep/x.md", "inbox/a.md", "inbox/b.md", "root.md"]
@@ -303,28 +323,33 @@ def test_iter_note_paths(vault):
 
 
 HOLDER = """
-import sys, time
+import sys
 from vault_pipeline.vault.files import Vault
 with Vault.open(sys.argv[1]).lock("ingest"):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    sys.stdin.readline()  # hold until the test writes a line (or closes stdin)
 """
 
 
-def _hold_lock(vault: Vault, seconds: float) -> subprocess.Popen:
+def _hold_lock(vault: Vault) -> subprocess.Popen:
+    """Another process holding the vault's lock as ``ingest`` until a line is written to its stdin."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(vault.root), str(seconds)],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(vault.root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
 
 def test_lock_contention_names_the_holder(vault):
-    proc = _hold_lock(vault, 30)
+    proc = _hold_lock(vault)
     try:
-        with pytest.raises(LockError) as caught:
-            with vault.lock("keep"):
-                pass
+        with pytest.raises(LockError) as caught, vault.lock("keep"):
+            pass
         assert "ingest" in str(caught.value) and str(proc.pid) in str(caught.value)
     finally:
         proc.kill()
@@ -334,12 +359,39 @@ def test_lock_contention_names_the_holder(vault):
 
 
 def test_lock_waits_for_the_holder(vault):
-    proc = _hold_lock(vault, 0.5)
+    proc = _hold_lock(vault)
+    events: list[str] = []
+    acquired = threading.Event()
+    failed: list[Exception] = []
+
+    def waiter():
+        try:
+            with vault.lock("keep", wait=60):
+                events.append("acquired")
+                acquired.set()
+        except Exception as error:  # handed to the test's thread, which asserts there was none
+            failed.append(error)
+
+    thread = threading.Thread(target=waiter)
     try:
-        with vault.lock("keep", wait=20):
+        # wait=0: refused at once, while the holder still holds the lock.
+        with pytest.raises(LockError, match="ingest"), vault.lock("keep", wait=0):
             pass
+        thread.start()
+        # However long the machine takes, the waiter cannot get the lock before the holder lets go.
+        assert not acquired.wait(0.3) and thread.is_alive()
+        events.append("released")
+        proc.stdin.write("release\n")
+        proc.stdin.flush()
+        thread.join(60)
+        assert not failed and acquired.is_set()
+        assert events == ["released", "acquired"]
+        assert proc.wait(60) == 0
     finally:
+        proc.kill()
         proc.wait()
+        if thread.is_alive():
+            thread.join(60)
 
 
 def test_render_then_write_round_trip_is_exact(vault):

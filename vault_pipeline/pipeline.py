@@ -115,7 +115,8 @@ def query(
     config=None,
 ) -> Iterable:
     """Answer each (query, intent) with a context package; the index is opened once for all."""
-    from vault_pipeline.index.sync import Index, Preloadable
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.index.sync import Preloadable
     from vault_pipeline.retrieve.funnel import run_query
 
     if isinstance(embedder, Preloadable):
@@ -169,7 +170,8 @@ def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress
 
 def _plan_held(vault: Vault, embedder, llm: StructuredLLM, progress: Progress | None):
     from vault_pipeline.clean.plan import plan
-    from vault_pipeline.index.sync import Index, sync
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.index.sync import sync
 
     sync(vault, embedder)
     return plan(vault, Index.open(vault, embedder), llm, progress=_stage_progress(progress, "clean"))

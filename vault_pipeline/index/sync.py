@@ -10,7 +10,7 @@ disagrees with the manifest, is checked path by path and row by row; a path that
 re-embedded and reported as repaired. ``--verify`` forces the full check.
 
 The storage lives beside it: ``manifest`` (sqlite), ``table`` (LanceDB), ``integrity`` (the
-checks); the reading side, ``Index`` and ``Row``, in ``search`` (re-exported here).
+checks); the reading side, ``Index`` and ``Row``, in ``search``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from vault_pipeline.errors import FrontmatterError, ModelError
 from vault_pipeline.index.chunk import Chunk, chunks_for_note
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest
-from vault_pipeline.index.search import Index, Row
 from vault_pipeline.index.table import (
     INDEX_DIR,
     SCHEMA_VERSION,
@@ -47,7 +46,7 @@ from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
 
-__all__ = ["Index", "IndexReport", "Preloadable", "Row", "note_columns", "sync", "user_note_id"]
+__all__ = ["IndexReport", "Preloadable", "sync", "user_note_id"]
 
 Progress = Callable[[int, int], None]
 
