@@ -1,7 +1,7 @@
 """`vault check`: find what is broken in a vault without touching a user's note.
 
-Reports notes whose frontmatter does not parse, wikilinks and block links that resolve to
-nothing, ids used by more than one file, index rows whose file changed or vanished, and temp
+Reports notes whose frontmatter does not parse, wikilinks, block links (``[[note#^id]]``) and
+heading links (``[[note#Heading]]``) that resolve to nothing, ids used by more than one file, index rows whose file changed or vanished, and temp
 files left by an interrupted write. ``fix=True`` repairs only what is ours to repair: it
 removes stale temp files and re-syncs the index with every file re-hashed.
 """
@@ -18,13 +18,17 @@ from pathlib import Path, PurePosixPath
 from vault_pipeline.errors import FrontmatterError
 from vault_pipeline.index.manifest import MANIFEST_FILE, opened_manifest
 from vault_pipeline.index.sync import sync
+from vault_pipeline.ingest.notes import literal_lines, markdown_blocks
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
 
 _BLOCK = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
 _TEMP = re.compile(r"^\..+\.vp-tmp-(\d+)$")
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+# A note with none of these has no code block or raw HTML and needs no Markdown parser.
+_CODE_OR_HTML = re.compile(r"```|~~~|^[ \t>*+\-\d.)]*<|^(?: {4}|\t)", re.M)
+# Characters Obsidian leaves out of a heading link; headings match without them and case.
+_NOT_IN_LINK = re.compile(r"[#^|:%\[\]\\]")
 
 
 @dataclass
@@ -35,6 +39,7 @@ class CheckReport:
     invalid: list[tuple[str, str]] = field(default_factory=list)
     dangling_links: list[tuple[str, str]] = field(default_factory=list)
     dangling_blocks: list[tuple[str, str]] = field(default_factory=list)
+    dangling_headings: list[tuple[str, str]] = field(default_factory=list)
     duplicate_ids: dict[str, list[str]] = field(default_factory=dict)
     index_mismatches: list[tuple[str, str]] = field(default_factory=list)
     temp_files: list[str] = field(default_factory=list)
@@ -47,6 +52,7 @@ class CheckReport:
             len(self.invalid)
             + len(self.dangling_links)
             + len(self.dangling_blocks)
+            + len(self.dangling_headings)
             + len(self.duplicate_ids)
             + len(self.index_mismatches)
             + len(self.temp_files)
@@ -57,7 +63,8 @@ class CheckReport:
 class _Scan:
     stems: dict[str, str] = field(default_factory=dict)  # file stem -> relpath
     blocks: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    links: list[tuple[str, str, str]] = field(default_factory=list)  # (from, target, block)
+    links: list[tuple[str, str, str]] = field(default_factory=list)  # (from, target, "^block" or "Heading")
+    headings: dict[str, set[str]] = field(default_factory=dict)  # file stem -> heading keys, read when linked
     ids: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     files: set[str] = field(default_factory=set)  # every file name in the vault, attachments too
 
@@ -70,7 +77,7 @@ def check(vault: Vault, *, embedder=None, fix: bool = False) -> CheckReport:
     for relpath in paths:
         _scan_note(vault, relpath, scan, report)
     scan.files = {name for _, _, names in os.walk(vault.root) for name in names}
-    _resolve_links(scan, report)
+    _resolve_links(vault, scan, report)
     report.duplicate_ids = {i: sorted(p) for i, p in sorted(scan.ids.items()) if len(p) > 1}
     report.temp_files = _temp_files(vault)
     report.index_mismatches = _index_mismatches(vault, paths)
@@ -90,23 +97,59 @@ def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> 
         return
     if frontmatter.get("id"):
         scan.ids[str(frontmatter["id"])].append(relpath)
-    prose = _FENCE.sub("", body)
+    prose = _prose(body)
     scan.blocks[stem].update(_BLOCK.findall(prose))
-    scan.links += [(relpath, link.target.strip(), link.anchor.removeprefix("^").strip()) for link in wikilinks(prose)]
+    scan.links += [(relpath, link.target.strip(), link.anchor.strip()) for link in wikilinks(prose)]
 
 
-def _resolve_links(scan: _Scan, report: CheckReport) -> None:
-    for source, target, block in scan.links:
+def _prose(body: str) -> str:
+    """The body with the lines of code blocks, fences and raw HTML blanked, as CommonMark reads them.
+
+    Obsidian finds no block id and no link there."""
+    if not _CODE_OR_HTML.search(body):
+        return body
+    lines = body.split("\n")
+    literal = literal_lines(markdown_blocks(body), len(lines))
+    return "\n".join("" if code else line for line, code in zip(lines, literal))
+
+
+def _resolve_links(vault: Vault, scan: _Scan, report: CheckReport) -> None:
+    for source, target, anchor in scan.links:
         if not target:
-            continue  # [[#^block]] points into the same note; Obsidian resolves it there
+            continue  # [[#^block]] or [[#Heading]] points into the same note; Obsidian resolves it there
         name = PurePosixPath(target).name
         stem = name[:-3] if name.endswith(".md") else name
         if stem not in scan.stems:
             if "." in name and not name.endswith(".md") and name in scan.files:
                 continue  # an attachment such as ![[diagram.png]]
             report.dangling_links.append((source, target))
-        elif block and block not in scan.blocks.get(stem, set()):
-            report.dangling_blocks.append((source, f"{target}#^{block}"))
+        elif anchor.startswith("^"):
+            block = anchor[1:].strip()
+            if block and block not in scan.blocks.get(stem, set()):
+                report.dangling_blocks.append((source, f"{target}#^{block}"))
+        elif anchor:
+            headings = _headings(vault, scan, stem)
+            wanted = [_heading_key(part) for part in anchor.split("#")]  # [[note#Heading#Subheading]]
+            if not all(key in headings for key in wanted if key):
+                report.dangling_headings.append((source, f"{target}#{anchor}"))
+
+
+def _headings(vault: Vault, scan: _Scan, stem: str) -> set[str]:
+    """The heading keys of a note (read on first use: only notes that heading links point to)."""
+    if stem not in scan.headings:
+        try:
+            _, body = split_frontmatter((vault.root / scan.stems[stem]).read_text(encoding="utf-8"), scan.stems[stem])
+        except (FrontmatterError, UnicodeDecodeError, OSError):
+            body = ""
+        tokens = markdown_blocks(body)
+        scan.headings[stem] = {
+            _heading_key(tokens[i + 1].content) for i, t in enumerate(tokens[:-1]) if t.type == "heading_open"
+        }
+    return scan.headings[stem]
+
+
+def _heading_key(text: str) -> str:
+    return " ".join(_NOT_IN_LINK.sub(" ", text).split()).casefold()
 
 
 def _temp_files(vault: Vault) -> list[str]:
