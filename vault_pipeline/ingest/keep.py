@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
-from vault_pipeline.ingest.extract import CATEGORIES, MAX_WORDS
-from vault_pipeline.text import normalise_text, sentence_count, word_count
+from vault_pipeline.ingest.extract import CATEGORIES
+from vault_pipeline.ingest.notes import block_id
+from vault_pipeline.ingest.quality import sentence_problems, unfaithful
+from vault_pipeline.text import link_target, normalise_text, sentence_count
 from vault_pipeline.vault.files import Vault
-from vault_pipeline.vault.frontmatter import frontmatter_span
+from vault_pipeline.vault.frontmatter import frontmatter_span, source_messages, source_properties
+
+__all__ = ["EngramIndex", "KeepReport", "SourceTexts", "keep", "quality_problems", "sentence_count", "verdict"]
+
+Progress = Callable[[int, int | None, str], None]
 
 # Word-set Jaccard at or above this is the same note reworded (HIPPOCAMPUS' merge threshold).
 DUPLICATE_JACCARD = 0.9
@@ -90,13 +97,22 @@ def note_sentence(body: str) -> str:
     return ""
 
 
-def quality_problems(frontmatter: Mapping[str, Any], body: str, engram_texts: set[str] | EngramIndex) -> list[str]:
-    """Why a note fails the Note Quality Gate; an empty list means it passes."""
+def quality_problems(
+    frontmatter: Mapping[str, Any], body: str, engram_texts: set[str] | EngramIndex, source: str | None = None
+) -> list[str]:
+    """Why a note fails the Note Quality Gate; an empty list means it passes.
+
+    ``source`` is the text of the note's source message(s) where it can be read: then every
+    literal token of the sentence (identifiers, paths, numbers, code) must appear there verbatim.
+    """
     problems: list[str] = []
     sentence = note_sentence(body)
     category = str(frontmatter.get("category") or "")
     if sentence:
-        problems += _sentence_problems(sentence, category)
+        problems += sentence_problems(sentence, category, source=source)
+        missing = unfaithful(sentence, source) if source is not None else []
+        if missing:
+            problems.append("not in its source: " + ", ".join(missing[:3]))
     else:
         problems.append("no sentence in the body")
     if category not in CATEGORIES:
@@ -110,24 +126,59 @@ def quality_problems(frontmatter: Mapping[str, Any], body: str, engram_texts: se
     return problems
 
 
-def _sentence_problems(sentence: str, category: str) -> list[str]:
-    problems = []
-    words = word_count(sentence)
-    if words > MAX_WORDS:
-        problems.append(f"{words} words (at most {MAX_WORDS})")
-    if sentence_count(sentence) > 1:
-        problems.append("more than one sentence")
-    # An open question may keep its question mark; everything else must state something.
-    if sentence.endswith("!") or (sentence.endswith("?") and category != "open-question"):
-        problems.append("not a declarative sentence")
-    return problems
+def verdict(problems: Sequence[str]) -> str:
+    """The gate's verdict as the note's ``quality`` property: ``passes`` or ``fails — <reasons>``."""
+    return "fails — " + "; ".join(problems) if problems else "passes"
 
 
 def _has_source(frontmatter: Mapping[str, Any]) -> bool:
-    source = frontmatter.get("source")
-    if isinstance(source, Mapping) and source.get("messages"):
-        return True
-    return bool(frontmatter.get("source_conversation"))
+    source = source_properties(frontmatter)  # flat source_* keys, or the nested form of older notes
+    return bool(source["source_messages"] or source["source_conversation"])
+
+
+# --------------------------------------------------------------------------- sources
+
+# A block id closing a paragraph (" ^m-id") or standing on its own line ("^m-id").
+_BLOCK = re.compile(r"(?:^|[ \t])\^(m-[A-Za-z0-9-]+)[ \t]*$", re.M)
+_NOTES_LINE = re.compile(r"^Notes: \[\[.*$", re.M)  # links back to atomic notes: not the message
+
+
+def transcript_messages(body: str) -> dict[str, str]:
+    """Block id -> message text of a session note's transcript (as ``render_transcript`` writes it)."""
+    text = body.split("\n## Transcript\n", 1)[-1]
+    messages, start = {}, 0
+    for match in _BLOCK.finditer(text):
+        messages[match[1]] = _NOTES_LINE.sub("", text[start : match.start()])
+        start = match.end()
+    return messages
+
+
+class SourceTexts:
+    """The source message text of atomic notes, read from their session notes (one read per session)."""
+
+    def __init__(self, vault: Vault, paths: Sequence[str]):
+        self._vault = vault
+        self._by_stem = {p.rsplit("/", 1)[-1][:-3]: p for p in paths if p.startswith("sessions/")}
+        self._sessions: dict[str, dict[str, str]] = {}
+
+    def text(self, frontmatter: Mapping[str, Any]) -> str | None:
+        """The note's source messages joined, or None where they cannot be read (then nothing is checked)."""
+        ids = source_messages(frontmatter)
+        relpath = self._by_stem.get(link_target(frontmatter.get("session")))
+        if not ids or relpath is None:
+            return None
+        messages = self._session(relpath)
+        found = [messages.get(block_id(str(m))) for m in ids]
+        return None if any(f is None for f in found) else "\n".join(f or "" for f in found)
+
+    def _session(self, relpath: str) -> dict[str, str]:
+        if relpath not in self._sessions:
+            try:
+                _, body, _ = self._vault.read(relpath)
+                self._sessions[relpath] = transcript_messages(body)
+            except (FrontmatterError, VaultError):
+                self._sessions[relpath] = {}
+        return self._sessions[relpath]
 
 
 # --------------------------------------------------------------------------- keeping
@@ -148,19 +199,29 @@ def keep(
     targets: Sequence[str] = (),
     all_passing: bool = False,
     force: bool = False,
+    dry_run: bool = False,
     today: date | None = None,
     wait: float = 0,
+    progress: Progress | None = None,
 ) -> KeepReport:
-    """Keep named (or all passing, or user-flipped) inbox notes: gate, mark kept, move to engrams/."""
+    """Keep named (or all passing, or user-flipped) inbox notes: gate, mark kept, move to engrams/.
+
+    Every note the gate evaluates gets its verdict in its ``quality`` property (a key-level
+    frontmatter edit that leaves the rest of the file alone); ``dry_run`` writes nothing.
+    """
     report = KeepReport()
     with vault.lock("keep", wait=wait):
         paths = vault.iter_note_paths()
         engrams = EngramIndex(_engram_sentences(vault, paths))
         inbox = {p: _load(vault, p) for p in paths if p.startswith(INBOX)}
         modes = _select(vault, inbox, paths, targets, all_passing, report)
-        stamp = (today or date.today()).isoformat()
-        for relpath in sorted(modes):
-            _keep_one(vault, inbox[relpath], modes[relpath], engrams, force, stamp, report)
+        run = _Run(vault, engrams, SourceTexts(vault, paths), force, dry_run, (today or date.today()).isoformat())
+        for done, relpath in enumerate(sorted(modes)):
+            if progress:
+                progress(done, len(modes), relpath.rsplit("/", 1)[-1])
+            run.keep_one(inbox[relpath], modes[relpath], report)
+        if progress:
+            progress(len(modes), len(modes), "")
         for relpath, entry in inbox.items():
             if entry.error and relpath not in modes:
                 report.skipped.append((relpath, entry.error))
@@ -235,33 +296,53 @@ def _resolve(vault: Vault, target: str, inbox: dict[str, _Entry], paths: list[st
     return None, "no such note in inbox/"
 
 
-def _keep_one(
-    vault: Vault, entry: _Entry, mode: str, engrams: EngramIndex, force: bool, stamp: str, report: KeepReport
-) -> None:
-    if entry.error:
-        report.refused.append((entry.relpath, [entry.error]))
-        return
-    problems = quality_problems(entry.frontmatter, entry.body, engrams)
-    if problems and mode == "passing":
-        report.skipped.append((entry.relpath, "fails the gate: " + "; ".join(problems)))
-        return
-    if problems and mode == "named" and not force:
-        report.refused.append((entry.relpath, problems))
-        return
-    target = f"{ENGRAMS}/{entry.relpath.rsplit('/', 1)[-1]}"
-    if os.path.lexists(vault.root / target):  # refuse before editing anything, not half-way
-        report.refused.append((entry.relpath, [f"{target} already exists; not kept"]))
-        return
-    if problems:
-        report.flagged.append((entry.relpath, problems))
-    try:
-        vault.update_frontmatter(
-            entry.relpath, {"status": "kept", "tier": "engram", "kept": stamp}, expected_sha256=entry.sha256
-        )
-        report.kept.append(vault.move(entry.relpath, ENGRAMS))
-    except VaultError as exc:
-        report.refused.append((entry.relpath, [str(exc)]))
-        return
-    sentence = note_sentence(entry.body)
-    if sentence:
-        engrams.add(sentence)
+@dataclass
+class _Run:
+    vault: Vault
+    engrams: EngramIndex
+    sources: SourceTexts
+    force: bool
+    dry_run: bool
+    stamp: str
+
+    def keep_one(self, entry: _Entry, mode: str, report: KeepReport) -> None:
+        """Gate one candidate, record the verdict on it, and keep it if it passes (or the user insists)."""
+        if entry.error:
+            report.refused.append((entry.relpath, [entry.error]))
+            return
+        problems = quality_problems(entry.frontmatter, entry.body, self.engrams, self.sources.text(entry.frontmatter))
+        changes = {"quality": verdict(problems)}
+        if problems and (mode == "passing" or (mode == "named" and not self.force)):
+            report.refused.append((entry.relpath, problems))
+            self._mark(entry, changes, report)
+            return
+        target = f"{ENGRAMS}/{entry.relpath.rsplit('/', 1)[-1]}"
+        if os.path.lexists(self.vault.root / target):  # refuse before editing anything, not half-way
+            report.refused.append((entry.relpath, [f"{target} already exists; not kept"]))
+            return
+        if problems:
+            report.flagged.append((entry.relpath, problems))
+        if self.dry_run:
+            report.kept.append(target)
+        elif not self._promote(entry, {**changes, "status": "kept", "tier": "engram", "kept": self.stamp}, report):
+            return
+        sentence = note_sentence(entry.body)
+        if sentence:
+            self.engrams.add(sentence)
+
+    def _mark(self, entry: _Entry, changes: dict[str, str], report: KeepReport) -> None:
+        if self.dry_run or entry.frontmatter.get("quality") == changes["quality"]:
+            return
+        try:
+            self.vault.update_frontmatter(entry.relpath, changes, expected_sha256=entry.sha256)
+        except VaultError as exc:  # the verdict is a courtesy: a note changed meanwhile keeps its text
+            report.skipped.append((entry.relpath, f"verdict not written: {exc}"))
+
+    def _promote(self, entry: _Entry, changes: dict[str, str], report: KeepReport) -> bool:
+        try:
+            self.vault.update_frontmatter(entry.relpath, changes, expected_sha256=entry.sha256)
+            report.kept.append(self.vault.move(entry.relpath, ENGRAMS))
+        except VaultError as exc:
+            report.refused.append((entry.relpath, [str(exc)]))
+            return False
+        return True
