@@ -57,8 +57,9 @@ def counted(reason: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-FIFTEEN = "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen."
-SIXTEEN = FIFTEEN[:-1] + " sixteen."
+# Complete sentences (the gate also wants a subject and a finite verb), 15 and 16 words.
+FIFTEEN = "We keep one short note per decision and link each note to the source message."
+SIXTEEN = FIFTEEN.replace("source message", "exact source message")
 
 
 # --------------------------------------------------------------------------- the stages agree
@@ -72,7 +73,7 @@ SIXTEEN = FIFTEEN[:-1] + " sixteen."
         ("Our state-of-the-art pipeline uses a well-known open-source vector store.", 9, True),
         (FIFTEEN, 15, True),
         (SIXTEEN, 16, False),
-        ("The docs live at https://example.com/docs/getting-started?lang=en for everyone.", 7, True),
+        ("The docs are at https://example.com/docs/getting-started?lang=en for everyone.", 7, True),
         ("Dr. J. Li met Prof. Motto at 3 p.m. in the U.S. office.", 13, True),
         ("We chose Postgres -- not MySQL -- for the main store.", 9, True),
         ("We chose Postgres. It is fast.", 6, False),

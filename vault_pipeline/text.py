@@ -137,6 +137,30 @@ KEY_TERM_STOPWORDS = frozenset(
     "onder tussen zoals omdat alle andere eerste jouw mijn onze".split()
 )
 
+# Closed-class words a statement never ends on (English and Dutch): articles, conjunctions, prepositions
+# that need their object, possessive determiners, modals. "... between one and." is cut mid-phrase.
+# Words that also end sentences as adverbs or separable particles ("over", "about", "op", "aan") are not here.
+FUNCTION_WORDS = frozenset(
+    "a an the and or but nor than as because if when while although though whereas unless whether of to for "
+    "with from into onto via per between among during without within toward towards across upon at by "
+    "my your our their its whose which e.g i.e vs can could will would should must shall may might be been being "
+    "de een en of maar want omdat dus als van met naar door voor te tot tussen zonder tijdens volgens "
+    "mijn jouw uw onze hun".split()
+)
+
+# A sentence of three words or fewer is complete only with a subject and a finite verb ("It works.",
+# "LanceDB is embedded."); these are the closed-class signs of one: subject pronouns and finite auxiliaries.
+SUBJECT_PRONOUNS = frozenset(
+    "i you we they he she it this that these those ik jij je u wij ze zij hij het dit dat".split()
+)
+FINITE_AUXILIARIES = frozenset(
+    "is are was were am has have had does do did can could will would should must may might shall "
+    "isn't aren't wasn't weren't hasn't haven't doesn't don't didn't can't couldn't won't wouldn't shouldn't "
+    "it's that's there's he's she's we're they're you're i'm we've they've i've "
+    "ben bent zijn was waren heb hebt heeft hebben wordt worden werd kan kun kunt kunnen moet moeten wil wilt "
+    "willen zal zult zullen zou zouden".split()
+)
+
 # Question words, pronouns, politeness, auxiliaries and generic verbs: never a query's subject domain.
 QUERY_STOPWORDS = frozenset(
     """

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from vault_pipeline.ingest.parse import Conversation, Message
 from vault_pipeline.models.prompts import load_prompt
@@ -118,6 +119,7 @@ class UnitBatch(BaseModel):
     """Every unit of one window; repetitions collapse into one unit with merged sources."""
 
     units: list[AtomicUnit]
+    skipped: SkipJsonSchema[int] = 0  # pieces the offline extractor left out rather than cut; not asked of a model
 
     @model_validator(mode="after")
     def _collapse_repetitions(self) -> UnitBatch:
@@ -200,6 +202,7 @@ class Extraction:
     conversation: Conversation
     units: tuple[AtomicUnit, ...]
     summary: str
+    skipped: int = 0  # pieces not sayable in MAX_WORDS words, left out rather than cut
 
 
 def windows(messages: Sequence[Message], max_tokens: int = WINDOW_TOKENS) -> list[tuple[Message, ...]]:
@@ -279,18 +282,20 @@ def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
     roles = {m.id: m.role for m in conv.messages}
     order = {m.id: i for i, m in enumerate(conv.messages)}
     units: list[AtomicUnit] = []
+    skipped = 0
     parts = windows(conv.messages)
     for part, window in enumerate(parts, 1):
         context = {"message_ids": sorted({m.id for m in window}), "roles": roles}
         variables = {**_variables(conv.title, window), "part": part, "parts": len(parts), **PROMPT_LIMITS}
-        units += llm.call(load_prompt("extract"), variables, UnitBatch, context=context).units
+        batch = llm.call(load_prompt("extract"), variables, UnitBatch, context=context)
+        units, skipped = units + batch.units, skipped + batch.skipped
     # Deterministic order: by the first source message, then by the order the windows gave.
     ranked = sorted(enumerate(collapse(units)), key=lambda p: (min(order.get(i, 0) for i in p[1].source_ids), p[0]))
     per_message = SUMMARY_INPUT_CHARS // max(1, len(conv.messages))
     shown = _variables(conv.title, conv.messages, max(SUMMARY_MESSAGE_FLOOR, min(SUMMARY_MESSAGE_CHARS, per_message)))
     source_words = sum(prose_words(m["text"]) for m in shown["messages"])
     summary = llm.call(load_prompt("summarize"), shown, SessionSummary, context={"source_words": source_words})
-    return Extraction(conv, tuple(unit for _, unit in ranked), summary.summary)
+    return Extraction(conv, tuple(unit for _, unit in ranked), summary.summary, skipped)
 
 
 # --------------------------------------------------------------------------- thread maps

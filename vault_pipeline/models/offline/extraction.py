@@ -9,24 +9,36 @@ quality needs a model.
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from vault_pipeline.models.offline.text import as_context, compress, finish, sentences
-from vault_pipeline.text import KEY_TERM_STOPWORDS, head_words, word_count
+from vault_pipeline.models.offline.text import (
+    as_context,
+    complete,
+    compress,
+    count_words,
+    finish,
+    segments,
+    sentences,
+    unmask,
+)
+from vault_pipeline.text import head_words, sentence_count, word_count
 
+# The leads of the topic notes: filler the Note Quality Gate refuses to promote.
+TEMPLATE_LEADS = ("Recurring terms here are", "A recurring term here is", "The conversation is about")
 _PLEASANTRY = re.compile(
     r"^(sure|certainly|of course|absolutely|great|thanks|thank you|you're welcome|hi|hello|hey|ok|okay|"
     r"good question|great question|no problem|glad to help|happy to help|good luck|happy coding|cheers|"
     r"graag gedaan|geen probleem|natuurlijk|zeker|bedankt|dank je|dank u|hallo|succes|kind regards|best regards|"
     r"warm regards|regards|sincerely|best wishes|met vriendelijke groet(?:en)?|groeten)\b[^.!?]*[.!?]?$"
+    r"|^(dear|beste|geachte|lieve|hoi|hi|hello|hey|hallo)(?:\s+[\w.'-]+){1,2}[,.!]?$"  # a salutation: greeting + name
     r"|^(i hope (this|that|these) helps?|hopefully this helps|let me know if|feel free to|here is|here's|"
     r"here are|below is|below are|i'd be happy to|i'm happy to|i would be happy to|i'd be glad to|"
     r"i would be glad to|i'm glad to|i am glad to|i can help|ik hoop dat|laat me weten|"
     r"hier is|hier zijn)\b",
     re.I,
 )
+PLEASANTRY = _PLEASANTRY  # the one salutation rule: the Note Quality Gate refuses these too
 # Assistant turns that only manage the conversation: offers, sign-posts.
 _META = re.compile(
     r"^(would you like|do you want me to|shall i|should i|want me to|if you(?:'d| would) like|"
@@ -148,29 +160,44 @@ def _skip(sentence: str, role: str) -> bool:
     return (_META if role == "assistant" else _USER_META).match(sentence) is not None
 
 
+# Segments that are structure, not content: a heading or label, an option of a multiple-choice list,
+# program output, a line that only introduces what follows (':'), a bracketed aside.
+_NOT_UNITS = frozenset(("heading", "option", "log", "intro", "aside"))
+_MARKDOWN_LEFT = re.compile(r"```|\]\(|\*\*|~~")
+
+
 def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int) -> tuple[list[dict], int]:
-    """The units of one message, each clause categorised on its own; (units, hard cuts)."""
+    """The units of one message, each clause categorised on its own; (units, pieces skipped).
+
+    A skipped piece is one that cannot be said in ``max_words`` words without cutting its point.
+    """
     role = "user" if message.get("role") == "user" else "assistant"
     units: list[dict] = []
-    cuts = 0
-    for sentence in sentences(str(message.get("text", ""))):
+    skipped = 0
+    for sentence, kind_of_line in segments(str(message.get("text", ""))):
+        if kind_of_line in _NOT_UNITS or not _is_prose(sentence):
+            continue  # judged whole, before a split or a dropped bracket hides that it is code
         kind = None if _skip(sentence, role) else classify(sentence, role)
         if kind is None:
             continue
         # A provisional piece keeps room for the "Possibly," a split may have to put back.
         limit = max_words - 2 if kind == "provisional" else max_words
         pieces, n = compress(sentence, question=kind == "open-question", limit=limit)
-        cuts += n
+        skipped += n
         hedged, first = False, len(units)  # a hedge covers its own clause and the ones after it, not before
         for piece in pieces:
-            if not _is_prose(piece):
-                continue  # log lines, numbers, stray symbols: no unit of meaning
+            if not _is_prose(piece) or not complete(piece):
+                continue  # log lines, numbers, stray symbols, labels of three words: no unit of meaning
             if _qualifies(units, first, piece, kind, max_context_words):
                 continue
             hedged = hedged or (kind == "provisional" and _HEDGE.search(piece) is not None)
             text, category = piece, kind if piece.endswith("?") else classify(piece, role) or "fact"
             if hedged and category != "provisional" and not piece.startswith("This "):
                 text, category = _hedged(piece), "provisional"
+            text = unmask(text)
+            if word_count(text) > max_words or sentence_count(text) != 1 or _MARKDOWN_LEFT.search(text):
+                skipped += 1  # a code span that reads as two sentences or carries Markdown: not sayable as one
+                continue
             units.append(
                 {
                     "text": text,
@@ -180,7 +207,9 @@ def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int
                     "context": None,
                 }
             )
-    return units, cuts
+    for u in units:  # a qualifier attached as context is read as written too
+        u["context"] = unmask(u["context"]) if u["context"] else None
+    return units, skipped
 
 
 def _qualifies(units: list[dict], first: int, piece: str, kind: str, max_words: int) -> bool:
@@ -189,7 +218,7 @@ def _qualifies(units: list[dict], first: int, piece: str, kind: str, max_words: 
     A question's purpose ('This is for X.') is attached too; a statement's stays a unit of its own.
     """
     qualifier = as_context(piece)
-    if qualifier is None or len(units) <= first or units[-1]["context"] or word_count(qualifier) > max_words:
+    if qualifier is None or len(units) <= first or units[-1]["context"] or count_words(qualifier) > max_words:
         return False
     if kind != "open-question" and not piece.startswith("This applies "):
         return False
@@ -197,72 +226,61 @@ def _qualifies(units: list[dict], first: int, piece: str, kind: str, max_words: 
     return True
 
 
-def _key_terms(messages: Sequence[Mapping[str, Any]], exclude: set[str]) -> list[tuple[str, str]]:
-    """Up to three (term, first message id) that recur at least three times, most frequent first."""
-    counts: Counter[str] = Counter()
-    forms: dict[str, Counter[str]] = {}
-    first: dict[str, str] = {}
-    for message in messages:
-        for word in re.findall(r"[^\W\d_]{4,}", " ".join(sentences(str(message.get("text", ""))))):
-            key = word.lower()
-            if key in KEY_TERM_STOPWORDS or key in exclude:
-                continue
-            counts[key] += 1
-            forms.setdefault(key, Counter())[word] += 1
-            first.setdefault(key, str(message["id"]))
-    top = sorted((k for k, n in counts.items() if n >= 3), key=lambda k: (-counts[k], k))[:3]
-    return [(forms[k].most_common(1)[0][0], first[k]) for k in top]
-
-
 def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words: int) -> list[dict]:
-    """What the conversation is about, once, in its first part: the title and the words that recur there."""
+    """What the conversation is about, once, in its first part: a sentence from its title, or none.
+
+    No topic is made of words that merely recur: 'Recurring terms here are ...' says nothing.
+    """
     if not messages or part != 1:
         return []
-    roles = {str(m["id"]): "user" if m.get("role") == "user" else "assistant" for m in messages}
     first = str(messages[0]["id"])
-    units = []
     lead = "The conversation is about"
     name = " ".join(head_words(title, min(10, max_words - word_count(lead))).split()).strip().rstrip(".!?")
-    if name and name.lower() not in ("untitled conversation", "new chat", "untitled"):
-        units.append(
-            {
-                "text": finish(f"{lead} {name}"),
-                "category": "topic",
-                "source_ids": [first],
-                "speaker": roles[first],
-                "context": None,
-            }
-        )
-    terms = _key_terms(messages, {w.lower() for w in re.findall(r"\w+", title)})
-    if terms:
-        names = [t for t, _ in terms]
-        listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-        sentence = f"Recurring terms here are {listed}." if len(names) > 1 else f"A recurring term here is {listed}."
-        source = terms[0][1]
-        units.append(
-            {"text": sentence, "category": "topic", "source_ids": [source], "speaker": roles[source], "context": None}
-        )
-    return units
+    if (
+        not name
+        or name.lower() in ("untitled conversation", "new chat", "untitled")
+        or name != " ".join(title.split()).rstrip(".!?")
+    ):
+        return []  # no title, or one too long to name whole: no topic rather than a cut one
+    speaker = "user" if messages[0].get("role") == "user" else "assistant"
+    return [
+        {
+            "text": finish(f"{lead} {name}"),
+            "category": "topic",
+            "source_ids": [first],
+            "speaker": speaker,
+            "context": None,
+        }
+    ]
 
 
 def extract_units(variables: Mapping[str, Any]) -> dict:
-    """Every sentence-level unit of the window's messages, compressed and categorised."""
+    """Every sentence-level unit of the window's messages, compressed and categorised.
+
+    ``skipped`` counts the pieces that could not be said within ``max_words`` words and were left
+    out rather than cut (the ingest report shows the total).
+    """
     messages = list(variables.get("messages", []))
     limits = int(variables["max_words"]), int(variables["max_context_words"])
     units = _topics(str(variables.get("title", "")), messages, int(variables.get("part", 1)), limits[0])
+    skipped = 0
     for message in messages:
-        units += _units_of(message, *limits)[0]
-    return {"units": units}
+        found, n = _units_of(message, *limits)
+        units, skipped = units + found, skipped + n
+    return {"units": units, "skipped": skipped}
 
 
 def truncation_rate(variables: Mapping[str, Any]) -> tuple[int, int]:
-    """(hard cuts, units) for a window: how often compression had to cut at ``max_words`` words."""
-    cuts = total = 0
+    """(pieces skipped, units) for a window: how often a piece could not be said in ``max_words`` words.
+
+    Nothing is cut any more; a piece that does not fit is skipped, and this is how often.
+    """
+    skipped = total = 0
     limits = int(variables["max_words"]), int(variables["max_context_words"])
     for message in variables.get("messages", []):
         units, n = _units_of(message, *limits)
-        cuts, total = cuts + n, total + len(units)
-    return cuts, total
+        skipped, total = skipped + n, total + len(units)
+    return skipped, total
 
 
 SUMMARY_BUDGET = 390  # words; the validator allows 400
@@ -278,16 +296,31 @@ def summarize(variables: Mapping[str, Any]) -> dict:
     """
     messages = list(variables.get("messages", []))
     title = " ".join(str(variables.get("title", "")).split()[:20]) or "Untitled conversation"
-    opening = f"Session “{title}”: {len(messages)} turns between the user and the assistant."
     turns = [("user" if m.get("role") == "user" else "assistant", sentences(str(m.get("text", "")))) for m in messages]
+    labels = [_speaker_label(m, role) for m, (role, _) in zip(messages, turns)]  # named people keep their names
+    people = list(dict.fromkeys(label if label not in _ROLE_LABELS else f"the {label.lower()}" for label in labels))
+    named = [p for p in people if not p.startswith("the ")]
+    who = "between " + " and ".join(people) if len(people) > 1 else f"by {named[0]}" if named else ""
+    opening = f"Session “{title}”: {len(messages)} turns {who or 'between the user and the assistant'}."
     budget = SUMMARY_BUDGET - word_count(opening)
     whole = sum(word_count(s) for _, ss in turns for s in ss) + sum(1 for _, ss in turns if ss)
     chosen = [list(ss) for _, ss in turns] if whole <= budget else _select(turns, budget)
     lines = [opening]
-    for (role, _), picked in zip(turns, chosen):
+    for label, picked in zip(labels, chosen):
         if picked:
-            lines.append(("User: " if role == "user" else "Assistant: ") + " ".join(picked))
+            lines.append(f"{label}: " + " ".join(picked))
     return {"summary": "\n\n".join(lines)}
+
+
+_ROLE_LABELS = ("User", "Assistant")
+
+
+def _speaker_label(message: Mapping[str, Any], role: str) -> str:
+    """The speaker's name ('Caroline') when the export names people, else 'User' / 'Assistant'."""
+    name = " ".join(str(message.get("speaker") or "").split()).strip("*_:")
+    if name and name.lower() not in (role, "user", "assistant", "speaker", "human", "ai", "bot"):
+        return name
+    return role.capitalize()
 
 
 def _select(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:

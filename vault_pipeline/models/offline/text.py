@@ -8,16 +8,41 @@ from __future__ import annotations
 
 import re
 
-from vault_pipeline.text import head_words, split_sentences, word_count
+from vault_pipeline.text import (
+    FINITE_AUXILIARIES,
+    FUNCTION_WORDS,
+    SUBJECT_PRONOUNS,
+    split_sentences,
+    word_count,
+)
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
-_INLINE_CODE = re.compile(r"`([^`]*)`")
+# Emphasis opens only after a space or bracket and never closes inside a word: `expiration_date`,
+# Flask.__call__ and 2*3*4 keep their characters.
+# Underscores emphasise only a phrase: `__init__` and _id_ are names, not bold or italic.
+_EMPHASIS = re.compile(
+    r"(?<![^\s(\[{\"'])(?:(\*\*|\*|~~)(?=\S)(.+?)(?<=\S)\1|(__|_)([^\s_][^_]*?\s[^_]*?[^\s_])\3)(?![\w*_~(])"
+)
+
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
 _CITATION = re.compile(r"【[^】]*】")
-_DROPPED_CODE = re.compile(r",?\s*\(\s*\0\s*\)|,\s*\0\s*,|\s*\0")  # a removed long code span and its frame
-_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|[a-zA-Z]\))\s+")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|[a-zA-Z]\))\s+(?:\[[ xX]\]\s+)?")
 _HEADING = re.compile(r"^\s*#{1,6}\s+")
+# A line that is only emphasis ("**Expected Problems**", "__Step 2__:"): a label, like a heading.
+_LABEL_LINE = re.compile(r"^(\*\*|__)[^*_]+\1\s*:?$")
+# One alternative of a multiple-choice list ("B. Support Vector Machine", "c) To reduce error"), or its key.
+_OPTION = re.compile(
+    r"^\(?[A-Ea-e][.)]\s+\S|^(?:\*\*)?(?:correct )?(?:answer|antwoord)\s*:?(?:\*\*)?\s*:?\s*\(?[A-Ea-e]\b", re.I
+)
+# Program output pasted as text: build steps, timestamps, log levels, prompts, stack frames.
+_LOG = re.compile(
+    r"^(?:#\d+\s|\d+(?:\.\d+)?\s+\d+\.\d+\s|\[?\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}|\[?\d{1,2}:\d{2}:\d{2}\b|"
+    r"\[(?:[A-Z]+|\d+/\d+|[\w.-]+:\d+)\]|step \d+/\d+\b|-{1,3}>\s|(?-i:(?:DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL|"
+    r"TRACE|SEVERE|NOTICE)\b[:\] ])|npm (?:ERR|WARN)!|\$\s|>>>\s|PS [A-Z]:\\|C:\\[^ ]*>|traceback \(most recent|"
+    r"file \"[^\"]+\", line \d+|at [\w.$<>]+\([\w.]*:\d+\)|(?:[a-z]:)?[\\/]?[\w.\\/-]+:\d+(?::\d+)?:\s)",
+    re.I,
+)
 _WORD = re.compile(r"\w", re.UNICODE)
 
 _FILLERS = [
@@ -44,8 +69,8 @@ _CLAUSE = re.compile(
 )
 # Softer boundaries, used only when no strong one is left: a comma or a joining word.
 _SOFT = re.compile(
-    r",\s+|\s+(?=(?:and|or|but|then|when|if|where|unless|while|whereas|so that|before|after|"
-    r"until|because|since|by(?=\s+\w+ing\b)|using|for|en|maar|of)\s)",
+    r",\s+|\s+(?=(?:but|then|when|if|where|unless|while|whereas|so that|before|after|"
+    r"until|because|since|by(?=\s+\w+ing\b)|using|for|maar)\s)",
     re.I,
 )
 # "an engine that allows X": 'that' before one of these verbs opens a relative clause ("This allows X").
@@ -59,7 +84,7 @@ _LEADING_JOIN = re.compile(r"^(?:and|but|so|or|then|also|plus|en|maar|of)\s+(?=\
 _DEPENDENT = re.compile(
     r"^(if|when|whenever|once|after|before|unless|until|since|where|depending on|as long as|"
     r"provided that|in case|because|so that|to|which|whereas|while|although|though|"
-    r"even though|by|using|for(?! example| instance))\b\s*",
+    r"even though|by|using|for(?! example| instance)|afhankelijk van|indien|tenzij|zodat|omdat|wanneer)\b\s*",
     re.I,
 )
 _REORDER = frozenset(
@@ -84,7 +109,7 @@ _REORDER = frozenset(
         "for",
     )
 )
-_CAPITALISE = re.compile(r"^[a-z][a-z']*\b")
+_CAPITALISE = re.compile(r"^[a-z][a-z']*(?=[\s,;:!?]|\.(?:\s|$)|$)")
 _INTERROGATIVE = re.compile(
     r"^(?:and |or |but |so )?(?:what|which|who|whom|whose|why|how|where|when|is|are|was|were|do|does|did|can|"
     r"could|should|would|will|shall|may|might|must|have|has|had|am|isn't|aren't|don't|doesn't|didn't|can't|"
@@ -115,29 +140,96 @@ _TIGHTER = [
 ]
 _ARTICLE = re.compile(r"\b(?:the|a|an)\s+(?=\S)", re.I)
 MAX_ARTICLES_DROPPED = 2  # beyond that the sentence reads like a telegram; cut or split instead
-# A hard cut never ends on a word that needs a continuation ("... via a.", "... created as.").
-_DANGLING = frozenset(
-    "a an the to of in on at by for with via from into onto near about over under between "
-    "through during without within across after before like per until upon toward towards around "
-    "and or but nor as than then that which who whose whom if when while because so this these "
-    "those their its your our my "
-    "is are was were be been being has have had do does can could will would should must "
-    "de het een en of van voor met naar in op aan bij".split()
-)
+
+
+def mask(text: str) -> str:
+    """Inline code made opaque to every rule that reads punctuation or spaces: `GCP_PROJECT_ID` stays whole.
+
+    Each character of a code span other than a letter or digit moves to the private-use plane, so no
+    sentence, clause, emphasis or bracket rule sees inside it; ``unmask`` gives back the exact characters.
+    """
+    return _INLINE_CODE.sub(lambda m: "".join(_MASKED.get(c, c) for c in m.group()), text)
+
+
+def unmask(text: str) -> str:
+    """The exact characters a ``mask`` hid."""
+    return text.translate(_UNMASKED)
+
+
+_MASKED = {chr(i): chr(0xE000 + i) for i in range(0x20, 0x80) if not chr(i).isalnum() and chr(i) != "`"}
+_UNMASKED = {ord(v): k for k, v in _MASKED.items()}
+
+
+def count_words(text: str) -> int:
+    """``word_count`` of the text as it will read, code spans unmasked."""
+    return word_count(unmask(text))
+
+
+def segments(text: str) -> list[tuple[str, str]]:
+    """(sentence, kind) of Markdown; sentences are masked (see ``mask``), kinds say what the line was.
+
+    Kinds: ``line`` (prose), ``item`` (a list item), ``heading`` (a heading or a line that is only
+    emphasis: a label), ``option`` (an alternative of a lettered multiple-choice list, or its answer
+    key), ``log`` (program output), ``intro`` (the sentence that ends a line in ':', its point in
+    what follows).
+    """
+    text = _CITATION.sub("", _FENCE.sub("\n", text))
+    lines = [raw.strip() for raw in text.splitlines()]
+    options = sum(1 for line in lines if _OPTION.match(_bare(line)))
+    out = []
+    for line in lines:
+        if not line or line.startswith("|") or set(line) <= set("-=*_ >"):
+            continue
+        kind = "item" if _BULLET.match(line) else "line"
+        if _HEADING.match(line):
+            kind = "heading"
+        option = options >= 2 and _OPTION.match(_bare(line)) is not None
+        line = mask(_HEADING.sub("", _BULLET.sub("", line)).lstrip("> ").strip())
+        if _LABEL_LINE.match(line):
+            kind = "heading"
+        elif option:
+            kind = "option"
+        elif _LOG.match(line):
+            kind = "log"
+        line = _BULLET.sub("", _EMPHASIS.sub(_emphasised, _LINK.sub(r"\1", line)))  # "**3. Step**" is a list item too
+        if not _WORD.search(line):
+            continue
+        pieces = [piece for piece in split_sentences(" ".join(line.split())) if _WORD.search(piece)]
+        for i, piece in enumerate(pieces):
+            intro = i == len(pieces) - 1 and piece.endswith(":") and kind in ("line", "item")
+            aside = _ASIDE.fullmatch(piece) is not None  # "(e.g., clustering problems)." says nothing alone
+            out.append((piece, "intro" if intro else "aside" if aside else kind))
+    return out
+
+
+_ASIDE = re.compile(r"\([^()]*\)[.!?:]?")
+
+
+def _emphasised(match: re.Match[str]) -> str:
+    return match.group(2) if match.group(1) else match.group(4)
+
+
+def _bare(line: str) -> str:
+    """A line without its bullet and bold markers, for telling an option line: '- **B.** Text' -> 'B. Text'."""
+    return re.sub(r"^[-*+•]\s+", "", line.strip()).replace("**", "")
 
 
 def clean_markdown(text: str) -> list[str]:
-    """Markdown to plain prose lines: code and tables dropped, bullets and headings become lines."""
+    """Markdown to plain prose lines: code blocks and tables dropped, bullets and headings become lines.
+
+    Inline code keeps its backticks and exact characters."""
+    return [unmask(line) for line in _masked_lines(text)]
+
+
+def _masked_lines(text: str) -> list[str]:
     text = _CITATION.sub("", _FENCE.sub("\n", text))
     lines = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("|") or set(line) <= set("-=*_ >"):
             continue
-        line = _HEADING.sub("", _BULLET.sub("", line)).lstrip("> ").strip()
-        line = _INLINE_CODE.sub(lambda m: m.group(1) if len(m.group(1)) <= 30 else "\0", line)
-        line = _DROPPED_CODE.sub("", line)  # 'The error, `<long code>`, is ...' -> 'The error is ...'
-        line = _BULLET.sub("", _EMPHASIS.sub(r"\2", _LINK.sub(r"\1", line)))  # "**3. Step**" is a list item too
+        line = mask(_HEADING.sub("", _BULLET.sub("", line)).lstrip("> ").strip())
+        line = _BULLET.sub("", _EMPHASIS.sub(_emphasised, _LINK.sub(r"\1", line)))  # "**3. Step**" is a list item too
         if _WORD.search(line):
             lines.append(" ".join(line.split()))
     return lines
@@ -145,7 +237,24 @@ def clean_markdown(text: str) -> list[str]:
 
 def sentences(text: str) -> list[str]:
     """Sentence segmentation of cleaned Markdown: list items and headings are sentences of their own."""
-    return [piece for line in clean_markdown(text) for piece in split_sentences(line) if _WORD.search(piece)]
+    return [unmask(piece) for line in _masked_lines(text) for piece in split_sentences(line) if _WORD.search(piece)]
+
+
+def complete(sentence: str) -> bool:
+    """Whether a short sentence (three words or fewer) is complete: a subject pronoun or a finite auxiliary."""
+    if count_words(sentence) > 3:
+        return True
+    found = [w.strip(".,;:!?\"'()").lower().replace("’", "'") for w in unmask(sentence).split()]
+    if not found or found[-1] in FINITE_AUXILIARIES:
+        return False  # "This is.", "Hierbij moet.": the verb's complement is missing
+    return found[0] in SUBJECT_PRONOUNS or any(w in FINITE_AUXILIARIES for w in found)
+
+
+def dangling(sentence: str) -> bool:
+    """Whether a sentence ends mid-phrase, on a function word ("... between one and.")."""
+    found = unmask(sentence).rstrip(".!?…\"'”’)] ").split()
+    last = found[-1].lower().lstrip("([{\"'“‘").rstrip(".,;:") if found else ""
+    return bool(found) and (last in FUNCTION_WORDS or not _WORD.search(last))  # "... (e.g.", "... is >."
 
 
 def strip_fillers(sentence: str) -> str:
@@ -214,7 +323,7 @@ def stand_alone(clause: str) -> str:
         return clause
     word, rest = match.group(1).lower(), clause[match.end() :]
     head, comma, main = rest.partition(", ")
-    if comma and word in _REORDER and word_count(main) >= 2:
+    if comma and word in _REORDER and count_words(main) >= 2:
         return f"{main} {word} {head}"  # "after X, I will ask" -> "I will ask after X"
     if word == "which":
         return f"This {rest}"
@@ -232,17 +341,26 @@ def stand_alone(clause: str) -> str:
 
 
 def compress(sentence: str, *, limit: int, question: bool = False) -> tuple[list[str], int]:
-    """Split a sentence into sentences of <= ``limit`` words; returns (sentences, hard cuts made).
+    """Split a sentence into sentences of <= ``limit`` words; returns (sentences, pieces skipped).
 
+    Nothing is ever cut: a piece that cannot be said in ``limit`` words, even without its asides
+    (brackets, 'such as ...'), or that would end on a function word, is skipped and counted; when
+    that piece is the sentence's main clause, the pieces that qualify it go with it.
     A split question stays a question only in its asking pieces ('How do I X?'); its split-off
     clauses ('This applies if Y.') are statements the caller can attach as context.
     """
-    pieces, cuts = _split(strip_fillers(sentence), limit)
+    split = _split(strip_fillers(sentence), limit)
+    if not split or split[0] is None:
+        return [], len(split)  # the main clause cannot be said: its qualifiers mean nothing alone
+    pieces = [p for p in split if p is not None]
     asking = [question and (len(pieces) == 1 or bool(_INTERROGATIVE.match(p))) for p in pieces]
     if question and not any(asking):
         asking[0] = True
     out = [finish(piece, ask) for piece, ask in zip(pieces, asking)]
-    return [o for o in out if o], cuts
+    said = [o if o and count_words(o) <= limit and not dangling(o) else None for o in out]
+    if said[0] is None:
+        return [], len(split)
+    return [o for o in said if o], len(split) - sum(1 for o in said if o)
 
 
 def as_context(piece: str) -> str | None:
@@ -254,30 +372,49 @@ def as_context(piece: str) -> str | None:
     return f"{'' if head.startswith('applies') else head.split()[-1] + ' '}{rest}".strip()
 
 
-def _split(text: str, limit: int, loose: bool = False) -> tuple[list[str], int]:
-    """Clauses first, then the softer boundary nearest the middle, a cut at ``limit`` words last.
+def _split(text: str, limit: int, loose: bool = False) -> list[str | None]:
+    """Clauses first, then the softer boundary nearest the middle, then the same words without their asides.
 
     ``loose`` marks a split-off clause: it is made to stand alone, its prefix counted in the limit.
+    A piece that still does not fit is None: never cut, the caller skips and counts it.
     """
     prefix = 2 if loose and _DEPENDENT.match(_LEADING_JOIN.sub("", text.strip())) else 0
-    if word_count(text) + prefix <= limit:
-        return [stand_alone(text) if loose else text], 0
+    if count_words(text) + prefix <= limit:
+        return [stand_alone(text) if loose else text]
     parts = _clauses(text)
     if len(parts) < 2:
         tight = _tightened(text, limit - prefix)
         if tight is not None:
-            return [stand_alone(tight) if loose else tight], 0
+            return [stand_alone(tight) if loose else tight]
         parts = _halves(text) or []
     if len(parts) < 2:
-        cut = _cut(_reworded(text), limit - prefix)
-        return [stand_alone(cut) if loose else cut], 1
+        tight = _tightened(_without_asides(text), limit - prefix)
+        return [(stand_alone(tight) if loose else tight) if tight is not None else None]
     lead = _DEPENDENT.match(parts[0]) is not None and not _DEPENDENT.match(parts[1])
     if lead:
         parts[0], parts[1] = parts[1], parts[0]  # "If X, Y" -> "Y." + "This applies if X."
     done = [_split(part, limit, loose or i > 0 or bool(_DEPENDENT.match(part))) for i, part in enumerate(parts)]
     if lead:  # the condition follows the first piece of its main clause, the piece it qualifies
-        done[0], done[1] = (done[0][0][:1], done[0][1]), (done[1][0] + done[0][0][1:], done[1][1])
-    return [piece for pieces, _ in done for piece in pieces], sum(n for _, n in done)
+        done[0], done[1] = done[0][:1], done[1] + done[0][1:]
+    return [piece for pieces in done for piece in pieces]
+
+
+# Asides a point survives without: a bracketed remark, an example list after a comma.
+_ASIDES = re.compile(
+    r"\s+\([^()]*\)|,\s+(?:e\.g\.|i\.e\.|for example|for instance|including|like|waaronder)\s[^,;]*(?=[,;]|$)"
+    r"|,?\s+(?:such as|zoals|bijvoorbeeld|bijv\.)\s[^;]*$",
+    re.I,
+)
+# A list label before the sentence it names ("Ease of Access: The track ... should be easy").
+_LEAD_LABEL = re.compile(r"^[^:]{1,40}:\s+(?=[A-Z])")
+
+
+def _without_asides(text: str) -> str:
+    """The sentence without its asides ('X (see Y) does Z, such as A and B' -> 'X does Z')."""
+    label = _LEAD_LABEL.match(text)
+    if label and count_words(label.group()) <= 4:
+        text = text[label.end() :]
+    return " ".join(_ASIDES.sub("", text).split())
 
 
 def _clauses(text: str) -> list[str]:
@@ -287,11 +424,11 @@ def _clauses(text: str) -> list[str]:
     """
     lead = _DEPENDENT.match(text)
     comma = text.find(", ", lead.end()) if lead else -1
-    if comma > 0 and word_count(text[:comma]) >= 3 and word_count(text[comma:]) >= 3:
+    if comma > 0 and count_words(text[:comma]) >= 3 and count_words(text[comma:]) >= 3:
         return [text[:comma], *_clauses(text[comma + 2 :])]
     parts, start = [], 0
     for match in _CLAUSE.finditer(text):
-        if match.group().startswith(":") and word_count(text[start : match.start()]) < 5:
+        if match.group().startswith(":") and count_words(text[start : match.start()]) < 5:
             continue
         if match.group().startswith(",") and _in_list(text, match.start()):
             continue  # "store, search, and analyze" is one clause
@@ -308,8 +445,10 @@ def _halves(text: str) -> list[str] | None:
     bounds = [(m.start(), m.end()) for m in _SOFT.finditer(text)]
     bounds += [(m.start(), m.start()) for m in _RELATIVE_THAT.finditer(text) if text[m.start() - 1 : m.start()] == " "]
     for start, end in sorted(bounds):
+        if text[start] == "," and _in_list(text, start):
+            continue  # "between one, two and four weeks" is one phrase
         left, right = text[:start].rstrip(), text[end:]
-        balanced = word_count(left) >= 4 and word_count(right) >= 4
+        balanced = count_words(left) >= 4 and count_words(right) >= 4
         if balanced and (best is None or abs(start - middle) < abs(best[0] - middle)):
             best = (start, [left, right])
     return best[1] if best else None
@@ -318,11 +457,11 @@ def _halves(text: str) -> list[str] | None:
 def _in_list(text: str, at: int) -> bool:
     """True for a boundary at ``at`` between the short items of a list ('scalability, speed, and size')."""
     before = text.rfind(",", 0, at)
-    short_before = before >= 0 and word_count(text[before + 1 : at]) <= 3
+    short_before = before >= 0 and count_words(text[before + 1 : at]) <= 3
     if re.match(r",?\s*(?:and|or|en|of)\s", text[at:], re.I):
         return short_before
     after = text.find(",", at + 1)
-    return text[at] == "," and (short_before or (after > 0 and word_count(text[at + 1 : after]) <= 3))
+    return text[at] == "," and (short_before or (after > 0 and count_words(text[at + 1 : after]) <= 3))
 
 
 def _reworded(text: str) -> str:
@@ -336,7 +475,7 @@ def _tightened(text: str, limit: int) -> str | None:
     """The same sentence in at most ``limit`` words (short forms, then up to two articles), else None."""
     text = _reworded(text)
     for _ in range(MAX_ARTICLES_DROPPED + 1):
-        if word_count(text) <= limit:
+        if count_words(text) <= limit:
             return text
         matches = list(_ARTICLE.finditer(text))
         if not matches:
@@ -344,13 +483,3 @@ def _tightened(text: str, limit: int) -> str | None:
         last = matches[-1]  # from the end: the subject's article reads most naturally kept
         text = text[: last.start()] + text[last.end() :]
     return None
-
-
-def _cut(text: str, limit: int) -> str:
-    """Last resort: the first ``limit`` words, ending at a comma when one falls late enough, never on 'a'/'the'."""
-    head = " ".join(head_words(text, limit).split())
-    comma = head.rfind(",")
-    kept = (head[:comma] if comma > len(head) * 0.6 else head).split()
-    while len(kept) > 3 and kept[-1].lower().strip(",;:") in _DANGLING:
-        kept.pop()
-    return " ".join(kept)
