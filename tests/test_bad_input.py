@@ -521,7 +521,7 @@ def test_cli_ingest_mixed_file_stays_inside_the_vault(tmp_path):
         assert len(file.name.encode()) <= 130 and file.name.split(".")[0].lower() not in ("con", "nul")
         frontmatter, _ = split_frontmatter(file.read_text(encoding="utf-8"), str(file))
         assert frontmatter.get("id")
-    ids = {split_frontmatter(p.read_text(encoding="utf-8"))[0]["source"]["conversation"] for p in sessions}
+    ids = {split_frontmatter(p.read_text(encoding="utf-8"))[0]["source_conversation"] for p in sessions}
     assert ids == {f"good-{i}" for i in range(len(titles))}
 
 

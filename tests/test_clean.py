@@ -326,7 +326,7 @@ def test_duplicates_collapse_into_the_kept_engram_with_sources_merged(vault):
     report = apply(vault, plan)
     assert report.counts == {"duplicate": 1} and not report.skipped
     canon = _fm(vault, "engrams/port-kept.md")
-    assert canon["source"]["messages"] == ["m-5", "m-1", "m-2", "m-3", "m-9"]
+    assert canon["source_messages"] == ["m-5", "m-1", "m-2", "m-3", "m-9"] and "source" not in canon
     assert canon["tags"] == ["infra", "ops", "t"] and canon["status"] == "kept"
     for name in ("port-a", "port-b"):
         archived = _fm(vault, f"archive/{name}.md")

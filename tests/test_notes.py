@@ -352,8 +352,10 @@ def test_session_note_has_one_block_id_per_message():
     ids = _block_ids(note.body)
     assert ids == [block_id(m.id) for m in MESSAGES]
     assert note.folder == "sessions" and note.relpath == f"sessions/{note.stem}.md"
-    assert note.frontmatter["source"]["messages"] == [m.id for m in MESSAGES]
+    assert note.frontmatter["source_messages"] == [m.id for m in MESSAGES] and "source" not in note.frontmatter
     assert note.frontmatter["source_kind"] == "chatgpt" and "status" not in note.frontmatter
+    assert note.frontmatter["tags"] == ["session", "chatgpt"]
+    assert note.frontmatter["created"] == "2024-03-01T09:30:00+00:00"
     assert note.body.startswith("# Storage plans\n\n## Summary\n\nWe talked about storage.\n\n## Transcript\n\n")
     assert "**Caroline:** Plain question about storage? ^m-D1-1-" in note.body
     assert "print('hi') ^m-fake" in note.body  # code is left as it was
@@ -372,7 +374,7 @@ def test_atomic_note_links_resolve_into_the_session_transcript():
     conv = conversation(*MESSAGES[:2], kind="locomo")
     session = session_note(conv, "summary")
     unit = Unit("We will store notes in   Postgres.", "decision", ["D1:1", MESSAGES[1].id], context="for the prototype")
-    note = atomic_note(unit, conv, session.stem, "2024-03-01T09:30:00+00:00")
+    note = atomic_note(unit, conv, session.stem, "2024-03-01T09:30:00+00:00", ["Data storage", "Postgres 16"])
     fm = note.frontmatter
     assert (note.folder, fm["type"], fm["status"], fm["tier"], fm["category"]) == (
         "inbox",
@@ -381,21 +383,19 @@ def test_atomic_note_links_resolve_into_the_session_transcript():
         "chat",
         "decision",
     )
-    assert fm["source"] == {
-        "kind": "locomo",
-        "conversation": "c-1",
-        "title": "Storage plans",
-        "messages": ["D1:1", MESSAGES[1].id],
-    }
-    assert (fm["source_kind"], fm["source_conversation"]) == ("locomo", "c-1")
+    assert "source" not in fm  # flat properties: Obsidian does not show nested mappings
+    assert (fm["source_kind"], fm["source_conversation"], fm["source_title"]) == ("locomo", "c-1", "Storage plans")
+    assert fm["source_messages"] == ["D1:1", MESSAGES[1].id]
+    assert fm["tags"] == ["decision", "topic/data-storage", "topic/postgres-16"]
+    assert fm["created"] == "2024-03-01T09:30:00+00:00"
     assert fm["session"] == f"[[{session.stem}]]"
     lines = note.body.splitlines()
     assert lines[0] == "We will store notes in Postgres."
-    assert "Context: for the prototype" in lines
+    assert "Context: for the prototype. Caroline, 1 March 2024." in lines  # + who and when (ingest/context.py)
     targets = re.findall(r"\[\[([^\]#]+)#\^([A-Za-z0-9-]+)\]\]", note.body)
     assert [t[0] for t in targets] == [session.stem, session.stem]
     assert {t[1] for t in targets} <= set(_block_ids(session.body))
-    again = atomic_note(unit, conv, session.stem, "2024-03-01T09:30:00+00:00")
+    again = atomic_note(unit, conv, session.stem, "2024-03-01T09:30:00+00:00", ["Data storage", "Postgres 16"])
     assert again.id == note.id and again.text() == note.text()
     parsed, body = split_frontmatter(note.text())
     assert parsed["id"] == note.id and body == note.body
@@ -404,6 +404,7 @@ def test_atomic_note_links_resolve_into_the_session_transcript():
 def test_topic_hub_sorted_deduplicated_and_extendable():
     hub = topic_hub("Databases", ["b-note", "a-note", "b-note"])
     assert hub.folder == "topics" and hub.frontmatter["type"] == "topic"
+    assert hub.frontmatter["tags"] == ["hub", "topic/databases"]
     assert re.findall(r"\[\[([^\]]+)\]\]", hub.body) == ["a-note", "b-note"]
     grown = topic_hub("Databases", ["c-note", *re.findall(r"\[\[([^\]]+)\]\]", hub.body)])
     assert re.findall(r"\[\[([^\]]+)\]\]", grown.body) == ["a-note", "b-note", "c-note"]
@@ -418,6 +419,7 @@ def test_thread_note_links_each_session():
     )
     note = thread_note("storage", tmap, {"c-1": "storage-plans-aaaaaa", "c-2": "bench-bbbbbb"})
     assert note.folder == "threads" and note.frontmatter["type"] == "thread"
+    assert note.frontmatter["tags"] == ["thread"]
     assert "1. [[storage-plans-aaaaaa]]: Chose Postgres" in note.body
     assert "2. [[bench-bbbbbb]]: Benchmarked" in note.body
     assert "3. session c-9: Unknown session" in note.body

@@ -72,7 +72,7 @@ def test_every_note_is_short_sourced_and_links_to_its_message(demo_vault):
             "topic",
             "provisional",
         }
-        for message_id in fm["source"]["messages"]:
+        for message_id in fm["source_messages"]:
             assert message_id in exported or message_id.startswith("t"), message_id
         for stem, block in re.findall(r"\[\[([^\]#]+)#\^([^\]]+)\]\]", body):
             session = vault.root / "sessions" / f"{stem}.md"
@@ -128,7 +128,7 @@ def test_locomo_keeps_dia_ids_as_message_ids(tmp_path):
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([sample]), encoding="utf-8")
     pipeline.ingest(vault, [path], OfflineBackend())
-    ids = {i for _, fm, _ in notes_in(vault, "inbox") for i in fm["source"]["messages"]}
+    ids = {i for _, fm, _ in notes_in(vault, "inbox") for i in fm["source_messages"]}
     assert ids == {"D1:1", "D1:2"}
     session = next((vault.root / "sessions").glob("*.md")).read_text(encoding="utf-8")
     assert "^m-D1-1" in session and "^m-D1-2" in session
@@ -156,7 +156,7 @@ def test_real_export_ingests_idempotently(tmp_path):
     sessions = {p.stem: p.read_text(encoding="utf-8") for p in (vault.root / "sessions").glob("*.md")}
     for note_path, fm, body in notes_in(vault, "inbox"):
         assert count_words(body.strip().splitlines()[0]) <= 15, note_path
-        assert set(fm["source"]["messages"]) <= message_ids, note_path
+        assert set(fm["source_messages"]) <= message_ids, note_path
         for stem, block in re.findall(r"\[\[([^\]#]+)#\^([^\]]+)\]\]", body):
             assert f"^{block}" in sessions[stem], (note_path, block)
 
@@ -222,11 +222,24 @@ def test_cli_errors_are_one_line(tmp_path):
 
 
 def test_vault_demo_runs_offline_and_twice_writes_nothing(tmp_path):
+    import hashlib
+
+    from vault_pipeline.vault.files import STATE_DIR
+
+    def files(root: Path) -> dict[str, str]:  # what a user sees of a vault: path -> sha256
+        found = {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file()}
+        return {k: hashlib.sha256(p.read_bytes()).hexdigest() for k, p in found.items() if k.split("/")[0] != STATE_DIR}
+
     command = [sys.executable, "-m", "vault_pipeline.cli", "demo", "--out", str(tmp_path / "demo")]
     first = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     assert "# Context: When is the submission deadline?" in first
     deadline = first.split("# Context: When is the submission deadline?")[1].split("# Context:")[0]
     assert "May 10" in deadline and "May 3." not in deadline  # superseded by the nightly clean
+    source, demo = files(REPO / "vault_example" / "vault"), files(tmp_path / "demo")
+    written = sum(1 for path, sha in demo.items() if source.get(path) != sha)  # created or changed
+    assert written > 200 and f"; {written} files written" in first  # the count is measured, not a fixed string
     second = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     assert re.search(r"files created\s*│\s*0\s", second) and re.search(r"files updated\s*│\s*0\s", second)
+    assert "; 0 files written" in second and "clean: nothing to do" in second
+    assert files(tmp_path / "demo") == demo  # the clean reached its fixed point in the first run
     assert (tmp_path / "demo" / "archive" / "the-submission-deadline-is-may-3-453d92.md").is_file()

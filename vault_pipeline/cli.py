@@ -77,13 +77,21 @@ def _embedder(settings):
 
 
 def _progress():
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),  # the ETA, where the total is known
         console=err,
         transient=True,
         disable=not err.is_terminal,
@@ -158,6 +166,7 @@ def _print_ingest(report, model: str, json_out: bool) -> None:
         ("atomic notes", report.notes),
         ("thread maps", report.threads),
         *((f"  {cat}", n) for cat, n in sorted(report.notes_by_category.items())),
+        ("units skipped (not sayable in 15 words)", report.units_skipped),
         ("files created", report.writes["created"]),
         ("files updated", report.writes["updated"]),
         ("files unchanged", report.writes["unchanged"] + report.writes["moved-elsewhere"]),
@@ -178,6 +187,7 @@ def _ingest_dict(report, model: str) -> dict:
         "alternates": report.alternates,
         "notes": report.notes,
         "notes_by_category": dict(sorted(report.notes_by_category.items())),
+        "units_skipped": report.units_skipped,
         "threads": report.threads,
         "writes": dict(sorted(report.writes.items())),
         "files_written": report.files_written,
@@ -197,16 +207,57 @@ def keep(
         bool, typer.Option("--all-passing", help="Keep every inbox note that passes the Note Quality Gate.")
     ] = False,
     force: Annotated[bool, typer.Option(help="Keep named notes even if they fail the gate.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would be kept and refused; write nothing.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print kept, refused and skipped as JSON.")] = False,
     wait: WaitOpt = 0,
 ) -> None:
-    """Promote notes to engrams (also picks up notes flipped to `status: kept` in Obsidian)."""
+    """Promote notes to engrams (also picks up notes flipped to `status: kept` in Obsidian).
+
+    Each note the gate evaluates gets its verdict in its `quality` property."""
     from vault_pipeline.ingest.keep import keep as run_keep
 
     vault, _, _ = _open(vault_path)
-    report = run_keep(vault, targets=list(notes or []), all_passing=all_passing, force=force, wait=wait)
-    for path, problems in report.refused:
+    with _progress() as progress:
+        task = progress.add_task("keep", total=None)
+        report = run_keep(
+            vault,
+            targets=list(notes or []),
+            all_passing=all_passing,
+            force=force,
+            dry_run=dry_run,
+            wait=wait,
+            progress=_callback(progress, task),
+        )
+    _print_keep(report, json_out, dry_run)
+
+
+KEEP_SHOWN = 20  # refusals listed one by one; the rest are counted by reason (all of them with --json)
+
+
+def _print_keep(report, json_out: bool, dry_run: bool) -> None:
+    from collections import Counter
+
+    if json_out:
+        out.print_json(
+            data={
+                "kept": report.kept,
+                "refused": [{"path": p, "reasons": r} for p, r in report.refused],
+                "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+                "dry_run": dry_run,
+            }
+        )
+        return
+    for path, problems in report.refused[:KEEP_SHOWN]:
         err.print(f"not kept: {path}: {'; '.join(problems)}", markup=False)
-    out.print(f"kept {len(report.kept)} note(s) into engrams/; refused {len(report.refused)}")
+    if len(report.refused) > KEEP_SHOWN:
+        tally = Counter(reason.split(":")[0] for _, problems in report.refused for reason in problems)
+        err.print(f"... and {len(report.refused) - KEEP_SHOWN} more not kept (--json lists all); reasons:")
+        for reason, count in tally.most_common():
+            err.print(f"  {count:>6}  {reason}", markup=False)
+    verb = "would keep" if dry_run else "kept"
+    out.print(f"{verb} {len(report.kept)} note(s) into engrams/; refused {len(report.refused)}")
 
 
 @app.command("index")
@@ -490,6 +541,7 @@ def check_cmd(
             *(f"invalid frontmatter: {p}: {why}" for p, why in report.invalid),
             *(f"dangling link: {p} -> [[{t}]]" for p, t in report.dangling_links),
             *(f"dangling block link: {p} -> [[{t}]]" for p, t in report.dangling_blocks),
+            *(f"dangling heading link: {p} -> [[{t}]]" for p, t in report.dangling_headings),
             *(f"duplicate id {i}: {', '.join(ps)}" for i, ps in report.duplicate_ids.items()),
             *(f"index: {p}: {why}" for p, why in report.index_mismatches),
             *(f"temp file left by an interrupted write: {p}" for p in report.temp_files),
@@ -518,6 +570,7 @@ def demo(
         shutil.copytree(example / "vault", out_dir)
         out.print(f"copied {example / 'vault'} to {out_dir}")
     vault, settings, log = _open(out_dir)
+    before = _snapshot(vault.root)
     exports = sorted(p for p in (example / "exports").iterdir() if not p.name.startswith("."))
     out.rule("1. ingest the example exports")
     _print_ingest(
@@ -531,15 +584,53 @@ def demo(
     _demo_clean(vault, settings, log, embedder)
     out.rule("4. context packages")
     _demo_queries(vault, settings, log, embedder, example / "queries.jsonl")
+    out.print(f"demo vault: {vault.root} (open it in Obsidian); {_written(before, _snapshot(vault.root))}")
+
+
+# A sweep that archives notes frees their places in other notes' candidate lists (each note keeps
+# its few best pairs), so pairs it never saw can come up in the next sweep; the demo sweeps again
+# until a sweep changes nothing, which is what makes a second demo run write nothing.
+DEMO_CLEAN_ROUNDS = 5
 
 
 def _demo_clean(vault, settings, log, embedder) -> None:
     from vault_pipeline import pipeline
 
     out.rule("3. nightly clean (duplicates, supersession) and re-index")
-    report = pipeline.clean(vault, embedder=embedder, llm=_llm(settings, settings.extract_model, log))
-    _print_clean_report(report)
+    llm = _llm(settings, settings.extract_model, log)
+    for _ in range(DEMO_CLEAN_ROUNDS):
+        report = pipeline.clean(vault, embedder=embedder, llm=llm)
+        _print_clean_report(report)
+        if not report.files:
+            break
+    else:
+        err.print(f"the clean still changed files after {DEMO_CLEAN_ROUNDS} sweeps; the next run goes on")
     pipeline.index(vault, embedder)
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    """Every file a user sees in the vault (the pipeline's own state folder left out): path -> sha256."""
+    import hashlib
+
+    from vault_pipeline.vault.files import STATE_DIR
+
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        if here == root:
+            dirs[:] = [d for d in dirs if d != STATE_DIR]
+        for name in files:
+            path = here / name
+            found[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _written(before: dict[str, str], after: dict[str, str]) -> str:
+    """What a run did to the vault's files, from two snapshots: "N files written[, M removed]"."""
+    written = sum(1 for path, sha in after.items() if before.get(path) != sha)  # created or changed
+    removed = sum(1 for path in before if path not in after)  # an archived note moved elsewhere
+    text = f"{written} file{'' if written == 1 else 's'} written"
+    return f"{text}, {removed} moved away or removed" if removed else text
 
 
 def _demo_queries(vault, settings, log, embedder, path: Path) -> None:
@@ -564,7 +655,6 @@ def _demo_queries(vault, settings, log, embedder, path: Path) -> None:
             f"{package.tokens} tokens]\n",
             markup=False,
         )
-    out.print(f"demo vault: {vault.root} (open it in Obsidian); run again: 0 files written")
 
 
 @app.command("gate-calibrate")

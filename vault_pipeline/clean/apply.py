@@ -22,6 +22,7 @@ from vault_pipeline.clean.types import Action, Collapse, Plan, Relate, Supersede
 from vault_pipeline.errors import DirtyFileError, VaultError
 from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import source_messages, source_properties
 from vault_pipeline.vault.state import edit_frontmatter_text, sha256_bytes
 
 
@@ -148,10 +149,6 @@ def _edit(vault: Vault, journal: Journal, note_id: str, note: _Live, changes: di
         journal.after(note_id, path)
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, dict) else {}
-
-
 def _wikilink(relpath: str) -> str:
     return f"[[{PurePosixPath(relpath).stem}]]"
 
@@ -164,12 +161,14 @@ def _union(existing: Any, new: Sequence[str]) -> list[str]:
 
 def _absorb(canon: _Live, others: list[_Live]) -> dict[str, Any]:
     """The canonical note's merged source messages, related links and tags."""
-    source = _mapping(canon.frontmatter.get("source"))
-    messages = [str(m) for m in as_list(source.get("messages"))]
+    # Flat source_* properties; a canon in the older nested ``source`` form is moved to them.
+    legacy = "source" in canon.frontmatter
+    source = {k: v for k, v in source_properties(canon.frontmatter).items() if v} if legacy else {}
+    messages = source_messages(canon.frontmatter)
     for other in others:
-        other_source = _mapping(other.frontmatter.get("source"))
-        messages += [str(m) for m in as_list(other_source.get("messages")) if str(m) not in messages]
-    source["messages"] = list(dict.fromkeys(messages))
+        messages += [m for m in source_messages(other.frontmatter) if m not in messages]
+    if messages:
+        source["source_messages"] = list(dict.fromkeys(messages))
     own = PurePosixPath(canon.path).stem
     dropped = {PurePosixPath(o.path).stem for o in others}
     related = [
@@ -179,7 +178,7 @@ def _absorb(canon: _Live, others: list[_Live]) -> dict[str, Any]:
         if link_target(r) not in dropped | {own}
     ]
     tags = sorted({str(t) for o in [canon, *others] for t in as_list(o.frontmatter.get("tags"))})
-    changes: dict[str, Any] = {"source": source}
+    changes: dict[str, Any] = {**source, "source": None} if legacy else dict(source)
     if related:
         changes["related"] = _union([], related)
     if tags:

@@ -20,6 +20,7 @@ from typing import Any
 from vault_pipeline.errors import VaultError
 from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import source_messages
 from vault_pipeline.vault.note import TIER_WEIGHTS, note_tier
 
 ARCHIVE = "archive"  # where the sweep moves the notes it archives; nothing there is swept again
@@ -70,8 +71,6 @@ def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sh
     inactive = fm.get("status") == "archived" or fm.get("superseded_by") or fm.get("duplicate_of")
     if fm.get("type") != "atomic" or inactive or relpath.startswith(f"{ARCHIVE}/"):
         return None
-    raw_source = fm.get("source")
-    source = raw_source if isinstance(raw_source, dict) else {}
     sentence, context = _claim(body)
     return SweepNote(
         id=str(fm.get("id") or note_id),
@@ -82,7 +81,7 @@ def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sh
         created=str(fm.get("created") or ""),
         status=str(fm.get("status") or ""),
         tier=note_tier(dict(fm), relpath),
-        messages=tuple(str(m) for m in as_list(source.get("messages"))),
+        messages=tuple(source_messages(fm)),
         related=frozenset(link_target(v) for v in as_list(fm.get("related"))),
         sha256=sha,
         category=str(fm.get("category") or ""),

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from vault_pipeline.index.manifest import ManifestEntry
+from vault_pipeline.vault.frontmatter import source_properties
 from vault_pipeline.vault.note import iso, note_tier
 
 SCHEMA_VERSION = 1
@@ -120,12 +121,10 @@ def to_json_list(values: Iterable[Any]) -> str:
 
 def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:
     """The row columns a note's chunks share, from its frontmatter and folder."""
-    raw_source = frontmatter.get("source")
-    source: dict[str, Any] = raw_source if isinstance(raw_source, dict) else {}
+    source = source_properties(frontmatter)  # flat source_* keys, or the nested form of older notes
     archived = relpath.startswith("archive/")  # the archive folder is out of default retrieval
     status = _text(frontmatter.get("status")) or ("archived" if archived else "")
     superseded_by, duplicate_of = _text(frontmatter.get("superseded_by")), _text(frontmatter.get("duplicate_of"))
-    messages = source.get("messages") or []
     return {
         "type": _text(frontmatter.get("type")),
         "tier": note_tier(frontmatter, relpath),
@@ -133,9 +132,9 @@ def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:
         "category": _text(frontmatter.get("category")),
         "speaker": _text(frontmatter.get("speaker")),
         "created": iso(frontmatter.get("created")),
-        "source_kind": _text(frontmatter.get("source_kind") or source.get("kind")),
-        "source_conversation": _text(frontmatter.get("source_conversation") or source.get("conversation")),
-        "source_messages": to_json_list(messages if isinstance(messages, list) else [messages]),
+        "source_kind": _text(source["source_kind"]),
+        "source_conversation": _text(source["source_conversation"]),
+        "source_messages": to_json_list(source["source_messages"]),
         "superseded_by": superseded_by,
         "duplicate_of": duplicate_of,
         # Default retrieval leaves out archived, superseded and duplicate notes.

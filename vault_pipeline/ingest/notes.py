@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime
+from functools import lru_cache
 from typing import Any
 
+from vault_pipeline.ingest.context import merge_context, unit_context
 from vault_pipeline.ingest.extract import AtomicUnit, ThreadMap
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.text import normalise_text
-from vault_pipeline.vault.note import Note, iso, note_id, safe_stem, wikilink
+from vault_pipeline.vault.note import Note, note_id, safe_stem, wikilink
 
 
 def atomic_id(kind: str, conversation_id: str, category: str, sentence: str) -> str:
@@ -50,27 +54,82 @@ def block_id(message_id: str) -> str:
 # --------------------------------------------------------------------------- builders
 
 
+# Obsidian's properties view shows flat scalars and lists of scalars, not nested mappings:
+# the source is four flat keys (older notes had one nested ``source`` mapping; readers take both).
 def _source(conv: Conversation, message_ids: Iterable[str]) -> dict:
     return {
-        "source": {
-            "kind": conv.kind,
-            "conversation": conv.id,
-            "title": conv.title,
-            "messages": [str(m) for m in message_ids],
-        },
         "source_kind": conv.kind,
         "source_conversation": conv.id,
+        "source_title": _one_line(conv.title),
+        "source_messages": [str(m) for m in message_ids],
     }
+
+
+def created_stamp(value: Any) -> str:
+    """``created`` as Obsidian's date & time: ISO 8601 with offset, to the second; "" when unknown.
+
+    Dates become midnight UTC and naive times are taken as UTC, so every note has one type."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00")) if value.strip() else None
+        except ValueError:
+            return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            value = datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return ""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if not isinstance(value, datetime):
+        return ""
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat(timespec="seconds")
+
+
+def conversation_created(conv: Conversation) -> str:
+    """A conversation's ``created``: its own time, else its first message's."""
+    return created_stamp(conv.created or next((m.created for m in conv.messages if m.created), None))
+
+
+# Letters, combining marks and decimal digits: what an Obsidian tag may hold besides "_", "-", "/".
+_TAG_CATEGORIES = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd"}
+
+
+def obsidian_tag(text: str, prefix: str = "") -> str:
+    """A valid Obsidian tag: lowercase words joined by "-" (no spaces or punctuation); "" when none is left."""
+    lowered = re.sub(r"['’‘`]", "", unicodedata.normalize("NFC", str(text or "")).lower())
+    kept = "".join(ch if ch == "_" or unicodedata.category(ch) in _TAG_CATEGORIES else "-" for ch in lowered)
+    slug = re.sub(r"-{2,}", "-", kept).strip("-_")
+    if len(slug) > 60:
+        cut = slug[:60]
+        slug = (cut[: cut.rfind("-")] if cut.rfind("-") > 30 else cut).strip("-_")
+    if not slug or (not prefix and slug.isdigit()):  # a tag needs one non-digit
+        return ""
+    return f"{prefix}/{slug}" if prefix else slug
+
+
+def topic_tag(topic: str) -> str:
+    """The tag of a topic hub and of the notes it links: ``topic/<slug>``."""
+    return obsidian_tag(topic, "topic")
+
+
+def _tags(*tags: str) -> list[str]:
+    return list(dict.fromkeys(t for t in tags if t))
 
 
 def _one_line(text: str | None) -> str:
     return " ".join(str(text or "").split())
 
 
-def atomic_note(unit: AtomicUnit, conv: Conversation, session_stem: str, created_iso: str) -> Note:
-    """A provisional atomic note in inbox/, linked to its source messages in the session note."""
+def atomic_note(
+    unit: AtomicUnit, conv: Conversation, session_stem: str, created_iso: str, topics: Iterable[str] = ()
+) -> Note:
+    """A provisional atomic note in inbox/, linked to its source messages in the session note.
+
+    Tagged with its category and a ``topic/<slug>`` per topic hub that links it."""
     nid = atomic_id(conv.kind, conv.id, unit.category, unit.text)
     sentence = _one_line(unit.text)
+    who_when, context = unit_context(unit, conv)  # speaker_name, when: the note answers who and when on its own
     frontmatter = {
         "id": nid,
         "type": "atomic",
@@ -78,13 +137,15 @@ def atomic_note(unit: AtomicUnit, conv: Conversation, session_stem: str, created
         "status": "provisional",
         "tier": "chat",
         "speaker": unit.speaker,
+        **who_when,
         **_source(conv, unit.source_ids),
         "session": wikilink(session_stem),
-        "created": created_iso,
+        "created": created_stamp(created_iso),
+        "tags": _tags(obsidian_tag(unit.category), *(topic_tag(t) for t in topics)),
     }
     lines = [sentence, ""]
-    if _one_line(unit.context):
-        lines += [f"Context: {_one_line(unit.context)}", ""]
+    if context := merge_context(unit.context, context):
+        lines += [f"Context: {_one_line(context)}", ""]
     links = ", ".join(wikilink(session_stem, "^" + block_id(m)) for m in unit.source_ids)
     lines.append(f"Source: {links}")
     return Note(nid, "atomic", "inbox", safe_stem(sentence, nid), frontmatter, "\n".join(lines) + "\n")
@@ -99,7 +160,8 @@ def session_note(conv: Conversation, summary: str, units_by_message: Mapping[str
         "type": "session",
         "tier": "chat",
         **_source(conv, (m.id for m in conv.messages)),
-        "created": iso(conv.created),
+        "created": conversation_created(conv),
+        "tags": _tags("session", obsidian_tag(conv.kind)),
     }
     links = {mid: [_stem_of(u) for u in units] for mid, units in (units_by_message or {}).items()}
     body = f"# {title}\n\n## Summary\n\n{str(summary or '').strip()}\n\n## Transcript\n\n" + render_transcript(
@@ -124,7 +186,7 @@ def thread_note(key: str, thread_map: ThreadMap, session_stems: Mapping[str, str
     if thread_map.open_questions:
         lines += ["", "## Open questions", ""]
         lines += [f"- {_one_line(q)}" for q in thread_map.open_questions]
-    frontmatter = {"id": nid, "type": "thread", "tier": "chat", "thread": key}
+    frontmatter = {"id": nid, "type": "thread", "tier": "chat", "thread": key, "tags": ["thread"]}
     return Note(nid, "thread", "threads", safe_stem(title, nid), frontmatter, "\n".join(lines) + "\n")
 
 
@@ -134,16 +196,12 @@ def topic_hub(topic: str, atomic_stems: Iterable[str]) -> Note:
     title = _one_line(topic) or "Topic"
     links = [f"- {wikilink(stem)}" for stem in sorted(set(atomic_stems))]
     body = "\n".join([f"# {title}", "", *links]) + "\n"
-    frontmatter = {"id": nid, "type": "topic", "tier": "chat"}
+    frontmatter = {"id": nid, "type": "topic", "tier": "chat", "tags": _tags("hub", topic_tag(topic))}
     return Note(nid, "topic", "topics", safe_stem(title, nid), frontmatter, body)
 
 
 # --------------------------------------------------------------------------- transcript
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-# HTML blocks that, left open, run to the end of the document (CommonMark types 1 and 2).
-_HTML_OPEN = re.compile(r"^ {0,3}<(pre|script|style|textarea|!--)(?=[\s>]|$|(?<=--))", re.I)
-_HTML_END = {"pre": "</pre>", "script": "</script>", "style": "</style>", "textarea": "</textarea>", "!--": "-->"}
 # Lines that start something other than a plain paragraph: indented code, quote, heading,
 # table, HTML, list item, thematic break or setext underline, math block.
 _STRUCTURAL = re.compile(
@@ -151,10 +209,19 @@ _STRUCTURAL = re.compile(
     r"|(?:[-*_][ \t]*){3,}$|=+[ \t]*$|\$\$))"
 )
 _TRAILING_ID = re.compile(r"(^|\s)\^([A-Za-z0-9-]+)([ \t]*)$")
+# What can open a block that outlives a blank line (a fence, raw HTML) or make a line other than
+# it looks (a table's delimiter row). A message without any of these needs no Markdown parser.
+_RISKY = re.compile(r"```|~~~|^[ \t>*+\-\d.)]*<|^[ \t]*\|?[ \t]*:?-+:?[ \t]*\|", re.M)
+_LITERAL = frozenset({"fence", "code_block", "html_block"})  # tokens whose lines are shown as written
+_BACKTICKS = re.compile(r"`+")
 
 
 def render_transcript(messages: Sequence[Any], links: Mapping[str, Sequence[str]] | None = None) -> str:
-    """Messages as paragraphs ``**Speaker:** text ^m-id``: every message id becomes a block id."""
+    """Messages as paragraphs ``**Speaker:** text ^m-id``: every message id becomes a block id.
+
+    Each message is closed off, so its Markdown cannot leak into the next: a fence it leaves open
+    is closed and raw HTML is shown as code. Where a message does not end in a plain paragraph
+    its block id stands on its own line after a blank line."""
     parts = []
     for message in messages:
         parts.append(_render_message(message))
@@ -188,45 +255,85 @@ def _speaker(message: Any) -> str:
 
 
 def _message_lines(text: str) -> tuple[list[str], list[bool | None]]:
-    """Lines with stray block ids escaped and open blocks closed; per line: plain, structural or blank."""
+    """Lines with stray block ids escaped and open blocks closed; per line: plain, structural or blank.
+
+    A message with a fence, raw HTML or a table is parsed as CommonMark: raw HTML at its top level
+    is fenced as code, a fence it leaves open is closed, and the first and last blocks count as
+    plain only when they are paragraphs. Any other message renders line by line as it always did.
+    """
     raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     while raw and not raw[-1].strip():
         raw.pop()
     while raw and not raw[0].strip():
         raw.pop(0)
+    if not _RISKY.search("\n".join(raw)):
+        lines = [_TRAILING_ID.sub(r"\1\\^\2\3", line) for line in raw]  # text that would pose as a block id
+        return lines, [None if not line.strip() else not _STRUCTURAL.match(line) for line in lines]
+    return _parsed_message_lines(raw)
+
+
+def _parsed_message_lines(raw: list[str]) -> tuple[list[str], list[bool | None]]:
+    tokens = markdown_blocks("\n".join(raw))
+    literal = literal_lines(tokens, len(raw))
     lines: list[str] = []
     kinds: list[bool | None] = []
-    closer: tuple[re.Pattern[str], str] | None = None  # how the open fence or HTML block ends
-    for line in raw:
-        if closer is not None:
-            if closer[0].search(line):
-                closer = None
+    done = 0  # raw lines copied so far
+    top = [t for t in tokens if t.level == 0 and t.nesting >= 0 and t.map]
+
+    def copy(end: int) -> None:
+        nonlocal done
+        for number in range(done, end):
+            line = raw[number]
+            if not literal[number]:
+                line = _TRAILING_ID.sub(r"\1\\^\2\3", line)
             lines.append(line)
-            kinds.append(False)
-            continue
-        closer = _opened_block(line)
-        if closer is None and not _FENCE.match(line):
-            line = _TRAILING_ID.sub(r"\1\\^\2\3", line)  # text that would pose as a block id
-        lines.append(line)
-        kinds.append(None if not line.strip() else not (closer or _FENCE.match(line) or _STRUCTURAL.match(line)))
-    if closer is not None:  # left open, it would swallow every later message and its block id
-        lines.append(closer[1])
-        kinds.append(False)
+            kinds.append(None if not line.strip() else not (literal[number] or _STRUCTURAL.match(line)))
+        done = max(done, end)
+
+    for index, token in enumerate(top):
+        start, end = token.map
+        if start < done:
+            continue  # raw HTML joined to the block before it
+        copy(start)
+        if token.type == "html_block":  # shown as code: raw HTML would run on over the next messages
+            for after in top[index + 1 :]:  # one fence for HTML blocks that follow each other
+                if after.type != "html_block" or after.map[0] != end:
+                    break
+                end = after.map[1]
+            block = raw[start:end]
+            fence = _long_fence(block)
+            lines.extend([fence + _html_info(block[0]), *block, fence])
+            kinds.extend([False] * (len(block) + 2))
+            done = end
+        else:
+            copy(end)
+            if token.type == "fence" and not _closes(token, raw[end - 1], end - start):
+                lines.append(token.markup)  # left open, it would swallow every later message
+                kinds.append(False)
+    copy(len(raw))
+    # Plain only where CommonMark agrees: the label and the " ^id" go on paragraphs alone.
+    if top and top[0].type != "paragraph_open":
+        kinds[0] = False
+    if top and top[-1].type != "paragraph_open":
+        kinds[-1] = False
     return lines, kinds
 
 
-def _opened_block(line: str) -> tuple[re.Pattern[str], str] | None:
-    """A fence or HTML block this line opens and does not close, as (end pattern, closing line)."""
-    fence = _FENCE.match(line)
-    if fence and not (fence[1][0] == "`" and "`" in fence[2]):
-        mark, size = fence[1][0], len(fence[1])
-        return re.compile(rf"^ {{0,3}}{re.escape(mark)}{{{size},}}[ \t]*$"), mark * size
-    html = _HTML_OPEN.match(line)
-    if html:
-        end = _HTML_END[html[1].lower()]
-        if end not in line[html.end() :].lower():
-            return re.compile(re.escape(end), re.I), end
-    return None
+def _long_fence(block: list[str]) -> str:
+    """A backtick fence longer than any backtick run inside ``block``, so nothing in it closes it."""
+    longest = max((len(run) for line in block for run in _BACKTICKS.findall(line)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _html_info(first_line: str) -> str:
+    start = first_line.lstrip().lower()
+    return "php" if start.startswith("<?php") else "xml" if start.startswith("<?xml") else "html"
+
+
+def _closes(fence: Any, last_line: str, size: int) -> bool:
+    """Whether a fence token ends on its closing line (not at the end of the text)."""
+    mark = fence.markup
+    return size > 1 and re.fullmatch(rf" {{0,3}}{re.escape(mark[0])}{{{len(mark)},}}[ \t]*", last_line) is not None
 
 
 def _paragraph_is_plain(kinds: list[bool | None], *, first: bool) -> bool:
@@ -238,3 +345,30 @@ def _paragraph_is_plain(kinds: list[bool | None], *, first: bool) -> bool:
             break
         block.append(kind)
     return bool(block) and all(block)
+
+
+@lru_cache(maxsize=1)
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt  # imported on first use: most messages never need it
+
+    return MarkdownIt("commonmark").enable("table")
+
+
+def markdown_blocks(text: str) -> list[Any]:
+    """The block tokens of ``text`` as CommonMark with GFM tables (Obsidian's flavour) reads it.
+
+    Inline content is left unparsed; each token's ``map`` is its [first, end) line range."""
+    md = _markdown()
+    tokens: list[Any] = []
+    md.block.parse(text, md, {}, tokens)
+    return tokens
+
+
+def literal_lines(tokens: Sequence[Any], count: int) -> list[bool]:
+    """Per line: whether it lies in a code block, a fence or raw HTML, where Obsidian finds no block id."""
+    literal = [False] * count
+    for token in tokens:
+        if token.type in _LITERAL and token.map:
+            start, end = token.map
+            literal[start : min(end, count)] = [True] * (min(end, count) - start)
+    return literal

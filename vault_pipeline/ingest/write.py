@@ -3,6 +3,9 @@
 Every note goes through ``write_note``, which applies the re-ingest lifecycle rule: the keys
 that keep and clean own are taken from the file already in the vault, so re-ingesting an
 export never undoes what they decided, and a file that already says it all is not rewritten.
+A note written in an older form (the nested ``source`` mapping, a date-only ``created``, no
+``tags``) is rewritten in the current one, unless the user edited it: ``Vault.write`` refuses
+to overwrite any file whose bytes are not the ones vault_pipeline last wrote.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from dataclasses import dataclass, field, replace
 
 from vault_pipeline.errors import ModelError, VaultError
 from vault_pipeline.ingest.extract import Extraction, group_threads, map_thread
-from vault_pipeline.ingest.notes import atomic_note, session_note, thread_note, topic_hub
+from vault_pipeline.ingest.notes import atomic_note, conversation_created, session_note, thread_note, topic_hub
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import source_messages
 from vault_pipeline.vault.note import Note
 
 _TOPIC_PREFIXES = (
@@ -41,6 +45,7 @@ class IngestReport:
     messages: int = 0
     alternates: int = 0
     notes_by_category: Counter = field(default_factory=Counter)
+    units_skipped: int = 0  # pieces not sayable in the word limit: left out, never cut
     writes: Counter = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
@@ -66,21 +71,17 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
     conv = extraction.conversation
     session = session_note(conv, extraction.summary)
     write_note(vault, session, report)
-    created = _created(conv)
-    notes = [(unit, atomic_note(unit, conv, session.stem, created)) for unit in extraction.units]
+    created = conversation_created(conv)
+    # A topic unit anchors a hub note that loads its conversation's cluster of notes (and tags them).
+    topics = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if u.category == "topic"))
+    notes = [(unit, atomic_note(unit, conv, session.stem, created, topics)) for unit in extraction.units]
+    report.units_skipped += extraction.skipped
     for unit, note in notes:
         report.notes_by_category[unit.category] += 1
         write_note(vault, note, report)
-    # A topic unit anchors a hub note that loads its conversation's cluster of notes.
-    for unit, _ in notes:
-        if unit.category == "topic":
-            hubs[_topic_name(unit.text)].update(note.stem for _, note in notes)
+    for topic in topics:
+        hubs[topic].update(note.stem for _, note in notes)
     return session.stem
-
-
-def _created(conv: Conversation) -> str:
-    stamp = conv.created or next((m.created for m in conv.messages if m.created), None)
-    return stamp.isoformat(timespec="seconds") if stamp else ""
 
 
 def _topic_name(sentence: str) -> str:
@@ -149,13 +150,21 @@ def with_lifecycle(vault: Vault, note: Note) -> tuple[Note, bool]:
         return note, False
     frontmatter = dict(note.frontmatter)
     frontmatter.update({k: existing[k] for k in LIFECYCLE_KEYS if k in existing})
-    old_source, new_source = existing.get("source"), frontmatter.get("source")
-    if isinstance(old_source, dict) and isinstance(new_source, dict):
-        merged = list(dict.fromkeys([*new_source.get("messages", []), *old_source.get("messages", [])]))
-        frontmatter["source"] = {**new_source, "messages": merged}
+    # Clean merges the source messages and tags of the duplicates it absorbed: keep them. The
+    # file's messages may be in the older nested ``source`` mapping; they are written flat.
+    frontmatter["source_messages"] = _merged(frontmatter.get("source_messages"), source_messages(existing))
+    frontmatter["tags"] = _merged(frontmatter.get("tags"), existing.get("tags"))
     # Same properties in another key order (clean appends its keys): nothing to write.
     same = _present(frontmatter) == _present(existing) and body.strip() == note.body.strip()
     return replace(note, frontmatter=frontmatter), same
+
+
+def _merged(new: object, old: object) -> list:
+    """New values then old ones not among them; the old list itself when it holds the same values."""
+    new_list = [str(v) for v in new] if isinstance(new, list) else []
+    old_list = [str(v) for v in old] if isinstance(old, list) else []
+    merged = list(dict.fromkeys([*new_list, *old_list]))
+    return old_list if set(old_list) == set(merged) and len(old_list) == len(merged) else merged
 
 
 def _present(frontmatter: dict) -> dict:

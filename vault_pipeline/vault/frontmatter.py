@@ -19,7 +19,11 @@ KEY_ORDER = (
     "status",
     "tier",
     "speaker",
-    "source",
+    "source_kind",
+    "source_conversation",
+    "source_title",
+    "source_messages",
+    "source",  # the nested form notes had before the flat source_* keys; still read, no longer written
     "session",
     "created",
     "supersedes",
@@ -213,6 +217,36 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, PurePath):
         return value.as_posix()
     return value
+
+
+# --------------------------------------------------------------------------- source properties
+
+SOURCE_KEYS = ("source_kind", "source_conversation", "source_title", "source_messages")
+
+
+def source_properties(frontmatter: Mapping[str, Any]) -> dict[str, Any]:
+    """A note's ``source_*`` properties, flat keys first, else the nested ``source`` mapping of older notes.
+
+    ``source_messages`` is always a list of strings; the other values are as the note gives them."""
+    nested = frontmatter.get("source")
+    legacy: Mapping[str, Any] = nested if isinstance(nested, Mapping) else {}
+    out: dict[str, Any] = {}
+    for key in SOURCE_KEYS:
+        value = frontmatter.get(key)
+        out[key] = legacy.get(key.removeprefix("source_")) if _empty(value) else value
+    messages = out["source_messages"]
+    if _empty(messages):
+        out["source_messages"] = []
+    elif isinstance(messages, (list, tuple)):
+        out["source_messages"] = [str(m) for m in messages if not _empty(m)]
+    else:
+        out["source_messages"] = [str(messages)]
+    return out
+
+
+def source_messages(frontmatter: Mapping[str, Any]) -> list[str]:
+    """The message ids a note came from (flat ``source_messages`` or nested ``source.messages``)."""
+    return source_properties(frontmatter)["source_messages"]
 
 
 def _empty(value: Any) -> bool:
