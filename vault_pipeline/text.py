@@ -339,3 +339,23 @@ def overlap(a: frozenset[str], b: frozenset[str]) -> float:
     """|A & B| / min(|A|, |B|): a short rewrite inside a longer note still scores high."""
     small = min(len(a), len(b))
     return len(a & b) / small if small else 0.0
+
+
+# --------------------------------------------------------------------------- conversational filler
+
+# Lines that only manage the conversation: the offline extractor writes no note for them and the
+# Note Quality Gate refuses a note that is one (a salutation, a pleasantry, a sign-post).
+# Lead words of the offline extractor's own topic templates: filler, not memory.
+TEMPLATE_LEADS = ("Recurring terms here are", "A recurring term here is", "The conversation is about")
+PLEASANTRY = re.compile(
+    r"^(sure|certainly|of course|absolutely|great|thanks|thank you|you're welcome|hi|hello|hey|ok|okay|"
+    r"good question|great question|no problem|glad to help|happy to help|good luck|happy coding|cheers|"
+    r"graag gedaan|geen probleem|natuurlijk|zeker|bedankt|dank je|dank u|hallo|succes|kind regards|best regards|"
+    r"warm regards|regards|sincerely|best wishes|met vriendelijke groet(?:en)?|groeten)\b[^.!?]*[.!?]?$"
+    r"|^(dear|beste|geachte|lieve|hoi|hi|hello|hey|hallo)(?:\s+[\w.'-]+){1,2}[,.!]?$"  # a salutation: greeting + name
+    r"|^(i hope (this|that|these) helps?|hopefully this helps|let me know if|feel free to|here is|here's|"
+    r"here are|below is|below are|i'd be happy to|i'm happy to|i would be happy to|i'd be glad to|"
+    r"i would be glad to|i'm glad to|i am glad to|i can help|ik hoop dat|laat me weten|"
+    r"hier is|hier zijn)\b",
+    re.I,
+)

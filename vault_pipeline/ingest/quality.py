@@ -25,8 +25,7 @@ from itertools import pairwise
 from typing import Any
 
 from vault_pipeline.ingest.extract import MAX_WORDS
-from vault_pipeline.models.offline.extraction import PLEASANTRY, TEMPLATE_LEADS
-from vault_pipeline.text import sentence_count, word_count
+from vault_pipeline.text import PLEASANTRY, TEMPLATE_LEADS, sentence_count, word_count
 
 # --------------------------------------------------------------------------- features
 

@@ -22,23 +22,9 @@ from vault_pipeline.models.offline.text import (
     sentences,
     unmask,
 )
-from vault_pipeline.text import head_words, sentence_count, word_count
+from vault_pipeline.text import PLEASANTRY, head_words, sentence_count, word_count
 
 # The leads of the topic notes: filler the Note Quality Gate refuses to promote.
-TEMPLATE_LEADS = ("Recurring terms here are", "A recurring term here is", "The conversation is about")
-_PLEASANTRY = re.compile(
-    r"^(sure|certainly|of course|absolutely|great|thanks|thank you|you're welcome|hi|hello|hey|ok|okay|"
-    r"good question|great question|no problem|glad to help|happy to help|good luck|happy coding|cheers|"
-    r"graag gedaan|geen probleem|natuurlijk|zeker|bedankt|dank je|dank u|hallo|succes|kind regards|best regards|"
-    r"warm regards|regards|sincerely|best wishes|met vriendelijke groet(?:en)?|groeten)\b[^.!?]*[.!?]?$"
-    r"|^(dear|beste|geachte|lieve|hoi|hi|hello|hey|hallo)(?:\s+[\w.'-]+){1,2}[,.!]?$"  # a salutation: greeting + name
-    r"|^(i hope (this|that|these) helps?|hopefully this helps|let me know if|feel free to|here is|here's|"
-    r"here are|below is|below are|i'd be happy to|i'm happy to|i would be happy to|i'd be glad to|"
-    r"i would be glad to|i'm glad to|i am glad to|i can help|ik hoop dat|laat me weten|"
-    r"hier is|hier zijn)\b",
-    re.I,
-)
-PLEASANTRY = _PLEASANTRY  # the one salutation rule: the Note Quality Gate refuses these too
 # Assistant turns that only manage the conversation: offers, sign-posts.
 _META = re.compile(
     r"^(would you like|do you want me to|shall i|should i|want me to|if you(?:'d| would) like|"
@@ -155,7 +141,7 @@ def _hedged(text: str) -> str:
 
 def _skip(sentence: str, role: str) -> bool:
     """Pleasantries and conversation management carry no unit of meaning."""
-    if _PLEASANTRY.search(sentence) and word_count(sentence) <= 12:
+    if PLEASANTRY.search(sentence) and word_count(sentence) <= 12:
         return True
     return (_META if role == "assistant" else _USER_META).match(sentence) is not None
 
