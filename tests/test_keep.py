@@ -297,3 +297,24 @@ def test_cli_keep_json_shape(vault):
     data = json.loads(proc.stdout)
     assert set(data) >= {"kept", "refused", "skipped"} and len(data["kept"]) == 1
     assert "fragment, no verb" in data["refused"][0]["reasons"] and data["refused"][0]["path"].startswith("inbox/")
+
+
+def test_a_re_ingest_keeps_the_gate_verdict_and_writes_nothing(tmp_path):
+    """`quality` is a lifecycle key: re-ingesting the same export leaves the verdicts keep wrote."""
+    from vault_pipeline.models.build import build_llm
+    from vault_pipeline.pipeline import ingest
+
+    export = tmp_path / "chat.md"
+    export.write_text(
+        "# Stores\n\nUser: Which database do we use?\n\nAssistant: We use Postgres for the main store. Thanks!\n",
+        encoding="utf-8",
+    )
+    vault = Vault.init(tmp_path / "v")
+    llm = build_llm("offline")
+    ingest(vault, [export], llm)
+    report = keep(vault, all_passing=True)
+    verdicts = {p.name: p.read_text(encoding="utf-8") for p in (vault.root / "inbox").glob("*.md")}
+    assert report.refused and all("quality: " in text for text in verdicts.values())
+    again = ingest(vault, [export], llm)
+    assert again.files_written == 0
+    assert {p.name: p.read_text(encoding="utf-8") for p in (vault.root / "inbox").glob("*.md")} == verdicts

@@ -33,7 +33,7 @@ _TOPIC_PREFIXES = (
 )
 
 # Keys that keep and clean own: re-ingesting an export must not undo what they decided.
-LIFECYCLE_KEYS = ("status", "tier", "kept", "related", "supersedes", "superseded_by", "duplicate_of")
+LIFECYCLE_KEYS = ("status", "tier", "kept", "quality", "related", "supersedes", "superseded_by", "duplicate_of")
 
 
 @dataclass
