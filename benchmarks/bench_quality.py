@@ -31,6 +31,8 @@ sys.path.insert(0, str(REPO))
 from vault_pipeline.ingest.quality import GATE, GateModel, features, fit, sentence_problems, unfaithful  # noqa: E402
 
 LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
+# Notes of the extractor after the fidelity work, labelled the same way; never fitted on.
+CURRENT_LABELS = REPO / "tests" / "data" / "quality_labels_current.jsonl"
 LOCOMO_LABELS = REPO / "benchmarks" / "data" / "quality_locomo_labels.jsonl"
 SHARED = Path(os.environ.get("VAULT_SHARED_DATA", REPO.parent / "shared" / "data"))
 HELD_OUT_SHARE = 30  # percent
@@ -180,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"GATE = {model!r}")
     print(f"real export labels ({args.labels.name}): training {scores(train, model)}")
     print(f"real export labels, held out ({HELD_OUT_SHARE} %): {scores(test, model)}")
+    if CURRENT_LABELS.exists():
+        print(
+            f"current extractor's notes ({CURRENT_LABELS.name}, never fitted on): {scores(load(CURRENT_LABELS), model)}"
+        )
     locomo = locomo_rows(LOCOMO_LABELS, args.locomo)
     if locomo is None:
         print("LoCoMo labels: skipped (labels or ../shared/data/locomo absent)")
