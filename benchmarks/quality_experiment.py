@@ -21,7 +21,9 @@ is the lowest one whose inner out-of-fold precision on the training folds reache
 recall subject to the precision target). Reported per held-out fold, then mean ± sd over folds:
 precision and recall at that threshold, precision at recall 0.90 (the best precision among
 thresholds that pass at least 90 % of the good notes; "—" when the hard rules alone already
-refuse more than 10 %), and average precision (the area under the held-out precision-recall curve).
+refuse more than 10 %), the oracle recall at precision 0.95 (the best any threshold could do on the
+held-out fold itself: an upper bound, not a deployable figure), and average precision (the area
+under the held-out precision-recall curve).
 
 LoCoMo (``benchmarks/data/quality_locomo_labels.jsonl``, keys only) is an out-of-domain test for
 models fitted on all real-export labels; its note text is re-derived from a vault ingested from
@@ -69,8 +71,9 @@ LOCOMO_LABELS = REPO / "benchmarks" / "data" / "quality_locomo_labels.jsonl"
 SHARED = Path(os.environ.get("VAULT_SHARED_DATA", REPO.parent / "shared" / "data"))
 TARGET_PRECISION = 0.95
 TARGET_RECALL = 0.90
+METRICS = ("precision @thr", "recall @thr", "precision @R0.90", "recall @P0.95 oracle", "avg precision")
 FOLDS = 5
-L2_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 # A model that never objects: sentence_problems() with it returns the hard rules only.
 _NO_MODEL = GateModel(weights={}, bias=100.0, threshold=0.5)
 
@@ -94,7 +97,7 @@ def real_rows() -> list[dict[str, Any]]:
         for row in load(path):
             if row["text"] not in seen:
                 seen.add(row["text"])
-                rows.append(row)
+                rows.append({**row, "_file": path.name})
     return rows
 
 
@@ -249,6 +252,13 @@ def precision_at_recall(scores: np.ndarray, y: np.ndarray, recall: float = TARGE
     return max(reached) if reached else math.nan
 
 
+def recall_at_precision(scores: np.ndarray, y: np.ndarray, precision: float = TARGET_PRECISION) -> float:
+    """Oracle: the best recall of any threshold reaching ``precision`` on these very notes (0 if none).
+
+    An upper bound on what a threshold chosen elsewhere could achieve, not a deployable figure."""
+    return max((r for _, p, r in curve(scores, y) if p >= precision), default=0.0)
+
+
 def choose_threshold(scores: np.ndarray, y: np.ndarray) -> float:
     """The lowest threshold whose precision reaches the target (inf: pass nothing, if none does)."""
     reached = [t for t, p, _ in curve(scores, y) if p >= TARGET_PRECISION]
@@ -302,7 +312,7 @@ def evaluate(train: Prepared, train_idx: np.ndarray, test: Prepared, test_idx: n
     """Per gate: (precision, recall at its threshold, precision at recall 0.90, AP, l2) on the test rows."""
     y_tr, y_te = train.y[train_idx], test.y[test_idx]
     labels_tr = [train.labels[i] for i in train_idx]
-    out: dict[str, tuple[float, float, float, float, float | None]] = {}
+    out: dict[str, tuple[list[float], float | None]] = {}
     for name, (kind, with_rules) in GATES.items():
         rules_tr = train.rules[train_idx] if with_rules else None
         rules_te = test.rules[test_idx] if with_rules else None
@@ -317,7 +327,8 @@ def evaluate(train: Prepared, train_idx: np.ndarray, test: Prepared, test_idx: n
             scorer, threshold, l2 = fit_tuned(design(train, kind)[train_idx], y_tr, labels_tr, rules_tr, seed)
             scores = gated_scores(scorer(design(test, kind)[test_idx]), rules_te)
         p, r = pr_at(scores, y_te, threshold)
-        out[name] = (p, r, precision_at_recall(scores, y_te), average_precision(scores, y_te), l2)
+        metrics = [p, r, precision_at_recall(scores, y_te), recall_at_precision(scores, y_te)]
+        out[name] = ([*metrics, average_precision(scores, y_te)], l2)
     return out
 
 
@@ -359,9 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     n = len(rows)
     counts = {lab: data.labels.count(lab) for lab in sorted(set(data.labels))}
     print(f"real-export labels: {n} notes {counts}; files: {[p.name for p in LABEL_FILES if p.exists()]}")
+    verdict = np.where(data.rules, data.shipped, -np.inf)
+    for name in sorted({str(r["_file"]) for r in rows}):
+        idx = np.array([i for i, r in enumerate(rows) if r["_file"] == name])
+        p, r = pr_at(verdict[idx], data.y[idx], GATE.threshold)
+        print(f"  shipped gate as is, all of {name} ({len(idx)} notes): precision {p:.3f}, recall {r:.3f}")
     print(f"hard rules refuse {int((~data.rules).sum())} notes, {int((~data.rules & (data.y > 0)).sum())} of them good")
 
-    results: dict[str, list[tuple[float, float, float, float, float | None]]] = {name: [] for name in GATES}
+    results: dict[str, list[tuple[list[float], float | None]]] = {name: [] for name in GATES}
     for repeat in range(args.repeats):
         for k, test_idx in enumerate(stratified_folds(data.labels, FOLDS, seed=repeat)):
             train_idx = np.setdiff1d(np.arange(n), test_idx)
@@ -370,14 +386,14 @@ def main(argv: list[str] | None = None) -> int:
 
     folds = FOLDS * args.repeats
     print(f"\nheld-out, stratified {FOLDS}-fold CV x {args.repeats} seeded repeats ({folds} folds), mean ± sd:")
-    header = f"{'gate':<52} {'precision @thr':<18} {'recall @thr':<18} {'precision @R0.90':<20} {'avg precision':<16}"
+    header = f"{'gate':<52}" + "".join(f" {m:<19}" for m in METRICS)
     print(header)
     print("-" * len(header))
     for name, res in results.items():
-        cols = [summary([r[i] for r in res]) for i in range(4)]
-        print(f"{name:<52} {cols[0]:<18} {cols[1]:<18} {cols[2]:<20} {cols[3]:<16}")
+        cols = [summary([r[0][i] for r in res]) for i in range(len(METRICS))]
+        print(f"{name:<52}" + "".join(f" {c:<19}" for c in cols))
     for name, res in results.items():
-        chosen = [r[4] for r in res if r[4] is not None]
+        chosen = [r[1] for r in res if r[1] is not None]
         if chosen:
             print(
                 f"  L2 chosen by inner CV for {name.split()[0]}: {dict(sorted({v: chosen.count(v) for v in chosen}.items()))}"
@@ -412,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for name, r in res.items():
-        cols = ["—" if math.isnan(v) else f"{v:.3f}" for v in r[:4]]
-        print(f"{name:<52} {cols[0]:<18} {cols[1]:<18} {cols[2]:<20} {cols[3]:<16}")
+        cols = ["—" if math.isnan(v) else f"{v:.3f}" for v in r[0]]
+        print(f"{name:<52}" + "".join(f" {c:<19}" for c in cols))
     return 0
 
 
