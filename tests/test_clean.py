@@ -30,6 +30,7 @@ from vault_pipeline.clean.undo import undo
 from vault_pipeline.errors import LockError, ModelError
 from vault_pipeline.index.search import Index
 from vault_pipeline.index.sync import sync
+from vault_pipeline.models.embed import Calibration
 from vault_pipeline.models.litellm_backend import LiteLLMBackend
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.judging import judge as offline_judge
@@ -552,7 +553,7 @@ def test_large_vaults_are_read_in_worker_processes_with_the_same_result(vault, m
 def test_a_related_pair_below_the_embedders_floor_is_not_linked(vault, monkeypatch):
     _note(vault, "inbox/deadline.md", "a-1", "The paper deadline is May 3.", "2024-03-01T10:00:00")
     _note(vault, "inbox/approval.md", "a-2", "The paper deadline needs approval from Alice.", "2024-03-02T10:00:00")
-    monkeypatch.setattr(clean, "DEFAULT_RELATED_FLOOR", 0.99)
+    monkeypatch.setattr(clean, "calibration_named", lambda name: Calibration(floor=0.2, related_floor=0.99))
     plan = _plan(vault)
     assert plan.actions == [] and any("below the related floor" in s for s in plan.skipped)
 

@@ -189,7 +189,7 @@ def test_build_embedder():
 
 
 def test_each_embedder_carries_its_calibration():
-    assert calibration_of(MiniLMEmbedder()) == MINILM_CALIBRATION == Calibration(floor=0.20)
+    assert calibration_of(MiniLMEmbedder()) == MINILM_CALIBRATION == Calibration(floor=0.20, related_floor=0.60)
     fn = _FakeEmbedFn()
     litellm = LiteLLMEmbedder("openai/text-embedding-3-small", fn)
     assert calibration_of(litellm) == DEFAULT_CALIBRATION and fn.calls == []  # reading it never probes dim

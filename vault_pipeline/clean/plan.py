@@ -25,10 +25,10 @@ changed after the run. Policy, in the order the plan applies it:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol, assert_never
+from typing import Any, Protocol, assert_never
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from vault_pipeline.clean.judge import (
 from vault_pipeline.clean.notes import SweepNote, load_notes
 from vault_pipeline.clean.pairs import Candidate, CandidateSettings, candidate_pairs
 from vault_pipeline.clean.types import Action, Collapse, NoteRef, Plan, Relate, Supersede
+from vault_pipeline.models.embed import calibration_named
 from vault_pipeline.models.offline.claims import parse_claim
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
@@ -57,12 +58,15 @@ Progress = Callable[[int, int], None]
 # and miss half the duplicates: the judge decides), and the band keeps only its lower edge: a
 # judged-related pair is linked when its cosine is >= 0.60 (~p3 of true relations); below that
 # the relation is too loose to be worth an edge. Unknown embedders get a permissive 0.30.
-RELATED_FLOOR = {"minilm-l6-v2-int8": 0.60}
-DEFAULT_RELATED_FLOOR = 0.30
 
 
 class VectorSource(Protocol):
-    """What the sweep needs of the index: one vector per active atomic note."""
+    """What the sweep needs of the index: one vector per active atomic note, and its metadata."""
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The index's identity: ``embedder`` names the model its vectors came from."""
+        ...
 
     def all_vectors(self) -> tuple[list[str], list[str], np.ndarray]:
         """(note ids, paths, unit float32 vectors)."""
@@ -101,7 +105,7 @@ def plan(
     clock.lap(result, "candidates")
     judged = _judge(llm, notes, cands, result, progress)
     clock.lap(result, "judge")
-    floor = RELATED_FLOOR.get(str(getattr(index, "meta", {}).get("embedder", "")), DEFAULT_RELATED_FLOOR)
+    floor = calibration_named(str(index.meta.get("embedder", ""))).related_floor
     result.actions = _actions(judged, floor, result.skipped)
     clock.lap(result, "actions")
     result.seconds = round(sum(result.timings.values()), 3)

@@ -55,15 +55,19 @@ class Calibration:
     """What an embedder's cosines mean to the funnel, measured with ``vault gate-calibrate``.
 
     ``floor`` is the similarity floor (funnel step 3): a noise backstop only; the fit-gate is
-    the real defence. ``vault.toml``'s ``[retrieval] floor`` overrides it.
+    the real defence. ``vault.toml``'s ``[retrieval] floor`` overrides it. ``related_floor`` is the
+    cosine below which the nightly clean does not link a pair the judge called related.
     """
 
     floor: float
+    related_floor: float = 0.30
 
 
 # Seed 004's 0.40 was measured on another embedder; with all-MiniLM-L6-v2, short atomic notes that
 # were relevant scored as low as 0.01-0.22 against an associative query, so its floor is 0.20.
-MINILM_CALIBRATION = Calibration(floor=0.20)
+# Its nearest neighbours sit high (unrelated notes at a median 0.84 cosine in an earlier measurement),
+# so a related link needs 0.60.
+MINILM_CALIBRATION = Calibration(floor=0.20, related_floor=0.60)
 # An embedder nobody has calibrated (any LiteLLM model) gets the same low backstop.
 DEFAULT_CALIBRATION = Calibration(floor=0.20)
 
@@ -78,6 +82,11 @@ class Calibrated(Protocol):
 def calibration_of(embedder: object) -> Calibration:
     """The embedder's own calibration, or ``DEFAULT_CALIBRATION`` when it carries none."""
     return embedder.calibration if isinstance(embedder, Calibrated) else DEFAULT_CALIBRATION
+
+
+def calibration_named(name: str) -> Calibration:
+    """The calibration of the embedder an index was built with, known by the name it stored."""
+    return MINILM_CALIBRATION if name == MiniLMEmbedder.name else DEFAULT_CALIBRATION
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
