@@ -461,6 +461,7 @@ def plan_phase(root: Path) -> dict:
     """clean.plan with the offline judge; wall time and peak RSS of this process."""
     started = time.perf_counter()
     from vault_pipeline.clean.plan import plan
+    from vault_pipeline.clean.types import action_json
     from vault_pipeline.index.search import Index
     from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.vault.files import Vault
@@ -481,7 +482,7 @@ def plan_phase(root: Path) -> dict:
         "notes": result.notes,
         "candidates": result.candidates,
         "judged": dict(result.judged),
-        "actions": [a.to_dict() for a in result.actions],
+        "actions": [action_json(a) for a in result.actions],
         "judgements": result.judgements,
         "skipped": result.skipped[:20],
     }

@@ -32,7 +32,7 @@ from vault_pipeline.ingest.parse import Conversation, Message, read_export
 from vault_pipeline.models.litellm_backend import LiteLLMBackend
 from vault_pipeline.models.offline import HANDLERS, OfflineBackend
 from vault_pipeline.models.offline.extraction import extract_units, summarize, thread_map, truncation_rate
-from vault_pipeline.models.offline.text import compress, finish, sentences
+from vault_pipeline.models.offline.text import compress, compress_units, finish, sentences
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.text import word_count as count_words
 
@@ -324,12 +324,81 @@ def test_compression_strips_fillers_and_splits_clauses_without_dropping_them():
     pieces, cuts = compress(text, limit=MAX_WORDS)
     assert len(pieces) >= 2 and cuts == 0 and all(count_words(p) <= 15 for p in pieces)
     assert "compaction" in " ".join(pieces) and "incrementally" in " ".join(pieces)
-    pieces, _ = compress(
+    units, _ = compress_units(
         "If the export is larger than two gigabytes on a laptop with little memory, "
         "the parser streams the JSON array element by element.",
         limit=MAX_WORDS,
+        context_limit=12,
     )
-    assert pieces[0].startswith("The parser streams") and pieces[1].startswith("This applies if the export")
+    assert units == [
+        (
+            "The parser streams the JSON array element by element.",
+            "if export is larger than two gigabytes on laptop with little memory",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "You can install the package with pip, which keeps every dependency pinned in one lock file for the team.",
+        "Docker Compose is the usual choice for local stacks because it defines and runs multi-container apps.",
+        "The worker retries the upload three times before giving up, if the storage bucket is unreachable.",
+        "Ask a user experience expert on the team for recommendations on what customers expect in tracking.",
+    ],
+)
+def test_split_off_clauses_are_never_invented_sentences(sentence):
+    units, _ = compress_units(sentence, limit=12, context_limit=12)
+    for text, context in units:
+        assert not text.startswith(("This is", "This applies", "This works", "This uses", "By contrast"))
+        assert context is None or context.split()[0].lower() in ("which", "because", "before", "if", "for")
+
+
+def test_a_dependent_clause_stays_as_context_or_goes_with_its_sentence():
+    # fits: the condition is the main clause's context, not a note of its own
+    units, skipped = compress_units(
+        "The worker retries the upload three times, if the storage bucket is unreachable.", limit=8, context_limit=8
+    )
+    assert units == [("The worker retries the upload three times.", "if the storage bucket is unreachable")]
+    assert skipped == 0
+    # a condition too long for the context: the claim would not hold without it, so the sentence is skipped
+    units, skipped = compress_units(
+        "The worker retries the upload three times, if the storage bucket in the other region is unreachable.",
+        limit=8,
+        context_limit=5,
+    )
+    assert (units, skipped) == ([], 1)
+    # a relative or 'because' clause that does not fit is dropped; its main clause still holds
+    units, skipped = compress_units(
+        "The worker retries the upload three times, which usually clears a short outage of the bucket.",
+        limit=8,
+        context_limit=5,
+    )
+    assert units == [("The worker retries the upload three times.", None)]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Explanation: Bartlett's test of sphericity is used to determine if sufficient correlations exist "
+        "among the variables to proceed with an exploratory factor analysis.",
+        "Het doel van unsupervised learning is om patronen, relaties of structuren in de gegevens te ontdekken "
+        "zonder voorafgaande kennis van de uitkomsten.",
+        "Voorbeelden van dergelijke bedrijven kunnen zijn: grote voedselproductie- of verwerkingsbedrijven, "
+        "voedseltechnologie bedrijven, of grote supermarktketens met hoofdkantoren in het gebied.",
+        "You should always check whether the migration has finished on every replica of the cluster before the switch.",
+    ],
+)
+def test_complements_are_never_split_off(sentence):
+    units, skipped = compress_units(sentence, limit=MAX_WORDS, context_limit=12)
+    assert (units, skipped) == ([], 1)  # too long with its complement: skipped and counted, never cut
+
+
+def test_a_complement_that_fits_stays_in_its_sentence():
+    units, _ = compress_units("Het doel is om patronen in de gegevens te ontdekken.", limit=MAX_WORDS)
+    assert units == [("Het doel is om patronen in de gegevens te ontdekken.", None)]
+    units, _ = compress_units("Examples are: pandas, numpy and scipy.", limit=MAX_WORDS)
+    assert units == [("Examples are: pandas, numpy and scipy.", None)]
 
 
 def test_long_sentences_split_into_units_without_dropping_clauses():

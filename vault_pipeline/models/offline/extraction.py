@@ -13,10 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vault_pipeline.models.offline.text import (
-    as_context,
     complete,
-    compress,
-    count_words,
+    compress_units,
     finish,
     segments,
     sentences,
@@ -168,17 +166,17 @@ def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int
             continue
         # A provisional piece keeps room for the "Possibly," a split may have to put back.
         limit = max_words - 2 if kind == "provisional" else max_words
-        pieces, n = compress(sentence, question=kind == "open-question", limit=limit)
+        pieces, n = compress_units(
+            sentence, question=kind == "open-question", limit=limit, context_limit=max_context_words
+        )
         skipped += n
-        hedged, first = False, len(units)  # a hedge covers its own clause and the ones after it, not before
-        for piece in pieces:
+        hedged = False  # a hedge covers its own clause and the ones after it, not before
+        for piece, context in pieces:
             if not _is_prose(piece) or not complete(piece):
                 continue  # log lines, numbers, stray symbols, labels of three words: no unit of meaning
-            if _qualifies(units, first, piece, kind, max_context_words):
-                continue
             hedged = hedged or (kind == "provisional" and _HEDGE.search(piece) is not None)
             text, category = piece, kind if piece.endswith("?") else classify(piece, role) or "fact"
-            if hedged and category != "provisional" and not piece.startswith("This "):
+            if hedged and category != "provisional":
                 text, category = _hedged(piece), "provisional"
             text = unmask(text)
             if word_count(text) > max_words or sentence_count(text) != 1 or _MARKDOWN_LEFT.search(text):
@@ -190,26 +188,12 @@ def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int
                     "category": category,
                     "source_ids": [str(message["id"])],
                     "speaker": role,
-                    "context": None,
+                    "context": context,
                 }
             )
     for u in units:  # a qualifier attached as context is read as written too
         u["context"] = unmask(u["context"]) if u["context"] else None
     return units, skipped
-
-
-def _qualifies(units: list[dict], first: int, piece: str, kind: str, max_words: int) -> bool:
-    """Attach a split-off condition ('This applies if X.') to the unit before it from the same sentence.
-
-    A question's purpose ('This is for X.') is attached too; a statement's stays a unit of its own.
-    """
-    qualifier = as_context(piece)
-    if qualifier is None or len(units) <= first or units[-1]["context"] or count_words(qualifier) > max_words:
-        return False
-    if kind != "open-question" and not piece.startswith("This applies "):
-        return False
-    units[-1]["context"] = qualifier
-    return True
 
 
 def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words: int) -> list[dict]:

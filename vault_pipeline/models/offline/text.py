@@ -61,9 +61,10 @@ _FILLERS = [
     (re.compile(r"\bdue to the fact that\b", re.I), "because"),
     (re.compile(r"\ba (?:large|great) number of\b", re.I), "many"),
 ]
-# Strong clause boundaries: ";", ":" before a clause, ", and/but/which/because ...".
+# Strong clause boundaries: ";", ", and/but/which/because ...".
+# A colon is no boundary: what follows it is the point of what precedes it (a complement, never dropped).
 _CLAUSE = re.compile(
-    r";\s+|:\s+(?=\S+\s+\S+\s+\S+)|,\s+(?=(?:and|but|so|which|because|while|whereas|although|or)\b)"
+    r";\s+|,\s+(?=(?:and|but|so|which|because|while|whereas|although|or)\b)"
     r"|\s+(?=(?:because|whereas|although)\b)",
     re.I,
 )
@@ -117,7 +118,21 @@ _INTERROGATIVE = re.compile(
     r"heb|hebben|heeft|wordt|zal|zou)\b",
     re.I,
 )
-_QUALIFIER = re.compile(r"^This (applies|is for|is to) (.+?)\.$")
+# A split-off dependent clause is never a note of its own (no invented "This applies if ..."): it stays with
+# its main clause as that unit's context. When it does not fit there, one of these may be dropped (the main
+# clause still holds without it); any other (a condition, a purpose, a means) takes the sentence with it.
+_DROPPABLE = frozenset(("which", "that", "because", "omdat", "whereas", "while", "although", "though", "even though"))
+# A main clause ending on one of these verbs before "if/whether/that ..." is cut before its point: the clause
+# is its complement ("is used to determine | if X", "check | whether Y").
+_TAKES_CLAUSE = re.compile(
+    r"^(?:check|determin|know|see|ask|test|verif|decid|wonder|tell|find|learn|understand|show|indicat|explain|"
+    r"evaluat|assess|confirm|ensur|sure|unsure|clear|unclear|out|bepal|controleer|weet|vraag|kijk)\w*$",
+    re.I,
+)
+_COMPLEMENTISER = frozenset(("if", "when", "where", "that", "whether", "dat", "of", "om", "to", "te"))
+# A piece that ends on one of these was cut before its point ("The Mahalanobis distance is.").
+_CUT_ENDS = frozenset("is are was were am be been has have had does do did om zijn whether that dat".split())
+_MARKER = "\x00"  # leads a split-off dependent clause inside ``_split``
 # Same meaning in fewer words, tried only on a sentence still over the limit.
 _TIGHTER = [
     (re.compile(pattern, re.I), short)
@@ -313,82 +328,134 @@ def finish(sentence: str, question: bool = False) -> str:
 
 
 def stand_alone(clause: str) -> str:
-    """Make a split-off clause read as a sentence: 'which X' -> 'This X', 'because X' -> 'This is because X'."""
+    """A split-off clause as it may stand: its joining word gone, a trailing main clause moved first.
+
+    'and X' -> 'X'; 'after X, I will ask' -> 'I will ask after X'. A dependent clause without a main
+    clause of its own ('if X', 'which Y', 'that is Z') comes back marked (``_MARKER``): it is never
+    reworded into a sentence ('This applies if X') but stays with the clause it qualifies.
+    """
     clause = _LEADING_JOIN.sub("", clause.strip())
-    relative = _RELATIVE_THAT.match(clause)
-    if relative:
-        return "This " + clause[relative.end() :]
+    if _RELATIVE_THAT.match(clause):
+        return _MARKER + clause
     match = _DEPENDENT.match(clause)
     if not match:
         return clause
     word, rest = match.group(1).lower(), clause[match.end() :]
     head, comma, main = rest.partition(", ")
-    if comma and word in _REORDER and count_words(main) >= 2:
+    if comma and word in _REORDER and count_words(main) >= 2 and not _DEPENDENT.match(main):
         return f"{main} {word} {head}"  # "after X, I will ask" -> "I will ask after X"
-    if word == "which":
-        return f"This {rest}"
-    if word in ("although", "though", "even though"):
-        return f"{rest}, though"
-    if word in ("whereas", "while"):
-        return f"By contrast, {rest}"
-    if word in ("because", "to", "so that", "for"):
-        return f"This is {word} {rest}"
-    if word == "by":
-        return f"This works by {rest}"
-    if word == "using":
-        return f"This uses {rest}"
-    return f"This applies {word} {rest}"
+    return _MARKER + clause
+
+
+def _dependent_word(clause: str) -> str:
+    relative = _RELATIVE_THAT.match(clause)
+    match = _DEPENDENT.match(clause)
+    return "that" if relative else match.group(1).lower() if match else ""
 
 
 def compress(sentence: str, *, limit: int, question: bool = False) -> tuple[list[str], int]:
-    """Split a sentence into sentences of <= ``limit`` words; returns (sentences, pieces skipped).
+    """The sentences of ``compress_units``, without their contexts."""
+    units, skipped = compress_units(sentence, limit=limit, question=question)
+    return [text for text, _ in units], skipped
 
-    Nothing is ever cut: a piece that cannot be said in ``limit`` words, even without its asides
-    (brackets, 'such as ...'), or that would end on a function word, is skipped and counted; when
-    that piece is the sentence's main clause, the pieces that qualify it go with it.
-    A split question stays a question only in its asking pieces ('How do I X?'); its split-off
-    clauses ('This applies if Y.') are statements the caller can attach as context.
+
+def compress_units(
+    sentence: str, *, limit: int, context_limit: int | None = None, question: bool = False
+) -> tuple[list[tuple[str, str | None]], int]:
+    """Split a sentence into (sentence, context) pairs of <= ``limit`` words; returns (pairs, pieces skipped).
+
+    Nothing is ever cut or invented: a main clause that cannot be said in ``limit`` words, even without
+    its asides (brackets, 'such as ...'), or that would end on a function word, is skipped and counted.
+    A split-off dependent clause ('if X', 'which Y', 'to Z') is the context of the clause before it, in at
+    most ``context_limit`` words (default ``limit``); when it does not fit there it is dropped only if the
+    main clause holds without it (a relative or 'because' clause), else the whole sentence is skipped.
+    A complement ('is used to determine | if X', what follows a colon) is never split off.
+    A split question stays a question only in its asking pieces ('How do I X?').
     """
+    context_limit = limit if context_limit is None else context_limit
     split = _split(strip_fillers(sentence), limit)
-    if not split or split[0] is None:
-        return [], len(split)  # the main clause cannot be said: its qualifiers mean nothing alone
-    pieces = [p for p in split if p is not None]
-    asking = [question and (len(pieces) == 1 or bool(_INTERROGATIVE.match(p))) for p in pieces]
+    mains = max(1, sum(1 for p in split if p is None or not p.startswith(_MARKER)))
+    if not split or split[0] is None or split[0].startswith(_MARKER):
+        return [], mains  # the main clause cannot be said: its qualifiers mean nothing alone
+    whole = len(split) == 1
+    mained = [p for p in split if p is None or not p.startswith(_MARKER)]
+    asking = [question and (whole or bool(p and _INTERROGATIVE.match(p))) for p in mained]
     if question and not any(asking):
         asking[0] = True
-    out = [finish(piece, ask) for piece, ask in zip(pieces, asking)]
-    said = [o if o and count_words(o) <= limit and not dangling(o) else None for o in out]
-    if said[0] is None:
-        return [], len(split)
-    return [o for o in said if o], len(split) - sum(1 for o in said if o)
+    out: list[list] = []  # [sentence or None, context]
+    for piece in split:
+        if piece is None or not piece.startswith(_MARKER):
+            said = finish(piece, asking[len(out)]) if piece else ""
+            fits = said and count_words(said) <= limit and not dangling(said) and (whole or not _cut(said))
+            out.append([said if fits else None, None])
+            continue
+        clause = piece[1:]
+        word = _dependent_word(clause)
+        main = out[-1]
+        if main[0] and _complement(main[0], word):
+            return [], mains  # "X is used to determine." without its "if Y": cut before its point
+        context = _as_context(clause, context_limit)
+        if main[0] is None:
+            continue  # its main clause is skipped already
+        if context and main[1] is None:
+            main[1] = context
+        elif word not in _DROPPABLE:
+            return [], mains  # a condition or purpose the claim needs: never dropped
+    if out[0][0] is None:
+        return [], mains
+    return [(text, context) for text, context in out if text], sum(1 for text, _ in out if not text)
 
 
-def as_context(piece: str) -> str | None:
-    """A split-off condition or purpose as a qualifier: 'This applies if X.' -> 'if X'; None for other pieces."""
-    match = _QUALIFIER.match(piece)
-    if not match:
-        return None
-    head, rest = match.group(1), match.group(2)
-    return f"{'' if head.startswith('applies') else head.split()[-1] + ' '}{rest}".strip()
+def _cut(said: str) -> bool:
+    """A piece of a split sentence that stops before its point: 'X is.', 'Het doel is om patronen.'."""
+    words = unmask(said).rstrip(".!?").split()
+    last = words[-1].lower().strip("\"'()") if words else ""
+    lowered = [w.lower() for w in words]
+    om = max((i for i, w in enumerate(lowered) if w == "om"), default=-1)
+    return last in _CUT_ENDS or (om >= 0 and "te" not in lowered[om:])
+
+
+def _complement(main: str, word: str) -> bool:
+    """Whether a clause opened by ``word`` completes ``main`` ('determine | if', 'om patronen | te ...')."""
+    last = unmask(main).rstrip(".!?").split()[-1:]
+    return word in _COMPLEMENTISER and bool(last) and _TAKES_CLAUSE.match(last[0].strip("\"'()")) is not None
+
+
+def _as_context(clause: str, limit: int) -> str | None:
+    """A dependent clause as a unit's context ('if X'), in at most ``limit`` words; None if it cannot be."""
+    clause = " ".join(_balance(clause).split()).rstrip(" .!?…,;:")
+    if _DEPENDENT.match(clause) or _RELATIVE_THAT.match(clause):
+        clause = clause[:1].lower() + clause[1:]  # "If X, Y" -> context "if X"
+    for text in (clause, _without_asides(clause)):
+        tight = _tightened(text, limit)
+        if tight and not dangling(tight) and _WORD.search(tight):
+            return tight.rstrip(" .!?…,;:")
+    return None
 
 
 def _split(text: str, limit: int, loose: bool = False) -> list[str | None]:
     """Clauses first, then the softer boundary nearest the middle, then the same words without their asides.
 
-    ``loose`` marks a split-off clause: it is made to stand alone, its prefix counted in the limit.
-    A piece that still does not fit is None: never cut, the caller skips and counts it.
+    ``loose`` marks a split-off clause: it loses its joining word, and a dependent one ('if X, Y' aside)
+    stays one piece, marked, for the caller to keep as context or not at all.
+    A main piece that still does not fit is None: never cut, the caller skips and counts it.
     """
-    prefix = 2 if loose and _DEPENDENT.match(_LEADING_JOIN.sub("", text.strip())) else 0
-    if count_words(text) + prefix <= limit:
+    dependent = False
+    if loose:
+        text = _LEADING_JOIN.sub("", text.strip())
+        dependent = bool(_DEPENDENT.match(text) or _RELATIVE_THAT.match(text))
+    if count_words(text) <= limit:
         return [stand_alone(text) if loose else text]
     parts = _clauses(text)
+    if dependent and not (len(parts) >= 2 and _DEPENDENT.match(parts[0]) and not _DEPENDENT.match(parts[1])):
+        return [_MARKER + text]  # a condition or purpose is said whole, as context, or not at all
     if len(parts) < 2:
-        tight = _tightened(text, limit - prefix)
+        tight = _tightened(text, limit)
         if tight is not None:
             return [stand_alone(tight) if loose else tight]
         parts = _halves(text) or []
     if len(parts) < 2:
-        tight = _tightened(_without_asides(text), limit - prefix)
+        tight = _tightened(_without_asides(text), limit)
         return [(stand_alone(tight) if loose else tight) if tight is not None else None]
     lead = _DEPENDENT.match(parts[0]) is not None and not _DEPENDENT.match(parts[1])
     if lead:
@@ -424,6 +491,8 @@ def _clauses(text: str) -> list[str]:
     """
     lead = _DEPENDENT.match(text)
     comma = text.find(", ", lead.end()) if lead else -1
+    while comma > 0 and _in_list(text, comma):  # "If you need X, Y, and Z, Unity ..." ends before "Unity"
+        comma = text.find(", ", comma + 1)
     if comma > 0 and count_words(text[:comma]) >= 3 and count_words(text[comma:]) >= 3:
         return [text[:comma], *_clauses(text[comma + 2 :])]
     parts, start = [], 0
@@ -432,6 +501,8 @@ def _clauses(text: str) -> list[str]:
             continue
         if match.group().startswith(",") and _in_list(text, match.start()):
             continue  # "store, search, and analyze" is one clause
+        if _after_intro(text, match.start()):
+            continue  # "Examples are: A; B" is one sentence: the list is the point
         parts.append(text[start : match.start()])
         start = match.end()
     parts.append(text[start:])
@@ -447,6 +518,8 @@ def _halves(text: str) -> list[str] | None:
     for start, end in sorted(bounds):
         if text[start] == "," and _in_list(text, start):
             continue  # "between one, two and four weeks" is one phrase
+        if _after_intro(text, start):
+            continue  # what follows a colon is the point of what precedes it
         left, right = text[:start].rstrip(), text[end:]
         balanced = count_words(left) >= 4 and count_words(right) >= 4
         if balanced and (best is None or abs(start - middle) < abs(best[0] - middle)):
@@ -454,8 +527,16 @@ def _halves(text: str) -> list[str] | None:
     return best[1] if best else None
 
 
+def _after_intro(text: str, at: int) -> bool:
+    """True for a boundary after a colon that ends a lead-in of 5+ words ('Examples are: A, B')."""
+    colon = text.find(": ")
+    return 0 <= colon < at and count_words(text[:colon]) >= 5
+
+
 def _in_list(text: str, at: int) -> bool:
     """True for a boundary at ``at`` between the short items of a list ('scalability, speed, and size')."""
+    if text[at] == "," and re.match(r",\s+(?:[^\s,]+\s+){1,3}(?:and|or|en|of)\s", text[at:], re.I):
+        return True  # "patronen, relaties of structuren": the next item is the list's last
     before = text.rfind(",", 0, at)
     short_before = before >= 0 and count_words(text[before + 1 : at]) <= 3
     if re.match(r",?\s*(?:and|or|en|of)\s", text[at:], re.I):
