@@ -1,29 +1,56 @@
-"""LoCoMo retrieval benchmark: is the gold evidence turn in the context package?
+r"""LoCoMo retrieval benchmark: is the gold evidence turn in the context package?
 
 Ingests ../shared/data/locomo/locomo-dev.json into a fresh vault (offline extraction), indexes
-it with the configured embedder, answers every question of categories 1-4 through
-`vault query --batch --json`, and prints:
-  - evidence recall: share of questions with at least one gold evidence turn in the package
-    (a block cites the turn as a source message, or a transcript block carries its ^m- id),
-    and the share of all gold turns found;
-  - package tokens (mean, p95);
-  - the same for plain top-k vector retrieval filled to the same token budget;
+it with the configured embedder, answers every question of categories 1-4 (1 multi-hop,
+2 temporal, 3 open-domain, 4 single-hop; 5 adversarial is left out) through
+`vault query --batch --json`, and compares the packages with baselines measured in the same run,
+all at the same token budget (`--budget`, default 1500, counted with `text.estimate_tokens`):
+  - plain top-k vector: vector search over the vault's index (whole vault), filled in
+    similarity order until the next chunk does not fit;
+  - raw turns, RRF: every LoCoMo turn is one chunk `[session date] Speaker: text`, read from the
+    JSON directly; a question searches only its own conversation; turns are ranked by
+    reciprocal-rank fusion (k=60) of MiniLM cosine (all turns embedded once per sample,
+    L2-normalised) and BM25 Okapi (k1=1.2, b=0.75, tokens: lowercase `\w+` split, no stopwords),
+    then filled greedily (a turn that does not fit is skipped, later ones may still fit);
+  - raw turns, MiniLM only and BM25 only: the same with one ranking.
+
+For every method and every part of the data it prints:
+  - evidence hit: share of questions with at least one gold evidence turn in the package, and
+    the share of all gold turns found. Counted strictly: a block must come from the question's
+    own conversation (LoCoMo dia_ids repeat across samples), and it counts for a turn only if it
+    carries that turn's words: an atomic note or a raw turn that cites the turn's message id,
+    or any other block (session summary, transcript chunk, ...) whose text holds the turn's
+    whole text (lowercase `\w+` token sequence); citing the session is not enough;
+  - answer words: share of questions where at least half of the gold answer's content words
+    (lowercase `\w+` tokens minus `text.STOPWORDS`) appear among the package's words;
+  - package tokens (mean, p95), and evidence hit / answer words per category;
   - funnel latency p50/p95 excluding model time (measured in-process, model calls timed apart).
 
-Usage: python benchmarks/bench_locomo.py [--data PATH] [--out DIR] [--budget 2000] [--limit N]
+`--dev-split` fixes a split of the five samples: conv-26 and conv-30 are for tuning, conv-41,
+conv-42 and conv-43 are reported; every row is then printed for the reported part and for all
+samples (each row names the samples it covers). The funnel and top-k still search the whole
+vault, the raw-turn baselines only the question's own conversation.
+
+Usage: python benchmarks/bench_locomo.py [--data PATH] [--out DIR] [--budget 1500] [--limit N]
+                                         [--dev-split]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -31,17 +58,30 @@ sys.path.insert(0, str(REPO))
 from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
 from vault_pipeline.index.search import Index  # noqa: E402
-from vault_pipeline.ingest.notes import block_id  # noqa: E402
 from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
 from vault_pipeline.retrieve.types import FunnelConfig  # noqa: E402
-from vault_pipeline.text import estimate_tokens  # noqa: E402
+from vault_pipeline.text import STOPWORDS, estimate_tokens  # noqa: E402
 from vault_pipeline.vault.files import Vault  # noqa: E402
+
+TUNE_SAMPLES = ("conv-26", "conv-30")
+REPORTED_SAMPLES = ("conv-41", "conv-42", "conv-43")
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+RRF_K = 60
+BM25_K1, BM25_B = 1.2, 0.75
+_WORD = re.compile(r"\w+")
+# Block types that stand for the turns they cite (their text is made from those turns' words).
+CITING_TYPES = frozenset({"atomic", "turn"})
+
+
+def words_of(text: str) -> list[str]:
+    """Lowercase \\w+ tokens: the one word rule of this benchmark (BM25, evidence text, answers)."""
+    return _WORD.findall(str(text).lower())
 
 
 def questions(data: Path, limit: int | None) -> list[dict]:
-    """Questions of categories 1-4 with their gold evidence ids (split on ';')."""
+    """Questions of categories 1-4 with their gold evidence ids (split on ';') and gold answer."""
     out = []
     for sample in json.loads(data.read_text(encoding="utf-8")):
         for qa in sample["qa"]:
@@ -53,6 +93,7 @@ def questions(data: Path, limit: int | None) -> list[dict]:
                     {
                         "query": qa["question"],
                         "gold": sorted(gold),
+                        "answer": str(qa.get("answer", "")),
                         "sample": sample["sample_id"],
                         "category": qa["category"],
                     }
@@ -60,15 +101,63 @@ def questions(data: Path, limit: int | None) -> list[dict]:
     return out[:limit] if limit else out
 
 
-def hits(blocks: list[dict], gold: list[str]) -> set[str]:
-    """Gold turns present in the blocks: cited as a source message, or their block id in the text."""
+def raw_turns(data: Path) -> dict[str, list[dict]]:
+    """sample id -> its turns as chunks `[session date] Speaker: text`, citing their dia_id."""
+    out: dict[str, list[dict]] = {}
+    for sample in json.loads(data.read_text(encoding="utf-8")):
+        conv = sample["conversation"]
+        numbers = sorted(int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)))
+        turns = []
+        for n in numbers:
+            date = conv.get(f"session_{n}_date_time", "")
+            for turn in conv[f"session_{n}"]:
+                if not isinstance(turn, dict) or not turn.get("dia_id") or not isinstance(turn.get("text"), str):
+                    continue
+                turns.append(
+                    {
+                        "id": turn["dia_id"],
+                        "text": f"[{date}] {turn.get('speaker', '')}: {turn['text']}",
+                        "words": " ".join(words_of(turn["text"])),
+                    }
+                )
+        out[sample["sample_id"]] = turns
+    return out
+
+
+def hits(blocks: list[dict], q: dict, turn_words: dict[tuple[str, str], str]) -> set[str]:
+    """Gold turns whose words the package carries (strict; see the module docstring).
+
+    A block from another conversation never counts. An atomic note or raw turn counts for the
+    turns it cites; any other block only for the gold turns whose whole text appears in it.
+    """
     found = set()
     for block in blocks:
+        conversation = str(block.get("source", {}).get("conversation") or "")
+        if conversation and conversation.split(":")[0] != q["sample"]:
+            continue
         cited = set(block.get("source", {}).get("messages", []))
-        for turn in gold:
-            if (turn in cited and block.get("type", "atomic") != "session") or f"^{block_id(turn)}" in block["text"]:
+        text = None
+        for turn in q["gold"]:
+            if turn in found:
+                continue
+            if block.get("type", "atomic") in CITING_TYPES and conversation and turn in cited:
                 found.add(turn)
+                continue
+            needle = turn_words.get((q["sample"], turn))
+            if needle:
+                text = f" {' '.join(words_of(block['text']))} " if text is None else text
+                if f" {needle} " in text:
+                    found.add(turn)
     return found
+
+
+def answer_hit(text: str, answer: str) -> bool:
+    """At least half of the gold answer's content words appear among the package's words."""
+    wanted = {w for w in words_of(answer) if w not in STOPWORDS} or set(words_of(answer))
+    if not wanted:
+        return False
+    have = set(words_of(text))
+    return 2 * len(wanted & have) >= len(wanted)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -142,7 +231,13 @@ def latency(vault: Vault, qs: list[dict], embed: str, budget: int) -> list[float
     return times
 
 
-def topk_baseline(vault: Vault, qs: list[dict], embed: str, budget: int) -> list[tuple[set[str], int]]:
+def score(blocks: list[dict], tokens: int, q: dict, turn_words: dict[tuple[str, str], str]) -> dict:
+    """One question's result: gold turns found, answer-words hit, package tokens."""
+    text = "\n".join(block["text"] for block in blocks)
+    return {"found": hits(blocks, q, turn_words), "answer": answer_hit(text, q["answer"]), "tokens": tokens}
+
+
+def topk_baseline(vault: Vault, qs: list[dict], embed: str, budget: int, turn_words: dict) -> list[dict]:
     """Plain top-k vector retrieval, filled in similarity order up to the same token budget."""
     embedder = build_embedder(embed)
     retriever = Index.open(vault, embedder)
@@ -156,23 +251,116 @@ def topk_baseline(vault: Vault, qs: list[dict], embed: str, budget: int) -> list
                 break
             used += cost
             blocks.append(
-                {"text": row.text, "type": row.type, "source": {"messages": json.loads(row.source_messages or "[]")}}
+                {
+                    "text": row.text,
+                    "type": row.type,
+                    "source": {
+                        "conversation": row.source_conversation,
+                        "messages": json.loads(row.source_messages or "[]"),
+                    },
+                }
             )
-        results.append((hits(blocks, q["gold"]), used))
+        results.append(score(blocks, used, q, turn_words))
     return results
 
 
-def summarise(name: str, found: list[set[str]], tokens: list[int], qs: list[dict]) -> None:
-    any_hit = sum(1 for f in found if f) / len(qs)
-    turns = sum(len(f) for f in found) / sum(len(q["gold"]) for q in qs)
+def bm25_scores(docs: list[list[str]], query: list[str]) -> np.ndarray:
+    """BM25 Okapi (k1=1.2, b=0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5))) of every doc for a query."""
+    n = len(docs)
+    lengths = np.array([len(d) for d in docs], dtype=float)
+    avg = lengths.mean() if n else 0.0
+    df = Counter(w for d in docs for w in set(d))
+    counts = [Counter(d) for d in docs]
+    out = np.zeros(n)
+    for term in set(query):
+        if term not in df:
+            continue
+        idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+        tf = np.array([c.get(term, 0) for c in counts], dtype=float)
+        out += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * lengths / max(avg, 1e-9)))
+    return out
+
+
+def rrf(*rankings: np.ndarray) -> np.ndarray:
+    """Indices ordered by reciprocal-rank fusion (k=60) of several rankings (each a list of indices)."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, i in enumerate(ranking, start=1):
+            fused[int(i)] = fused.get(int(i), 0.0) + 1.0 / (RRF_K + rank)
+    return np.array(sorted(fused, key=lambda i: (-fused[i], i)))
+
+
+def fill(turns: list[dict], order: np.ndarray, budget: int) -> tuple[list[dict], int]:
+    """Greedy fill in ranked order: a turn that does not fit is skipped, later ones may still fit."""
+    blocks, used = [], 0
+    for i in order:
+        turn = turns[int(i)]
+        cost = estimate_tokens(turn["text"])
+        if used + cost > budget:
+            continue
+        used += cost
+        blocks.append({"text": turn["text"], "type": "turn", "source": turn["source"]})
+    return blocks, used
+
+
+def raw_turn_baselines(
+    turns_by_sample: dict[str, list[dict]], qs: list[dict], embed: str, budget: int, turn_words: dict
+) -> dict[str, list[dict]]:
+    """RRF, MiniLM-only and BM25-only retrieval over one sample's raw turns, per question."""
+    embedder = build_embedder(embed)
+    names = ("raw turns RRF(MiniLM+BM25)", "raw turns MiniLM only", "raw turns BM25 only")
+    results: dict[str, list[dict | None]] = {name: [None] * len(qs) for name in names}
+    for sample, turns in turns_by_sample.items():
+        idx = [i for i, q in enumerate(qs) if q["sample"] == sample]
+        if not idx or not turns:
+            continue
+        for turn in turns:
+            turn["source"] = {"conversation": f"{sample}:raw", "messages": [turn["id"]]}
+        vectors = np.asarray(embedder.embed([t["text"] for t in turns]), dtype=np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        queries = np.asarray(embedder.embed([qs[i]["query"] for i in idx]), dtype=np.float32)
+        queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+        docs = [words_of(t["text"]) for t in turns]
+        for row, i in enumerate(idx):
+            q = qs[i]
+            cosine = vectors @ queries[row]
+            by_vector = np.argsort(-cosine, kind="stable")
+            bm25 = bm25_scores(docs, words_of(q["query"]))
+            by_bm25 = np.argsort(-bm25, kind="stable")
+            for name, order in zip(names, (rrf(by_vector, by_bm25), by_vector, by_bm25)):
+                blocks, used = fill(turns, order, budget)
+                results[name][i] = score(blocks, used, q, turn_words)
+    missing = {"found": set(), "answer": False, "tokens": 0}
+    return {name: [r if r is not None else missing for r in rows] for name, rows in results.items()}
+
+
+def summarise(name: str, results: list[dict], qs: list[dict], samples: tuple[str, ...] | None) -> None:
+    """One method's row over the questions of ``samples`` (all when None), with a per-category line."""
+    pairs = [(r, q) for r, q in zip(results, qs) if samples is None or q["sample"] in samples]
+    if not pairs:
+        return
+    covered = ",".join(sorted({q["sample"] for _, q in pairs}))
+    label = "all samples" if samples is None else "reported"
+    tokens = [r["tokens"] for r, _ in pairs]
+    evidence = sum(1 for r, _ in pairs if r["found"]) / len(pairs)
+    turns = sum(len(r["found"]) for r, _ in pairs) / sum(len(q["gold"]) for _, q in pairs)
+    answers = sum(1 for r, _ in pairs if r["answer"]) / len(pairs)
+    print(f"{name}  [{label}: {covered}; n={len(pairs)}]")
     print(
-        f"{name:<28} questions with evidence {any_hit:6.1%}   gold turns found {turns:6.1%}   "
+        f"    evidence hit {evidence:6.1%}   gold turns found {turns:6.1%}   answer words {answers:6.1%}   "
         f"tokens mean {statistics.mean(tokens):7.1f}   p95 {percentile(tokens, 0.95):7.1f}"
     )
-    by_cat = {}
-    for f, q in zip(found, qs):
-        by_cat.setdefault(q["category"], []).append(bool(f))
-    print(" " * 28 + "   ".join(f"cat {c}: {sum(v) / len(v):.1%} (n={len(v)})" for c, v in sorted(by_cat.items())))
+    by_cat: dict[int, list[dict]] = {}
+    for r, q in pairs:
+        by_cat.setdefault(q["category"], []).append(r)
+    print(
+        "    "
+        + "   ".join(
+            f"{c} {CATEGORIES[c]} (n={len(v)}): ev {sum(1 for r in v if r['found']) / len(v):.1%}"
+            f" ans {sum(1 for r in v if r['answer']) / len(v):.1%}"
+            for c, v in sorted(by_cat.items())
+        )
+    )
 
 
 def main() -> None:
@@ -180,23 +368,41 @@ def main() -> None:
     default = Path(os.environ.get("VAULT_SHARED_DATA", REPO.parent / "shared" / "data")) / "locomo" / "locomo-dev.json"
     parser.add_argument("--data", type=Path, default=default)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--budget", type=int, default=2000)
+    parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--embedder", default="minilm")
+    parser.add_argument(
+        "--dev-split",
+        action="store_true",
+        help=f"also report on {', '.join(REPORTED_SAMPLES)} only ({', '.join(TUNE_SAMPLES)} are for tuning)",
+    )
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (set VAULT_SHARED_DATA or pass --data)")
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-locomo-")) / "vault"
     qs = questions(args.data, args.limit)
-    print(f"LoCoMo: {len(qs)} questions (categories 1-4) from {args.data}; vault {out}")
+    turns_by_sample = raw_turns(args.data)
+    turn_words = {(sample, t["id"]): t["words"] for sample, turns in turns_by_sample.items() for t in turns}
+    print(f"LoCoMo: {len(qs)} questions (categories 1-4) from {args.data}; vault {out}; budget {args.budget}")
     vault, _, _ = build(args.data, out, args.embedder)
     started = time.perf_counter()
     packages = run_cli_batch(vault, qs, args.budget)
     print(f"vault query --batch --json: {len(packages)} packages in {time.perf_counter() - started:.1f}s")
-    funnel = [hits(p["blocks"], q["gold"]) for p, q in zip(packages, qs)]
-    summarise("funnel (offline gate)", funnel, [p["tokens"] for p in packages], qs)
-    base = topk_baseline(vault, qs, args.embedder, args.budget)
-    summarise("plain top-k vector", [f for f, _ in base], [t for _, t in base], qs)
+    methods = {
+        "funnel (offline gate)": [score(p["blocks"], p["tokens"], q, turn_words) for p, q in zip(packages, qs)],
+        "plain top-k vector (notes)": topk_baseline(vault, qs, args.embedder, args.budget, turn_words),
+    }
+    started = time.perf_counter()
+    methods.update(raw_turn_baselines(turns_by_sample, qs, args.embedder, args.budget, turn_words))
+    print(f"raw-turn baselines: {time.perf_counter() - started:.1f}s")
+    parts = [REPORTED_SAMPLES, None] if args.dev_split else [None]
+    if args.dev_split:
+        print(f"dev split: tuning {', '.join(TUNE_SAMPLES)}; reported {', '.join(REPORTED_SAMPLES)}")
+    for samples in parts:
+        print()
+        for name, results in methods.items():
+            summarise(name, results, qs, samples)
+    print()
     times = latency(vault, qs, args.embedder, args.budget)
     print(
         f"funnel latency excluding model time: p50 {percentile(times, 0.5):.1f} ms, "
