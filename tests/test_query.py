@@ -692,3 +692,29 @@ def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(make_vault,
         toml.read_text(encoding="utf-8").replace("[retrieval]\n", "[retrieval]\nfloor = 0.3\n"), encoding="utf-8"
     )
     assert floor() == 0.3
+
+
+def test_cli_explain_shows_every_candidate_from_both_lanes(make_vault, monkeypatch):
+    """`--explain` and `--json --explain` run through the CLI; a full-text-only candidate is shown too."""
+    from typer.testing import CliRunner
+
+    import vault_pipeline.models.embed as embed
+    from vault_pipeline.cli import app
+
+    monkeypatch.setattr(embed, "build_embedder", lambda *args, **kwargs: HashEmbedder(dim=64))
+    vault = make_vault("v", notes=INTEGRATION_NOTES)
+    runner = CliRunner()
+    assert runner.invoke(app, ["index", "--vault", str(vault.root)]).exit_code == 0
+    # A narrow vector lane leaves some candidates to the full-text lane alone.
+    args = ["query", QUERY, "--vault", str(vault.root), "--wide", "1", "--explain"]
+    shown = runner.invoke(app, args)
+    assert shown.exit_code == 0, shown.output
+    assert "funnel trace" in shown.output
+    as_json = runner.invoke(app, [*args, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    trace = json.loads(as_json.stdout)["trace"]
+    lanes = [tuple(t["lanes"]) for t in trace]
+    assert ("text",) in lanes and any("vector" in lane for lane in lanes), lanes
+    text_only = next(t for t in trace if tuple(t["lanes"]) == ("text",))
+    # Its cosine comes from the stored vectors (or the table prints "-"), never a crash.
+    assert text_only["similarity"] is None or 0.0 <= abs(text_only["similarity"]) <= 1.0
