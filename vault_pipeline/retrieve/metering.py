@@ -7,25 +7,9 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from vault_pipeline.models.protocol import StructuredLLM
-
-
-@runtime_checkable
-class CallRecorder(Protocol):
-    """A call log: takes one entry per model call (``llm.CallLog`` is one)."""
-
-    def record(self, entry: dict[str, Any]) -> None:
-        """Record one call's entry."""
-        ...
-
-
-@runtime_checkable
-class LoggingLLM(Protocol):
-    """A backend that writes every call to a replaceable ``log`` (both of ours do)."""
-
-    log: Any
+from vault_pipeline.models.protocol import CallRecorder, LoggedLLM, StructuredLLM
 
 
 class MeteredLLM:
@@ -49,7 +33,7 @@ class TokenTap:
     """While active, sees every entry the backend logs (and still forwards it to the real log)."""
 
     def __init__(self, llm: StructuredLLM):
-        self.llm = llm if isinstance(llm, LoggingLLM) else None
+        self.llm = llm if isinstance(llm, LoggedLLM) else None
         log = self.llm.log if self.llm is not None else None
         self.real: CallRecorder | None = log if isinstance(log, CallRecorder) else None
         self.tokens = 0
