@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
+from vault_pipeline.ingest.extract import AtomicUnit
+from vault_pipeline.ingest.parse import Conversation
+
 Grain = Literal["day", "week", "weekend", "month", "season", "year", "span"]
 
 MONTHS = "January February March April May June July August September October November December".split()
@@ -288,18 +291,18 @@ def speaker_name(message: Any) -> str | None:
     return name
 
 
-def unit_context(unit: Any, conv: Any) -> tuple[dict[str, str], str | None]:
+def unit_context(unit: AtomicUnit, conv: Conversation) -> tuple[dict[str, str], str | None]:
     """(properties, Context text) that make an atomic note self-contained: who said it, and when.
 
     Properties: ``speaker_name`` when the source messages name people; ``when``/``when_text``
     (and ``when_end`` for a week, weekend, month or year) for the first relative time expression
     in the note, resolved against the first source message's date (else the conversation's).
     """
-    ids = [str(i) for i in getattr(unit, "source_ids", ())]
-    by_id = {str(m.id): m for m in getattr(conv, "messages", ())}
+    ids = [str(i) for i in unit.source_ids]
+    by_id = {str(m.id): m for m in conv.messages}
     sources = [by_id[i] for i in ids if i in by_id]
     names = list(dict.fromkeys(n for n in map(speaker_name, sources) if n))
-    base = next((m.created for m in sources if m.created is not None), None) or getattr(conv, "created", None)
+    base = next((m.created for m in sources if m.created is not None), None) or conv.created
     properties: dict[str, str] = {}
     parts: list[str] = []
     if names:
