@@ -241,13 +241,13 @@ LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
 @pytest.mark.skipif(not LABELS.exists(), reason="no labels")
 def test_gate_on_held_out_labels_stays_above_its_measured_floor():
     sys.path.insert(0, str(REPO))
-    from benchmarks.bench_quality import held_out, load, scores
+    from benchmarks.bench_quality import CURRENT_LABELS, held_out, load, scores
 
-    test = [r for r in load(LABELS) if held_out(r)]
+    test = [r for path in (LABELS, CURRENT_LABELS) for r in load(path) if held_out(r)]
     figures = scores(test)
-    # The targets are precision 0.95 / recall 0.90; the offline features reach 0.63 / 0.53
-    # on the held-out split (see benchmarks/bench_quality.py). This guards against regressions.
-    assert figures["precision"] >= 0.6 and figures["recall"] >= 0.5, figures
+    # The targets are precision 0.95 / recall 0.90; the offline features reach 0.605 / 0.565
+    # on the held-out split of both label files (benchmarks/bench_quality.py). A regression guard.
+    assert figures["precision"] >= 0.58 and figures["recall"] >= 0.53, figures
 
 
 @pytest.mark.parametrize(
@@ -257,10 +257,36 @@ def test_gate_on_held_out_labels_stays_above_its_measured_floor():
         ("This is a simplified example.", "unresolved reference"),
         ("C. To find the number of clusters.", "quiz option"),
         ("Recurring terms here are django, docker and postgres.", "template filler"),
+        ("The Mahalanobis distance is.", "ends mid-phrase"),
+        ("Het doel van unsupervised learning is om patronen.", "ends mid-phrase"),
+        ("Certainly! nnUNet is a framework for medical image segmentation.", "more than one sentence"),
     ],
 )
 def test_gate_names_the_fragment(sentence, reason):
     assert reason in quality_problems(GOOD, sentence + "\n", set())
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Share your expertise in Python by creating an online course.",  # imperative the lexicon tags a noun
+        "Cloud Run: Deploy your Django application as a container using Docker.",  # field label tolerated
+        "Volg de instructies van de installatie op de website.",  # Dutch imperative
+        "The pool keeps at most twenty connections open.",
+    ],
+)
+def test_gate_finds_the_verb_of_imperatives_and_labelled_lines(sentence):
+    assert "fragment, no verb" not in quality_problems(GOOD, sentence + "\n", set())
+
+
+def test_gate_features_for_clauses_without_a_main_clause_and_talk_about_the_chat():
+    from vault_pipeline.ingest.quality import features
+
+    assert features("Expected problems that may need to be addressed.")["relative_only"]
+    assert not features("The problems that we expected were addressed in May.")["relative_only"]
+    assert features("I will create a set of five questions.")["about_the_chat"]
+    assert features("The PHP function you provided defines the routes.")["about_the_chat"]
+    assert not features("Postgres stores the notes of the vault.")["about_the_chat"]
 
 
 def test_gate_checks_literal_tokens_against_the_source():
