@@ -70,4 +70,46 @@ def test_cli_check_exit_code(tmp_path):
     assert subprocess.run(cli, capture_output=True, text=True).returncode == 0
     (vault.root / "links.md").write_text("[[missing-note]]\n", encoding="utf-8")
     result = subprocess.run(cli, capture_output=True, text=True)
-    assert result.returncode == 2 and "dangling link: links.md -> [[missing-note]]" in result.stdout
+    assert (
+        result.returncode == 1 and "dangling link: links.md -> [[missing-note]]" in result.stdout
+    )  # 1: problems found
+
+
+def test_links_resolve_without_regard_to_case_as_in_obsidian(tmp_path):
+    vault = built(tmp_path)
+    (vault.root / "links.md").write_text(
+        "[[MOSS-GARDEN-SAIHOJI]], [[Moss-Garden-Saihoji.md]] and [[no-SUCH-note]]\n", encoding="utf-8"
+    )
+    assert check(vault).dangling_links == [("links.md", "no-SUCH-note")]
+
+
+def test_a_copy_with_the_same_id_is_reported_once_and_fix_gives_it_its_own_id(tmp_path):
+    vault = built(tmp_path)
+    original = vault.root / "engrams" / "moss-garden-saihoji.md"
+    copy = vault.root / "engrams" / "moss-garden-saihoji 1.md"  # Obsidian's "Make a copy"
+    text = original.read_text(encoding="utf-8") + "\nMy variation on it.\n"
+    copy.write_text(text, encoding="utf-8")
+    report = check(vault)
+    assert report.duplicate_ids == {
+        "e-6f0b3e8a2c4d": ["engrams/moss-garden-saihoji 1.md", "engrams/moss-garden-saihoji.md"]
+    }
+    assert report.copies == {"e-6f0b3e8a2c4d": ["engrams/moss-garden-saihoji 1.md"]}
+    assert report.problems == 1  # the copy is not reported a second time as "not indexed yet"
+    fixed = check(vault, embedder=HashEmbedder(), fix=True)
+    new_text = copy.read_text(encoding="utf-8")
+    (new_id,) = [line[4:] for line in new_text.splitlines() if line.startswith("id: ")]
+    assert new_id != "e-6f0b3e8a2c4d" and new_text == text.replace("id: e-6f0b3e8a2c4d", f"id: {new_id}")
+    assert "e-6f0b3e8a2c4d" in original.read_text(encoding="utf-8")
+    assert any("gave the copy engrams/moss-garden-saihoji 1.md a new id" in line for line in fixed.fixed)
+    assert check(vault).problems == 0  # the copy is indexed now: no mismatch, no duplicate
+
+
+def test_cli_check_names_the_fix_for_a_duplicate_id(tmp_path):
+    vault = built(tmp_path)
+    original = vault.root / "engrams" / "moss-garden-saihoji.md"
+    (vault.root / "engrams" / "copy.md").write_text(original.read_text(encoding="utf-8"), encoding="utf-8")
+    cli = [sys.executable, "-m", "vault_pipeline.cli", "check", "--vault", str(vault.root)]
+    result = subprocess.run(cli, capture_output=True, text=True)
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("duplicate id")]
+    assert "`vault check --fix` gives engrams/copy.md an id of its own" in line
+    assert "problem(s)" in result.stdout.splitlines()[-1] and " 1 problem" in result.stdout.splitlines()[-1]

@@ -524,7 +524,22 @@ def test_claude_reads_text_blocks_and_the_main_branch(tmp_path):
     assert convs[1].thread == "proj-1" and convs[1].alternates == 0
     assert [(i.record, i.reason) for i in issues] == [
         ("2 (id k3)", "'chat_messages' is a string, expected a list"),
-        ("3 (id k4)", "no user or assistant messages"),
+        ("3 (id k4)", "no messages in 'chat_messages'"),
+    ]
+
+
+def test_claude_messages_without_uuid_get_the_true_reason(tmp_path):
+    """Messages lacking ``uuid`` are skipped for that reason, never as "no user or assistant messages"."""
+    none = claude_conv("k5", False)
+    for message in none["chat_messages"]:
+        del message["uuid"]
+    some = claude_conv("k6", False)
+    del some["chat_messages"][1]["uuid"]
+    convs, issues = split(read_export(write(tmp_path / "conversations.json", [none, some])))
+    assert [c.id for c in convs] == ["k6"] and len(convs[0].messages) == 1
+    assert [(i.record, i.reason) for i in issues] == [
+        ("0 (id k5)", "no usable message: 2 message(s) lack a 'uuid' (needed to link notes to them)"),
+        ("1 (id k6)", "1 message(s) without a 'uuid' (needed to link notes to them); skipped"),
     ]
 
 

@@ -1,9 +1,12 @@
 """`vault check`: find what is broken in a vault without touching a user's note.
 
 Reports notes whose frontmatter does not parse, wikilinks, block links (``[[note#^id]]``) and
-heading links (``[[note#Heading]]``) that resolve to nothing, ids used by more than one file, index rows whose file changed or vanished, and temp
-files left by an interrupted write. ``fix=True`` repairs only what is ours to repair: it
-removes stale temp files and re-syncs the index with every file re-hashed.
+heading links (``[[note#Heading]]``) that resolve to nothing (names match without regard to
+case, as in Obsidian), ids used by more than one file (reported once, as one problem), index
+rows whose file changed or vanished, and temp files left by an interrupted write.
+``fix=True`` repairs only what is ours to repair: it removes stale temp files, gives each copy
+of a note (an Obsidian "Make a copy" keeps the ``id``) an id of its own so it can be indexed,
+and re-syncs the index with every file re-hashed.
 """
 
 from __future__ import annotations
@@ -13,18 +16,19 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-from vault_pipeline.errors import FrontmatterError
+from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.index.manifest import MANIFEST_FILE, opened_manifest
 from vault_pipeline.index.sync import sync
 from vault_pipeline.ingest.notes import literal_lines, markdown_blocks
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.note import note_id
+from vault_pipeline.vault.state import sha256_bytes, stale_temp_files
 
 _BLOCK = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
-_TEMP = re.compile(r"^\..+\.vp-tmp-(\d+)$")
 # A note with none of these has no code block or raw HTML and needs no Markdown parser.
 _CODE_OR_HTML = re.compile(r"```|~~~|^[ \t>*+\-\d.)]*<|^(?: {4}|\t)", re.M)
 # Characters Obsidian leaves out of a heading link; headings match without them and case.
@@ -41,6 +45,7 @@ class CheckReport:
     dangling_blocks: list[tuple[str, str]] = field(default_factory=list)
     dangling_headings: list[tuple[str, str]] = field(default_factory=list)
     duplicate_ids: dict[str, list[str]] = field(default_factory=dict)
+    copies: dict[str, list[str]] = field(default_factory=dict)  # per duplicate id: the files --fix re-ids
     index_mismatches: list[tuple[str, str]] = field(default_factory=list)
     temp_files: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
@@ -76,18 +81,22 @@ def check(vault: Vault, *, embedder=None, fix: bool = False) -> CheckReport:
     report.notes = len(paths)
     for relpath in paths:
         _scan_note(vault, relpath, scan, report)
-    scan.files = {name for _, _, names in os.walk(vault.root) for name in names}
+    scan.files = {name.casefold() for _, _, names in os.walk(vault.root) for name in names}
     _resolve_links(vault, scan, report)
     report.duplicate_ids = {i: sorted(p) for i, p in sorted(scan.ids.items()) if len(p) > 1}
-    report.temp_files = _temp_files(vault)
-    report.index_mismatches = _index_mismatches(vault, paths)
+    report.temp_files = stale_temp_files(vault.root)
+    entries = _manifest_entries(vault)
+    report.copies = {i: _copies(vault, i, ps, entries) for i, ps in report.duplicate_ids.items()}
+    copies = {p for ps in report.copies.values() for p in ps}
+    # A copy is one problem, its duplicate id; "not indexed yet" would report it twice.
+    report.index_mismatches = [m for m in _index_mismatches(vault, paths, entries) if m[0] not in copies]
     if fix:
         _fix(vault, report, embedder)
     return report
 
 
 def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> None:
-    stem = PurePosixPath(relpath).stem
+    stem = PurePosixPath(relpath).stem.casefold()  # Obsidian resolves [[Note]] and [[note]] alike
     scan.stems.setdefault(stem, relpath)
     try:
         text = (vault.root / relpath).read_text(encoding="utf-8")
@@ -117,7 +126,7 @@ def _resolve_links(vault: Vault, scan: _Scan, report: CheckReport) -> None:
     for source, target, anchor in scan.links:
         if not target:
             continue  # [[#^block]] or [[#Heading]] points into the same note; Obsidian resolves it there
-        name = PurePosixPath(target).name
+        name = PurePosixPath(target).name.casefold()
         stem = name[:-3] if name.endswith(".md") else name
         if stem not in scan.stems:
             if "." in name and not name.endswith(".md") and name in scan.files:
@@ -152,35 +161,35 @@ def _heading_key(text: str) -> str:
     return " ".join(_NOT_IN_LINK.sub(" ", text).split()).casefold()
 
 
-def _temp_files(vault: Vault) -> list[str]:
-    """Temp files of our atomic writes whose writing process is gone."""
-    found = []
-    for folder, dirs, names in os.walk(vault.root):
-        dirs[:] = [d for d in dirs if d not in (".git", ".trash")]
-        for name in names:
-            match = _TEMP.match(name)
-            if match and not _alive(int(match.group(1))):
-                found.append(str((Path(folder) / name).relative_to(vault.root)))
-    return sorted(found)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _index_mismatches(vault: Vault, paths: list[str]) -> list[tuple[str, str]]:
-    """Index manifest entries whose file is gone or whose content hash no longer matches."""
+def _manifest_entries(vault: Vault) -> dict | None:
+    """The index manifest's entries by path, or None when nothing was indexed yet."""
     manifest_path = vault.root / STATE_DIR / MANIFEST_FILE
     if not manifest_path.exists():
-        return []
+        return None
     with opened_manifest(manifest_path) as manifest:
-        entries = manifest.entries()
+        return manifest.entries()
+
+
+def _copies(vault: Vault, nid: str, paths: list[str], entries: dict | None) -> list[str]:
+    """The files holding ``nid`` that are copies: all but the one vault_pipeline wrote or indexed (else the oldest)."""
+    recorded = set(vault.state.paths_for(nid))
+    indexed = {p for p in paths if entries and p in entries and entries[p].note_id == nid}
+
+    def rank(relpath: str) -> tuple[bool, bool, int, str]:
+        try:
+            mtime = (vault.root / relpath).stat().st_mtime_ns
+        except OSError:
+            mtime = 0
+        return (relpath not in recorded, relpath not in indexed, mtime, relpath)
+
+    original = min(paths, key=rank)
+    return [p for p in paths if p != original]
+
+
+def _index_mismatches(vault: Vault, paths: list[str], entries: dict | None) -> list[tuple[str, str]]:
+    """Index manifest entries whose file is gone or whose content hash no longer matches."""
+    if entries is None:
+        return []
     present, out = set(paths), []
     for relpath, entry in sorted(entries.items()):
         if relpath not in present:
@@ -194,13 +203,31 @@ def _index_mismatches(vault: Vault, paths: list[str]) -> list[tuple[str, str]]:
 
 
 def _fix(vault: Vault, report: CheckReport, embedder) -> None:
-    for relpath in report.temp_files:
-        (vault.root / relpath).unlink(missing_ok=True)  # our own leftover, never a user's note
-        report.fixed.append(f"removed stale temp file {relpath}")
-    if embedder is not None and report.index_mismatches:
-        with vault.lock("check --fix"):
+    """Under the vault lock (taking it removes stale temp files): re-id copies, re-sync the index."""
+    with vault.lock("check --fix"):
+        report.fixed += [f"removed stale temp file {relpath}" for relpath in vault.swept]
+        renamed = _new_ids(vault, report.copies)
+        report.fixed += renamed
+        if embedder is not None and (report.index_mismatches or renamed):
             result = sync(vault, embedder, verify=True)
-        report.fixed.append(
-            f"re-synced the index: {result.embedded_notes} note(s) re-embedded, "
-            f"{result.removed} removed, {result.repaired} repaired"
-        )
+            report.fixed.append(
+                f"re-synced the index: {result.embedded_notes} note(s) re-embedded, "
+                f"{result.removed} removed, {result.repaired} repaired"
+            )
+
+
+def _new_ids(vault: Vault, copies: dict[str, list[str]]) -> list[str]:
+    """Give each copy an id of its own (only its ``id`` line changes); the lines to report."""
+    done = []
+    for old, paths in copies.items():
+        for relpath in paths:
+            prefix = old.rsplit("-", 1)[0] if "-" in old else "note"
+            new = note_id(prefix, old, relpath)
+            try:
+                data = (vault.root / relpath).read_bytes()
+                vault.update_frontmatter(relpath, {"id": new}, expected_sha256=sha256_bytes(data))
+            except (OSError, VaultError) as exc:
+                done.append(f"could not give {relpath} a new id: {getattr(exc, 'reason', exc)}")
+                continue
+            done.append(f"gave the copy {relpath} a new id {new} (was {old})")
+    return done

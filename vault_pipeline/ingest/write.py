@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 
 from vault_pipeline.errors import ModelError, VaultError
 from vault_pipeline.ingest.extract import Extraction, group_threads, map_thread
@@ -32,8 +33,19 @@ _TOPIC_PREFIXES = (
     "topic: ",
 )
 
-# Keys that keep and clean own: re-ingesting an export must not undo what they decided.
-LIFECYCLE_KEYS = ("status", "tier", "kept", "quality", "related", "supersedes", "superseded_by", "duplicate_of")
+# Keys that keep and clean own: re-ingesting an export must not undo what they decided (nor drop
+# the "why and how to undo" line clean leaves on a note it archived, which ingest now follows).
+LIFECYCLE_KEYS = (
+    "status",
+    "tier",
+    "kept",
+    "quality",
+    "related",
+    "supersedes",
+    "superseded_by",
+    "duplicate_of",
+    "archived_by",
+)
 
 
 @dataclass
@@ -48,6 +60,7 @@ class IngestReport:
     units_skipped: int = 0  # pieces not sayable in the word limit: left out, never cut
     writes: Counter = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # read all the same (e.g. bytes not UTF-8)
     refused: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     threads: int = 0
@@ -69,19 +82,24 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
 
     Returns the session note's stem (thread maps link to it)."""
     conv = extraction.conversation
-    session = session_note(conv, extraction.summary)
-    write_note(vault, session, report)
+    # Links use the session note's current name: the user may have renamed it (found by its id).
+    session_stem = _stem(write_note(vault, session_note(conv, extraction.summary), report))
     created = conversation_created(conv)
     # A topic unit anchors a hub note that loads its conversation's cluster of notes (and tags them).
     topics = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if u.category == "topic"))
-    notes = [(unit, atomic_note(unit, conv, session.stem, created, topics)) for unit in extraction.units]
+    notes = [(unit, atomic_note(unit, conv, session_stem, created, topics)) for unit in extraction.units]
     report.units_skipped += extraction.skipped
+    stems = []
     for unit, note in notes:
         report.notes_by_category[unit.category] += 1
-        write_note(vault, note, report)
+        stems.append(_stem(write_note(vault, note, report)))
     for topic in topics:
-        hubs[topic].update(note.stem for _, note in notes)
-    return session.stem
+        hubs[topic].update(stems)
+    return session_stem
+
+
+def _stem(relpath: str) -> str:
+    return PurePosixPath(relpath).stem
 
 
 def _topic_name(sentence: str) -> str:
@@ -127,16 +145,19 @@ def write_threads(
         report.threads += 1
 
 
-def write_note(vault: Vault, note: Note, report: IngestReport) -> None:
-    """Write one note (lifecycle keys kept) and count the outcome."""
+def write_note(vault: Vault, note: Note, report: IngestReport) -> str:
+    """Write one note where it lives now (lifecycle keys kept), count the outcome; return its vault path.
+
+    A note is found by its frontmatter ``id``: renamed or moved by the user, it keeps receiving updates."""
     note, same = with_lifecycle(vault, note)
     if same:
         report.writes["unchanged"] += 1
-        return
-    outcome = vault.write(note)
+        return vault.locate(note.id) or note.relpath
+    outcome = vault.write(note, follow=True)
     report.writes[outcome.outcome] += 1
     if outcome.outcome == "refused":
         report.refused.append(f"{outcome.relpath}: {outcome.reason}")
+    return outcome.relpath
 
 
 def with_lifecycle(vault: Vault, note: Note) -> tuple[Note, bool]:

@@ -49,21 +49,48 @@ def redact_library_logs() -> None:
             logger.addFilter(_REDACT_LOGS)
 
 
-class CallLog:
-    """Append-only JSONL log of model calls; ``path=None`` turns logging off."""
+MAX_LOGGED_CHARS = 4000  # characters of one string in a logged payload; the rest is cut with a marker
+MAX_LOGGED_ITEMS = 200  # items of one list or mapping in a logged payload
+_CUT = "... [{} more characters not logged]"
 
-    def __init__(self, path: Path | None, *, payloads: bool = True):
+
+def excerpt(value: Any, max_chars: int = MAX_LOGGED_CHARS, max_items: int = MAX_LOGGED_ITEMS) -> Any:
+    """A JSON-able copy of ``value`` with long strings and long lists cut, so one log line stays bounded."""
+    if isinstance(value, str):
+        return value if len(value) <= max_chars else value[:max_chars] + _CUT.format(len(value) - max_chars)
+    if isinstance(value, Mapping):
+        items = list(value.items())
+        out = {str(k): excerpt(v, max_chars, max_items) for k, v in items[:max_items]}
+        if len(items) > max_items:
+            out["..."] = f"{len(items) - max_items} more keys not logged"
+        return out
+    if isinstance(value, (list, tuple)):
+        kept = [excerpt(v, max_chars, max_items) for v in value[:max_items]]
+        return [*kept, f"... [{len(value) - max_items} more items not logged]"] if len(value) > max_items else kept
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return excerpt(str(value), max_chars, max_items)  # pydantic models, dates, ...: their text, cut
+
+
+class CallLog:
+    """Append-only JSONL log of model calls; ``path=None`` turns logging off.
+
+    Payloads are logged as bounded excerpts (``max_chars`` per string), never whole: a 1 GB
+    message must not become a 1 GB log line."""
+
+    def __init__(self, path: Path | None, *, payloads: bool = True, max_chars: int = MAX_LOGGED_CHARS):
         self.path = path
         self.payloads = payloads
+        self.max_chars = max_chars
         self._lock = threading.Lock()
 
     def record(self, entry: dict[str, Any]) -> None:
-        """Append one call record (keys scrubbed of secrets) as a JSON line."""
+        """Append one call record (keys scrubbed of secrets, payloads cut to excerpts) as a JSON line."""
         if self.path is None:
             return
         if not self.payloads:
             entry = {k: v for k, v in entry.items() if k not in ("variables", "output")}
-        line = redact(json.dumps(entry, ensure_ascii=False, default=str, sort_keys=True))
+        line = redact(json.dumps(excerpt(entry, self.max_chars), ensure_ascii=False, sort_keys=True))
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:

@@ -8,8 +8,8 @@ Nothing is ever deleted.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -24,6 +24,7 @@ from vault_pipeline.vault.state import (
     atomic_write,
     edit_frontmatter_text,
     read_note_id,
+    remove_stale_temp_files,
     rename_no_clobber,
     sha256_bytes,
 )
@@ -51,6 +52,7 @@ class Vault:
         self.root = Path(root).resolve()
         self.state = StateStore(self.root / STATE_DIR / STATE_DB)
         self._ids: dict[str, str] | None = None  # note id -> relpath, from a frontmatter scan
+        self.swept: list[str] = []  # stale temp files removed when the lock was last taken
 
     def __repr__(self) -> str:
         return f"Vault({str(self.root)!r})"
@@ -113,7 +115,10 @@ class Vault:
 
     def iter_note_paths(self) -> list[str]:
         """Sorted vault-relative paths of every .md note (hidden files and folders skipped)."""
-        found: list[str] = []
+        return sorted(relpath for relpath, _ in self._note_entries())
+
+    def _note_entries(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """(relpath, directory entry) of every .md note, hidden files and folders skipped, in no order."""
         stack = [("", str(self.root))]
         while stack:
             prefix, folder = stack.pop()
@@ -129,9 +134,7 @@ class Vault:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append((f"{prefix}{entry.name}/", entry.path))
                     elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                        found.append(prefix + entry.name)
-        found.sort()
-        return found
+                        yield prefix + entry.name, entry
 
     # ----------------------------------------------------------------------- reading and finding
 
@@ -174,10 +177,29 @@ class Vault:
             return False
 
     def _id_index(self) -> dict[str, str]:
+        """Note id -> relpath of every note (the first path in sorted order when an id repeats).
+
+        Built once per Vault from a scan; ids read before are reused from the state while a
+        file's size and mtime are unchanged, so a large vault costs a ``stat`` per note, not a read."""
         if self._ids is None:
+            cached = self.state.cached_ids()
+            found: dict[str, str | None] = {}
+            changed: list[tuple[str, str | None, int, int]] = []
+            for relpath, entry in self._note_entries():
+                try:
+                    stat = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                hit = cached.pop(relpath, None)
+                if hit is not None and hit[1:] == (stat.st_size, stat.st_mtime_ns):
+                    found[relpath] = hit[0]
+                else:
+                    found[relpath] = read_note_id(self.root / relpath)
+                    changed.append((relpath, found[relpath], stat.st_size, stat.st_mtime_ns))
+            self.state.cache_ids(changed, gone=list(cached))
             ids: dict[str, str] = {}
-            for relpath in self.iter_note_paths():
-                nid = read_note_id(self.root / relpath)
+            for relpath in sorted(found):
+                nid = found[relpath]
                 if nid is not None:
                     ids.setdefault(nid, relpath)
             self._ids = ids
@@ -193,14 +215,19 @@ class Vault:
 
     # ----------------------------------------------------------------------- writing
 
-    def write(self, note: Note) -> WriteOutcome:
-        """Write a note atomically unless someone else changed the file or moved the note."""
-        target = note.relpath
+    def write(self, note: Note, *, follow: bool = False) -> WriteOutcome:
+        """Write a note atomically unless someone else changed the file or moved the note.
+
+        With ``follow``, a note found (by its frontmatter ``id``) under another name or folder is
+        written where it is now, so a note the user renamed keeps receiving updates; the caller
+        must have merged the keys the file owns (``ingest.write.with_lifecycle``). Without it
+        such a note is left alone ("moved-elsewhere")."""
+        where = self.locate(note.id)
+        target = where if follow and where is not None else note.relpath
         try:
             path = self.path(target)
         except VaultError as exc:
             return WriteOutcome("refused", target, str(exc))
-        where = self.locate(note.id)
         if where is not None and where != target:
             return WriteOutcome("moved-elsewhere", where, f"note {note.id} lives at {where}; not rewritten")
         data = note.text().encode("utf-8")
@@ -300,6 +327,12 @@ class Vault:
 
     # ----------------------------------------------------------------------- the lock
 
-    def lock(self, command: str, *, wait: float = 0) -> AbstractContextManager[None]:
-        """Hold the vault's exclusive lock; LockError naming the holder if it stays busy for ``wait`` s."""
-        return hold(self.root / STATE_DIR / LOCK_FILE, command, wait=wait)
+    @contextmanager
+    def lock(self, command: str, *, wait: float = 0) -> Iterator[None]:
+        """Hold the vault's exclusive lock; LockError naming the holder if it stays busy for ``wait`` s.
+
+        Every writing command holds it, so this is where the temp files of writers killed
+        mid-write are removed (``swept`` lists them): no live writer can own one now."""
+        with hold(self.root / STATE_DIR / LOCK_FILE, command, wait=wait):
+            self.swept = remove_stale_temp_files(self.root)
+            yield

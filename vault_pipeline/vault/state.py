@@ -29,6 +29,12 @@ CREATE TABLE IF NOT EXISTS files(
     mtime_ns INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS files_note_id ON files(note_id);
+CREATE TABLE IF NOT EXISTS ids(
+    relpath TEXT PRIMARY KEY,
+    note_id TEXT,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL
+);
 """
 _ID_LINE = re.compile(r"""^id:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#]+))""", re.M)
 _KEY_LINE = re.compile(
@@ -101,6 +107,21 @@ class StateStore:
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", (relpath, note_id, sha256, size, mtime_ns)
         )
 
+    def cached_ids(self) -> dict[str, tuple[str | None, int, int]]:
+        """The frontmatter ids last read from each note: relpath -> (id, size, mtime_ns when read)."""
+        rows = self._db().execute("SELECT relpath, note_id, size, mtime_ns FROM ids").fetchall()
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def cache_ids(self, rows: list[tuple[str, str | None, int, int]], gone: list[str]) -> None:
+        """Remember ids read from changed notes ((relpath, id, size, mtime_ns)) and forget notes gone."""
+        if not rows and not gone:
+            return
+        db = self._db()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("DELETE FROM ids WHERE relpath = ?", [(g,) for g in gone])
+            db.executemany("INSERT OR REPLACE INTO ids VALUES (?, ?, ?, ?)", rows)
+
     def rename(self, old: str, new: str) -> None:
         """Carry a record to the path its file moved to."""
         db = self._db()
@@ -122,6 +143,49 @@ class StateStore:
 def temp_name(path: Path) -> Path:
     """The temp file an atomic write of ``path`` uses (``vault check`` looks for leftovers)."""
     return path.with_name(f".{path.name}.vp-tmp-{os.getpid()}")
+
+
+_TEMP = re.compile(r"^\..+\.vp-tmp-(\d+)$")
+_NOT_OURS = frozenset({".git", ".trash", ".obsidian"})  # folders no atomic write of ours goes into
+
+
+def stale_temp_files(root: Path) -> list[str]:
+    """Vault-relative paths of our atomic writes' temp files whose writing process is gone, sorted."""
+    found = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _NOT_OURS]
+        for name in names:
+            match = _TEMP.match(name) if ".vp-tmp-" in name else None
+            if match and not pid_alive(int(match.group(1))):
+                found.append(Path(folder, name).relative_to(root).as_posix())
+    return sorted(found)
+
+
+def remove_stale_temp_files(root: Path) -> list[str]:
+    """Remove the temp files of dead writers (ours by name, never a note); return what was removed."""
+    removed = []
+    for relpath in stale_temp_files(root):
+        try:
+            (root / relpath).unlink()
+        except OSError:
+            continue  # gone already, or not ours to remove (a read-only folder): `vault check` shows it
+        removed.append(relpath)
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one we may not signal counts as alive)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except OverflowError:
+        return False  # no system hands out such a pid
+    return True
 
 
 def atomic_write(path: Path, data: bytes, *, expect_sha256: str | None = None) -> os.stat_result:

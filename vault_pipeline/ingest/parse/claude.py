@@ -27,8 +27,11 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
             notes.append(f"chat_messages[{i}] is {type_name(item)}, not an object; skipped")
     branch = _main_branch(items)
     messages = tuple(m for m in (_message(item) for item in branch) if m is not None)
+    unnamed = sum(1 for item in branch if _role(item) and clean_id(item.get("uuid")) is None and _text(item))
     if not messages:
-        raise RecordError("no user or assistant messages")
+        raise RecordError(_why_empty(branch, unnamed))
+    if unnamed:
+        notes.append(f"{unnamed} message(s) without a 'uuid' (needed to link notes to them); skipped")
     on_branch = {id(item) for item in branch}
     alternates = sum(1 for item in items if id(item) not in on_branch and _message(item) is not None)
     return [
@@ -74,10 +77,25 @@ def _main_branch(items: list[dict]) -> list[dict]:
     return path[::-1]
 
 
+def _why_empty(branch: list[dict], unnamed: int) -> str:
+    """Why no message of the main branch is usable, as precisely as the record shows."""
+    if not branch:
+        return "no messages in 'chat_messages'"
+    if unnamed:
+        return f"no usable message: {unnamed} message(s) lack a 'uuid' (needed to link notes to them)"
+    if not any(_role(item) for item in branch):
+        return "no user or assistant messages"
+    return "no user or assistant message has text"
+
+
+def _role(item: dict) -> Role | None:
+    sender = item.get("sender")
+    return _ROLES.get(sender) if isinstance(sender, str) else None
+
+
 def _message(item: dict) -> Message | None:
     """A user/assistant turn with visible text; None otherwise."""
-    sender = item.get("sender")
-    role = _ROLES.get(sender) if isinstance(sender, str) else None
+    role = _role(item)
     msg_id = clean_id(item.get("uuid"))
     if role is None or msg_id is None:
         return None

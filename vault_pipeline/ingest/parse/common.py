@@ -96,10 +96,10 @@ def label(index: int, record: Any, *keys: str) -> str:
         for key in keys:
             value = record.get(key)
             if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
-                return f"{index} (id {_printable(str(value)[:SHOWN])})"
+                return f"{index} (id {printable(str(value)[:SHOWN])})"
     return str(index)
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """Control and other unprintable characters escaped, so a label stays on one line."""
     return writable("".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text))

@@ -36,6 +36,10 @@ IGNORED_NAMES = frozenset(
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 
 
+class HeadTooLarge(ParseError):
+    """The head ran to ``MAX_PEEK`` inside its first records (a huge value hides their keys)."""
+
+
 def detect_kind(path: str | Path) -> Kind:
     """A file's format from its suffix (transcripts) or its first records' keys; a folder or zip: its first export's."""
     path = Path(path)
@@ -103,7 +107,9 @@ def detect_stream(read: Callable[[int], bytes], source: str) -> str:
         kind, final = kind_from_head(text)
         if kind is not None:
             return kind
-        if final or not more or len(head) >= MAX_PEEK:
+        if not final and more and len(head) >= MAX_PEEK:
+            raise HeadTooLarge(source, "JSON whose first records are too large to show their shape")
+        if final or not more:
             raise ParseError(source, "JSON of an unknown shape (expected a ChatGPT, Claude or LoCoMo export)")
 
 

@@ -1,8 +1,14 @@
-"""``read_export``: a file, folder or export zip -> Conversations and ParseIssues, streamed, in a fixed order."""
+"""``read_export``: a file, folder or export zip -> Conversations and ParseIssues, streamed, in a fixed order.
+
+Memory is bounded by ``max_record``, never by the input: a transcript is read up to the limit
+and skipped above it, and a JSON record above it is scanned past without being decoded. Bytes
+that are not UTF-8 are shown as U+FFFD and reported in a warning naming the file.
+"""
 
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,8 +17,22 @@ from typing import IO, Any
 from vault_pipeline.errors import ParseError
 from vault_pipeline.ingest.parse import chatgpt, claude, locomo
 from vault_pipeline.ingest.parse.common import label, writable
-from vault_pipeline.ingest.parse.detect import EMPTY, IGNORED_NAMES, TEXT_SUFFIXES, detect_stream
-from vault_pipeline.ingest.parse.jsonstream import NotAnArray, TruncatedJSON, Unreadable, iter_json_array
+from vault_pipeline.ingest.parse.detect import (
+    EMPTY,
+    IGNORED_NAMES,
+    MAX_UNDECIDED,
+    TEXT_SUFFIXES,
+    HeadTooLarge,
+    detect_stream,
+    kind_from_keys,
+)
+from vault_pipeline.ingest.parse.jsonstream import (
+    MAX_RECORD_CHARS,
+    NotAnArray,
+    TruncatedJSON,
+    Unreadable,
+    iter_json_array,
+)
 from vault_pipeline.ingest.parse.transcript import parse_transcript
 from vault_pipeline.ingest.parse.types import Conversation, Kind, ParseIssue, RecordError
 
@@ -28,53 +48,112 @@ _HANDLERS: dict[str, Handler] = {
 _MEDIA = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".wav", ".mp3", ".m4a", ".mp4", ".webm", ".ogg"})
 _ATTACHMENT_DIRS = frozenset({"dalle-generations", "audio"})
 _ID_KEYS = ("id", "conversation_id", "uuid", "sample_id")
+_ESCAPED = re.compile("[\udc80-\udcff]")  # undecodable bytes, as the "surrogateescape" handler keeps them
 
 
-def read_export(path: str | Path, *, kind: Kind | None = None) -> Iterator[Item]:
-    """Yield conversations (and issues for bad records) from a file, folder or export zip."""
+def read_export(path: str | Path, *, kind: Kind | None = None, max_record: int = MAX_RECORD_CHARS) -> Iterator[Item]:
+    """Yield conversations (and issues for bad records) from a file, folder or export zip.
+
+    ``max_record`` caps one record: characters of a JSON record, bytes of a transcript file."""
     path = Path(path)
     if not path.exists():
         raise ParseError(path, "no such file or folder")
     if path.is_dir():
-        yield from _read_folder(path, kind)
+        yield from _read_folder(path, kind, max_record)
     elif path.suffix.lower() == ".zip" or (
         path.suffix.lower() not in TEXT_SUFFIXES | {".json"} and zipfile.is_zipfile(path)
     ):
-        yield from _read_zip(path, kind)
+        yield from _read_zip(path, kind, max_record)
     else:
-        yield from _read_file(path, kind)
+        yield from _read_file(path, kind, max_record)
 
 
-def _read_file(path: Path, kind: Kind | None) -> Iterator[Item]:
+def _read_file(path: Path, kind: Kind | None, limit: int) -> Iterator[Item]:
     """One file; ParseError when it cannot be read at all."""
     source = writable(str(path))
     try:
         if kind == "transcript" or (kind is None and path.suffix.lower() in TEXT_SUFFIXES):
-            yield _transcript(path.read_bytes(), path.stem, source)
+            with path.open("rb") as raw:
+                yield from _transcript(raw, path.stem, source, limit)
             return
-        with path.open("rb") as raw:
-            found = kind or detect_stream(raw.read, source)
+        found = kind or _detect(lambda: path.open("rb"), source, limit)
         if found == EMPTY:
             return
-        with path.open("r", encoding="utf-8-sig", errors="replace") as fh:
-            yield from _records(fh, found, source)
+        with path.open("rb") as raw:
+            yield from _records(_Decoded(raw), found, source, limit)
     except OSError as exc:
         raise ParseError(source, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _transcript(data: bytes, stem: str, source: str) -> Conversation:
+def _detect(open_raw: Callable[[], IO[bytes]], source: str, limit: int) -> str:
+    """The export's kind from its head; when huge first records hide it, from the first records that fit."""
+    with open_raw() as raw:
+        try:
+            return detect_stream(raw.read, source)
+        except HeadTooLarge:
+            pass
+    with open_raw() as raw:
+        # Bounded like the parse itself: records above the limit are scanned past, never decoded.
+        records = iter_json_array(_Decoded(raw), max_chars=limit)  # type: ignore[arg-type]
+        try:
+            for _, record in zip(range(MAX_UNDECIDED), records, strict=False):
+                found = kind_from_keys(set(record)) if isinstance(record, dict) else None
+                if found is not None:
+                    return found
+        except (TruncatedJSON, NotAnArray):
+            pass
+    raise ParseError(source, "JSON of an unknown shape (expected a ChatGPT, Claude or LoCoMo export)")
+
+
+def _transcript(raw: IO[bytes], stem: str, source: str, limit: int) -> Iterator[Item]:
+    """One transcript read up to ``limit`` bytes: its conversation and a warning for undecodable bytes."""
+    data = raw.read(limit + 1)
+    if len(data) > limit:
+        yield ParseIssue(source, WHOLE_FILE, f"larger than the {limit:,}-byte limit for one transcript; skipped")
+        return
+    text, bad = _decode(data)
     try:
-        return parse_transcript(data.decode("utf-8-sig", errors="replace"), stem, source)
+        yield parse_transcript(text, stem, source)
     except RecordError as exc:
         raise ParseError(source, str(exc)) from None
+    if bad:
+        yield _undecodable(source, bad)
 
 
-def _records(fh: IO[str], kind: str, source: str) -> Iterator[Item]:
-    """Stream the records of one JSON export, one issue per bad record."""
+def _decode(data: bytes) -> tuple[str, int]:
+    """UTF-8 text, undecodable bytes as U+FFFD, and how many bytes that was."""
+    try:
+        return data.decode("utf-8-sig"), 0
+    except UnicodeDecodeError:
+        return _ESCAPED.subn("\ufffd", data.decode("utf-8-sig", errors="surrogateescape"))
+
+
+def _undecodable(source: str, count: int) -> ParseIssue:
+    return ParseIssue(source, WHOLE_FILE, f"{count:,} byte(s) not valid UTF-8, shown as U+FFFD", warning=True)
+
+
+class _Decoded:
+    """A UTF-8 text view of a byte stream that shows undecodable bytes as U+FFFD and counts them."""
+
+    def __init__(self, raw: IO[bytes]):
+        self._text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape")
+        self.bad = 0
+
+    def read(self, size: int = -1) -> str:
+        """Up to ``size`` characters, like ``TextIOBase.read``."""
+        data = self._text.read(size)
+        if not data.isascii():
+            data, count = _ESCAPED.subn("\ufffd", data)
+            self.bad += count
+        return data
+
+
+def _records(fh: _Decoded, kind: str, source: str, limit: int) -> Iterator[Item]:
+    """Stream the records of one JSON export, one issue per bad record, a warning for undecodable bytes."""
     handler = _HANDLERS[kind]
     index = -1
     try:
-        for index, record in enumerate(iter_json_array(fh)):
+        for index, record in enumerate(iter_json_array(fh, max_chars=limit)):  # type: ignore[arg-type]
             yield from _one(handler, record, index, source)
     except TruncatedJSON as exc:
         yield ParseIssue(source, str(index + 1), f"{exc}; the {index + 1} record(s) before it were read")
@@ -82,12 +161,14 @@ def _records(fh: IO[str], kind: str, source: str) -> Iterator[Item]:
         raise ParseError(source, str(exc)) from None
     except UnicodeError as exc:
         raise ParseError(source, f"not UTF-8 text: {exc}") from None
+    if fh.bad:
+        yield _undecodable(source, fh.bad)
 
 
 def _one(handler: Handler, record: Any, index: int, source: str) -> Iterator[Item]:
     """The conversations of one record, then its notes; a ParseIssue instead when the record is unusable."""
     if isinstance(record, Unreadable):
-        yield ParseIssue(source, str(index), record.reason)
+        yield ParseIssue(source, f"{index} ({record.label})" if record.label else str(index), record.reason)
         return
     where = label(index, record, *_ID_KEYS)
     notes: list[str] = []
@@ -122,7 +203,7 @@ def _json_kind(name: str, kind: Kind | None) -> Kind | None:
     return kind if name.lower().endswith(".json") and kind != "transcript" else None
 
 
-def _read_folder(folder: Path, kind: Kind | None) -> Iterator[Item]:
+def _read_folder(folder: Path, kind: Kind | None, limit: int) -> Iterator[Item]:
     """Every export file under ``folder``, in sorted order; a bad file is an issue, not the end."""
     files = sorted(
         p
@@ -135,12 +216,12 @@ def _read_folder(folder: Path, kind: Kind | None) -> Iterator[Item]:
             yield ParseIssue(writable(str(path)), WHOLE_FILE, "not a recognised export file; skipped")
         elif verdict == "read":
             try:
-                yield from read_export(path, kind=_json_kind(path.name, kind))
+                yield from read_export(path, kind=_json_kind(path.name, kind), max_record=limit)
             except ParseError as exc:
                 yield ParseIssue(exc.source, WHOLE_FILE, exc.reason)
 
 
-def _read_zip(path: Path, kind: Kind | None) -> Iterator[Item]:
+def _read_zip(path: Path, kind: Kind | None, limit: int) -> Iterator[Item]:
     """The members of an export zip, in sorted order; a bad member is an issue, a bad zip a ParseError."""
     try:
         archive = zipfile.ZipFile(path)
@@ -155,21 +236,21 @@ def _read_zip(path: Path, kind: Kind | None) -> Iterator[Item]:
             if verdict == "unknown" or info.filename.lower().endswith(".zip"):
                 yield ParseIssue(source, WHOLE_FILE, "not a recognised export file; skipped")
             elif verdict == "read":
-                yield from _zip_member(archive, info.filename, source, kind)
+                yield from _zip_member(archive, info.filename, source, kind, limit)
 
 
-def _zip_member(archive: zipfile.ZipFile, name: str, source: str, kind: Kind | None) -> Iterator[Item]:
+def _zip_member(archive: zipfile.ZipFile, name: str, source: str, kind: Kind | None, limit: int) -> Iterator[Item]:
     """One member, streamed from the archive; every failure is an issue for this member only."""
     try:
         if Path(name).suffix.lower() in TEXT_SUFFIXES:
-            yield _transcript(archive.read(name), Path(name).stem, source)
+            with archive.open(name) as raw:
+                yield from _transcript(raw, Path(name).stem, source, limit)
             return
-        with archive.open(name) as raw:
-            found = _json_kind(name, kind) or detect_stream(raw.read, source)
+        found = _json_kind(name, kind) or _detect(lambda: archive.open(name), source, limit)
         if found == EMPTY:
             return
         with archive.open(name) as raw:
-            yield from _records(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace"), found, source)
+            yield from _records(_Decoded(raw), found, source, limit)
     except ParseError as exc:
         yield ParseIssue(source, WHOLE_FILE, exc.reason)
     except (zipfile.BadZipFile, OSError, EOFError, RuntimeError) as exc:  # corrupt member, encrypted, ...

@@ -38,11 +38,14 @@ class Conversation:
 
 @dataclass(frozen=True, slots=True)
 class ParseIssue:
-    """A record (or a file inside a folder/zip) that could not be read: reported in one line and skipped."""
+    """A record (or a file inside a folder/zip) that could not be read: reported in one line and skipped.
+
+    A ``warning`` was read all the same (undecodable bytes shown as U+FFFD): reported, not skipped."""
 
     source: str
     record: str
     reason: str
+    warning: bool = False
 
     def __str__(self) -> str:
         """One line: ``source [record R]: reason``."""
