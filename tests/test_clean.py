@@ -227,7 +227,10 @@ def test_a_model_contradiction_across_subjects_is_downgraded_to_related():
     assert isinstance(judged, Related) and "subjects differ" in judged.downgraded
     same = PairText("p1", "The deadline is May 3.", "The deadline moved to May 10.", "", "")
     assert isinstance(
-        to_relation(PairJudgement(key="p1", reasoning="r", subject="deadline", relation="contradiction"), same),
+        to_relation(
+            PairJudgement(key="p1", reasoning="r", subject="deadline", attribute="deadline", relation="contradiction"),
+            same,
+        ),
         Contradiction,
     )
 
@@ -266,7 +269,13 @@ def test_the_real_instructor_path_reasks_a_bad_relation_value():
     }
     good = {
         "judgements": [
-            {"key": "p0", "reasoning": "same slot, new value", "subject": "deadline", "relation": "contradiction"}
+            {
+                "key": "p0",
+                "reasoning": "same slot, new value",
+                "subject": "deadline",
+                "attribute": "deadline",
+                "relation": "contradiction",
+            }
         ]
     }
     completion, calls = queued_completion([json.dumps(bad), json.dumps(good)])
@@ -306,7 +315,7 @@ def test_duplicates_collapse_into_the_kept_engram_with_sources_merged(vault):
         vault,
         "inbox/port-b.md",
         "a-2",
-        "The staging server listens on port 8080.",
+        "Port 8080 is where the staging server runs.",
         "2024-03-05T10:00:00",
         messages=("m-9",),
         tags=("ops",),
@@ -454,7 +463,7 @@ def test_undo_restores_every_file_byte_for_byte(vault):
     report = apply(vault, _plan(vault))
     assert _snapshot(vault) != before
     journal = json.loads(Path(report.journal).read_text())
-    assert journal["run_id"] == report.run_id and len(journal["files"]) == report.files
+    assert journal["run_id"] == report.run_id and len({f["note_id"] for f in journal["files"]}) == report.files
     assert {"path_before", "path_after", "sha256_before", "sha256_after", "copy"} <= set(journal["files"][0])
     undone = undo(vault, report.run_id)
     assert undone.restored == report.files and not undone.skipped

@@ -1,8 +1,10 @@
 """The write side of the cleaning sweep: perform a plan's actions, journaling every file.
 
 Every change goes through the vault (named frontmatter keys only, the rest of the file's bytes
-kept; moves never overwrite) under the vault lock, and every touched file is journaled first
-(``journal.py``), so a run, even a crashed one, can be undone (``undo.py``). A note edited since
+kept; moves never overwrite) under the vault lock, and every touched file is journaled first,
+per action (``journal.py``), so a run, even a crashed one, or one action of it can be undone
+(``undo.py``). An archived note says why in its own frontmatter: ``archived_by: clean
+<run time> — duplicate of [[...]]`` (or ``superseded by``), with the undo command for it. A note edited since
 the plan was made is skipped, never overwritten.
 """
 
@@ -50,18 +52,18 @@ def apply_held(vault: Vault, plan: Plan) -> CleanReport:
     report = CleanReport()
     journal = Journal(vault, "clean", json.dumps(plan.to_json(), sort_keys=True))
     done = []
-    for action in plan.actions:
-        why = _apply_action(vault, journal, action)
+    for n, action in enumerate(plan.actions, 1):
+        why = _apply_action(vault, journal, action, n)
         kind = action_kind(action)
         if why:
             report.skipped.append(f"{kind} {' / '.join(ref.id for ref in action_refs(action))}: {why}")
         else:
             report.counts[kind] += 1
-            done.append(action_json(action))
+            done.append({"n": n, **action_json(action)})
     path = journal.finish(done, report.skipped)
     report.run_id = journal.run_id if path else ""
     report.journal = str(path or "")
-    report.files = len(journal.entries)
+    report.files = journal.files
     report.seconds = (datetime.now(UTC) - started).total_seconds()
     return report
 
@@ -76,12 +78,12 @@ class _Live:
     data: bytes
 
 
-def _apply_action(vault: Vault, journal: Journal, action: Action) -> str:
-    """Apply one action; '' on success, else why it was skipped (no file of it is touched)."""
+def _apply_action(vault: Vault, journal: Journal, action: Action, n: int) -> str:
+    """Apply action number ``n``; '' on success, else why it was skipped (no file of it is touched)."""
     live: dict[str, _Live] = {}
     for ref in action_refs(action):
         note_id = ref.id
-        entry = journal.entries.get(note_id)  # touched earlier in this run: expect our own write
+        entry = journal.latest(note_id)  # touched earlier in this run: expect our own write
         path = entry["path_after"] if entry else ref.path
         expected = entry["sha256_after"] if entry else ref.sha256
         try:
@@ -94,7 +96,7 @@ def _apply_action(vault: Vault, journal: Journal, action: Action) -> str:
         live[note_id] = _Live(path, expected, dict(frontmatter), data)
     touched = len(journal.entries)
     try:
-        _perform(vault, journal, action, live)
+        _perform(vault, _Step(journal, n), action, live)
     except DirtyFileError as exc:  # edited between our check and the write, or archive/ has that name
         partly = (
             " (the action was partly applied; the journal records what changed)"
@@ -105,40 +107,58 @@ def _apply_action(vault: Vault, journal: Journal, action: Action) -> str:
     return ""
 
 
-def _perform(vault: Vault, journal: Journal, action: Action, live: dict[str, _Live]) -> None:
+@dataclass(frozen=True)
+class _Step:
+    """The run's journal and the number of the action being applied (its entries carry it)."""
+
+    journal: Journal
+    n: int
+
+    def archived_by(self, why: str) -> str:
+        """The ``archived_by`` line an archived note shows in Obsidian: run, reason, how to undo."""
+        return f"clean {self.journal.stamp} — {why} (undo: vault clean --undo {self.journal.run_id} --action {self.n})"
+
+
+def _perform(vault: Vault, step: _Step, action: Action, live: dict[str, _Live]) -> None:
     match action:
         case Collapse(canonical=canon, duplicates=duplicates):
             kept = live[canon.id]
-            _edit(vault, journal, canon.id, kept, _absorb(kept, [live[d.id] for d in duplicates]))
+            _edit(vault, step, canon.id, kept, _absorb(kept, [live[d.id] for d in duplicates]))
             for dup in duplicates:
-                _edit(
-                    vault,
-                    journal,
-                    dup.id,
-                    live[dup.id],
-                    {"duplicate_of": _wikilink(kept.path), "status": "archived"},
-                    ARCHIVE,
-                )
+                link = _wikilink(kept.path)
+                changes = {
+                    "duplicate_of": link,
+                    "status": "archived",
+                    "archived_by": step.archived_by(f"duplicate of {link}"),
+                }
+                _edit(vault, step, dup.id, live[dup.id], changes, ARCHIVE)
         case Supersede(newer=newer, older=older):
             new, old = live[newer.id], live[older.id]
             supersedes = _union(new.frontmatter.get("supersedes"), [_wikilink(old.path)])
-            _edit(vault, journal, newer.id, new, {"supersedes": supersedes})
-            _edit(vault, journal, older.id, old, {"superseded_by": _wikilink(new.path), "status": "archived"}, ARCHIVE)
+            _edit(vault, step, newer.id, new, {"supersedes": supersedes})
+            link = _wikilink(new.path)
+            changes = {
+                "superseded_by": link,
+                "status": "archived",
+                "archived_by": step.archived_by(f"superseded by {link}"),
+            }
+            _edit(vault, step, older.id, old, changes, ARCHIVE)
         case Relate(a=a, b=b):
             one, two = live[a.id], live[b.id]
-            _edit(vault, journal, a.id, one, {"related": _union(one.frontmatter.get("related"), [_wikilink(two.path)])})
-            _edit(vault, journal, b.id, two, {"related": _union(two.frontmatter.get("related"), [_wikilink(one.path)])})
+            _edit(vault, step, a.id, one, {"related": _union(one.frontmatter.get("related"), [_wikilink(two.path)])})
+            _edit(vault, step, b.id, two, {"related": _union(two.frontmatter.get("related"), [_wikilink(one.path)])})
         case _:
             assert_never(action)
 
 
-def _edit(vault: Vault, journal: Journal, note_id: str, note: _Live, changes: dict[str, Any], folder: str = "") -> None:
-    """Change named frontmatter keys (and move), journaling the bytes first."""
-    journal.before(note_id, note.path, note.data)
+def _edit(vault: Vault, step: _Step, note_id: str, note: _Live, changes: dict[str, Any], folder: str = "") -> None:
+    """Change named frontmatter keys (and move), journaling the bytes first (one entry per action and note)."""
+    journal, key = step.journal, f"{step.n}:{note_id}"
+    journal.before(key, note.path, note.data, note_id=note_id, action=step.n)
     new_sha = sha256_bytes(edit_frontmatter_text(note.data.decode("utf-8"), changes, note.path).encode("utf-8"))
     moved = f"{folder}/{PurePosixPath(note.path).name}" if folder else note.path
     # A crash before ``after`` leaves the file edited in place or edited and moved: undo accepts both.
-    journal.expect(note_id, [(note.path, new_sha), (moved, new_sha)])
+    journal.expect(key, [(note.path, new_sha), (moved, new_sha)])
     # Refused (the user's bytes are there): nothing of ours to record, so undo leaves it alone.
     vault.update_frontmatter(note.path, changes, expected_sha256=note.sha)
     path = note.path
@@ -146,7 +166,7 @@ def _edit(vault: Vault, journal: Journal, note_id: str, note: _Live, changes: di
         if folder:
             path = vault.move(note.path, folder)
     finally:  # the edit happened even if the move did not: undo must know the new bytes
-        journal.after(note_id, path)
+        journal.after(key, path)
 
 
 def _wikilink(relpath: str) -> str:

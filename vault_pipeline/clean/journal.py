@@ -46,11 +46,17 @@ class Journal:
         self.run_id = now.strftime("%Y%m%dT%H%M%S%fZ") + "-" + sha256_bytes(f"{now.isoformat()}{seed}".encode())[:8]
         self.vault, self.kind, self.undoes = vault, kind, undoes
         self.started = now.isoformat(timespec="seconds")
+        self.stamp = now.strftime("%Y-%m-%dT%H:%M")  # the run's time as a note's archived_by shows it
         self.dir = journal_dir(vault) / self.run_id
         self.entries: dict[str, dict[str, Any]] = {}
+        self._latest: dict[str, str] = {}  # note id -> key of its latest entry in this run
 
-    def before(self, key: str, relpath: str, data: bytes) -> None:
-        """Keep the file's bytes the first time this run touches it."""
+    def before(self, key: str, relpath: str, data: bytes, *, note_id: str = "", action: int = 0) -> None:
+        """Keep the file's bytes the first time this run (or, with ``action``, this action) touches it.
+
+        The sweep keys entries by action and note (``"<n>:<note id>"``), so one action can be undone
+        alone; a note two actions touch then has one entry per action, each with its own copy.
+        """
         if key in self.entries:
             return
         copy = self.dir / f"{len(self.entries):05d}.md"
@@ -62,8 +68,21 @@ class Journal:
             "copy": copy.relative_to(journal_dir(self.vault)).as_posix(),
             "path_after": relpath,
             "sha256_after": sha256_bytes(data),
+            **({"note_id": note_id} if note_id else {}),
+            **({"action": action} if action else {}),
         }
+        self._latest[note_id or key] = key
         self._append(key)  # before the first change: a crash mid-edit still leaves a trace
+
+    def latest(self, note_id: str) -> dict[str, Any] | None:
+        """The latest entry of this run for a note (where and how this run last left it)."""
+        key = self._latest.get(note_id)
+        return self.entries[key] if key is not None else None
+
+    @property
+    def files(self) -> int:
+        """How many distinct notes this run touched."""
+        return len(self._latest)
 
     def expect(self, key: str, states: Sequence[tuple[str, str]]) -> None:
         """Before a change: the (path, sha256) states a crash in the middle of it can leave."""

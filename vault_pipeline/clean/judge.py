@@ -5,12 +5,20 @@ verdict, exactly one judgement per pair key, enforced by a validator so a missin
 extra key is re-asked by the seam). Its answer becomes a closed union,
 ``Duplicate | Contradiction | Related | Unrelated``.
 
-A contradiction leads to supersession, which archives a note, so a model's word is
-not enough: the code checks that both notes share the subject (the part before the
-main verb, compared as stemmed head terms) and that the model's stated subject occurs
-in both. A "contradiction" failing that is downgraded to ``Related`` and the reason is
-carried into the plan (guard against collateral supersession). The claim parser is
-the offline judge's (``models/offline/claims.py``), so both apply the same subject test.
+A duplicate or a contradiction archives a note, so a model's word is not enough (the
+caution is asymmetric: a wrong merge hides a note, a missed one costs a little
+redundancy). The code checks:
+
+* a contradiction: the model named the shared subject and the changed attribute; both
+  notes share the subject (the part before the main verb, compared as stemmed head
+  terms), it is a real subject (not a pronoun, "above", a bare generic noun), the stated
+  subject and attribute occur in both notes, and neither note is a question;
+* a duplicate: the hard details agree (polarity, numbers, names, identifiers, question or
+  statement), whatever the model's reasoning.
+
+A verdict failing its check is downgraded to ``Related`` and the reason is carried into
+the plan. The claim parser is the offline judge's (``models/offline/claims.py``), so both
+paths apply the same tests.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Literal, assert_never
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
 from vault_pipeline.errors import ModelError
-from vault_pipeline.models.offline.claims import parse_claim, same_subject
+from vault_pipeline.models.offline.claims import detail_conflict, details, parse_claim, same_subject, subject_weakness
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
 from vault_pipeline.text import content_stems
@@ -35,11 +43,16 @@ MAX_WORKERS = 4
 
 
 class PairJudgement(BaseModel):
-    """One pair's judgement; reasoning comes first so the model reasons before deciding."""
+    """One pair's judgement; reasoning comes first so the model reasons before deciding.
+
+    ``subject`` names what both notes are about and ``attribute`` what of it the newer note
+    changes (empty unless a contradiction); the guard checks both against the notes' words.
+    """
 
     key: str
     reasoning: str
     subject: str
+    attribute: str = ""
     relation: Literal["duplicate", "contradiction", "related", "unrelated"]
 
     @field_validator("key")
@@ -89,7 +102,8 @@ class Related:
 
     reasoning: str
     subject: str = ""
-    downgraded: str = ""  # why a model's "contradiction" was not trusted, if it was one
+    downgraded: str = ""  # why a model's "contradiction" or "duplicate" was not trusted, if it was one
+    was: str = "contradiction"  # what the model said, when downgraded
 
 
 @dataclass(frozen=True)
@@ -118,18 +132,35 @@ def relation_name(relation: Relation) -> str:
             assert_never(relation)
 
 
-def contradiction_guard(text_a: str, text_b: str, stated_subject: str) -> str:
-    """Empty when a contradiction is plausible by subject; else the reason to downgrade it."""
+def contradiction_guard(text_a: str, text_b: str, stated_subject: str, stated_attribute: str = "") -> str:
+    """Empty when a contradiction is plausible by subject and attribute; else the reason to downgrade it."""
     a, b = parse_claim(text_a), parse_claim(text_b)
     if not same_subject(a, b):
         return (
             f"subjects differ ({' '.join(sorted(a.subject)) or '?'} / "
             f"{' '.join(sorted(b.subject)) or '?'}); a contradiction needs the same subject"
         )
+    weak = subject_weakness(a) or subject_weakness(b)
+    if weak:
+        return f"{weak}; a supersession needs a real, specific subject"
+    if details(text_a).question or details(text_b).question:
+        return "one note is a question; a question is not a claim to supersede"
     stated = content_stems(stated_subject)
-    if stated and not (stated & a.stems and stated & b.stems):
+    if not stated:
+        return "the judge named no shared subject"
+    if not (stated & a.stems and stated & b.stems):
         return f"the stated subject {stated_subject!r} does not occur in both notes"
+    attribute = content_stems(stated_attribute)
+    if not attribute:
+        return "the judge named no changed attribute"
+    if not (attribute & (a.stems | a.subject) and attribute & (b.stems | b.subject)):
+        return f"the stated attribute {stated_attribute!r} does not occur in both notes"
     return ""
+
+
+def duplicate_guard(text_a: str, text_b: str) -> str:
+    """Empty when two notes may state one claim by their hard details; else the reason to downgrade."""
+    return detail_conflict(text_a, text_b)
 
 
 # --------------------------------------------------------------------------- batching
@@ -216,9 +247,12 @@ def to_relation(judgement: PairJudgement, pair: PairText) -> Relation:
     reasoning, subject = judgement.reasoning, judgement.subject
     match judgement.relation:
         case "duplicate":
-            return Duplicate(reasoning, subject)
+            why = duplicate_guard(pair.a, pair.b)
+            return (
+                Related(reasoning, subject, downgraded=why, was="duplicate") if why else Duplicate(reasoning, subject)
+            )
         case "contradiction":
-            why = contradiction_guard(pair.a, pair.b, subject)
+            why = contradiction_guard(pair.a, pair.b, subject, judgement.attribute)
             return Related(reasoning, subject, downgraded=why) if why else Contradiction(reasoning, subject)
         case "related":
             return Related(reasoning, subject)

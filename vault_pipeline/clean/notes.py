@@ -1,7 +1,8 @@
 """What the sweep reads: every active atomic note of the index, as it is on disk at planning time.
 
 The vault is the truth and the index only says which notes to read (its vectors feed the
-candidates). A note that is archived, superseded or a duplicate of another is not read again;
+candidates). A note whose bytes the user changed since vault_pipeline wrote them (the vault
+state's hash) is marked ``edited``: the plan never archives it, only relates it for review. A note that is archived, superseded or a duplicate of another is not read again;
 one that is gone or unreadable since the last index sync is reported, not fatal.
 """
 
@@ -48,6 +49,7 @@ class SweepNote:
     related: frozenset[str]  # stems linked in ``related``
     sha256: str
     category: str = ""
+    edited: bool = False  # the user changed its bytes since vault_pipeline wrote it: never archived
 
     @property
     def provenance(self) -> tuple[float, bool]:
@@ -66,7 +68,9 @@ def _claim(body: str) -> tuple[str, str]:
     return sentence, context
 
 
-def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sha: str) -> SweepNote | None:
+def _sweep_note(
+    note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sha: str, edited: bool = False
+) -> SweepNote | None:
     """A SweepNote, or None when the note is not an active atomic note (archived, superseded ...)."""
     inactive = fm.get("status") == "archived" or fm.get("superseded_by") or fm.get("duplicate_of")
     if fm.get("type") != "atomic" or inactive or relpath.startswith(f"{ARCHIVE}/"):
@@ -85,6 +89,7 @@ def _sweep_note(note_id: str, relpath: str, fm: Mapping[str, Any], body: str, sh
         related=frozenset(link_target(v) for v in as_list(fm.get("related"))),
         sha256=sha,
         category=str(fm.get("category") or ""),
+        edited=edited,
     )
 
 
@@ -114,6 +119,15 @@ def load_notes(vault: Vault, ids: Sequence[str], paths: Sequence[str]) -> tuple[
     return notes, rows, skipped
 
 
+def edited_by_user(vault: Vault, relpath: str, sha: str) -> bool:
+    """True when vault_pipeline wrote this file and its bytes have changed since (the state's hash).
+
+    A file the state does not know (written by hand, or by an older version) is not called edited.
+    """
+    record = vault.state.get(relpath)
+    return record is not None and record.sha256 != sha
+
+
 def _read_notes(root: str, items: Sequence[tuple[str, str]]) -> list[tuple[SweepNote | None, str]]:
     """(note or None, skip reason) per (id, path); module-level so a worker process can run it."""
     vault = Vault(root)
@@ -124,5 +138,6 @@ def _read_notes(root: str, items: Sequence[tuple[str, str]]) -> list[tuple[Sweep
         except (OSError, VaultError) as exc:
             out.append((None, f"{relpath}: unreadable or gone since the last index sync ({exc}); run `vault index`"))
             continue
-        out.append((_sweep_note(note_id, relpath, fm, body, sha), ""))
+        out.append((_sweep_note(note_id, relpath, fm, body, sha, edited_by_user(vault, relpath, sha)), ""))
+    vault.state.close()  # the last connection out removes SQLite's -wal/-shm: planning leaves no file behind
     return out

@@ -20,6 +20,9 @@ changed after the run. Policy, in the order the plan applies it:
   time, the plan relates them instead and says why.
 * related: both notes get a ``related`` link when the pair's cosine clears the embedder's
   related floor (HIPPOCAMPUS' 0.7-0.9 "related" band, re-measured for our embedders).
+* edited by you: a note whose bytes the user changed since vault_pipeline wrote them is never
+  archived, superseded or merged away (nor a canonical that absorbs others); a duplicate or
+  contradiction judged on it becomes a ``related`` link whose reason starts "edited by you: review".
 """
 
 from __future__ import annotations
@@ -166,7 +169,7 @@ def _shown(note: SweepNote) -> str:
 
 def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Action]:
     """Duplicates first, then supersessions, then links; each note archived at most once."""
-    dups = [j for j in judged if isinstance(j.relation, Duplicate)]
+    dups = [j for j in judged if isinstance(j.relation, Duplicate) and not (j.older.edited or j.newer.edited)]
     actions, alias = _duplicate_actions(dups)
     archived = set(alias)
     supersede: dict[str, list[tuple[SweepNote, SweepNote, str]]] = {}
@@ -176,6 +179,16 @@ def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Ac
         older, newer = _order(alias.get(j.older.id, j.older), alias.get(j.newer.id, j.newer))
         if older.id == newer.id:
             continue
+        if (older.edited or newer.edited) and isinstance(j.relation, Duplicate | Contradiction):
+            # The user changed this note since we wrote it: never archive, supersede or merge it away.
+            mine = " and ".join(n.id for n in (older, newer) if n.edited)
+            relate[(older.id, newer.id)] = (
+                older,
+                newer,
+                f"edited by you: review ({mine} changed since vault_pipeline wrote it; judged "
+                f"{relation_name(j.relation)}, only related): {j.relation.reasoning}",
+            )
+            continue
         match j.relation:
             case Duplicate() | Unrelated():
                 continue
@@ -184,12 +197,12 @@ def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Ac
                 relate.setdefault((older.id, newer.id), (older, newer, f"topics, not claims: {why}"))
             case Contradiction(reasoning=why):
                 _contradiction(older, newer, why, supersede, relate)
-            case Related(reasoning=why, downgraded=downgraded):
+            case Related(reasoning=why, downgraded=downgraded, was=was):
                 if downgraded:
                     relate[(older.id, newer.id)] = (
                         older,
                         newer,
-                        f"model said contradiction, downgraded to related: {downgraded}. {why}",
+                        f"model said {was}, downgraded to related: {downgraded}. {why}",
                     )
                 elif j.cosine >= floor:
                     relate.setdefault((older.id, newer.id), (older, newer, why))

@@ -1,6 +1,9 @@
 """Undo a sweep run: put every file it touched back to its old path and bytes.
 
 Each file goes back unless it changed after the run (then it is left alone, with a reason).
+``action=N`` undoes one action of a sweep run (its journal entries carry the action number):
+its files go back byte for byte; a file a later action of the run changed too (a canonical note
+that was then related) gets back only the keys this action set, the later actions' keys stay.
 A run that crashed before its summary is undone from its ``files.jsonl`` entries, including a
 change it was in the middle of. Undo is journaled the same way, so it can be undone too.
 """
@@ -13,8 +16,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vault_pipeline.clean.journal import Journal, journal_dir, load_journal
+from vault_pipeline.errors import VaultError
 from vault_pipeline.vault.files import Vault
-from vault_pipeline.vault.state import atomic_write, sha256_bytes
+from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.state import atomic_write, edit_frontmatter_text, sha256_bytes
 
 
 @dataclass
@@ -29,29 +34,103 @@ class UndoReport:
     seconds: float = 0.0
 
 
-def undo(vault: Vault, run_id: str, *, wait: float = 0) -> UndoReport:
-    """Put every file a run touched back to its old path and bytes, unless it changed since."""
+def undo(vault: Vault, run_id: str, *, action: int | None = None, wait: float = 0) -> UndoReport:
+    """Put every file a run (or only its action number ``action``) touched back, unless changed since."""
     with vault.lock("undo", wait=wait):
-        return undo_held(vault, run_id)
+        return undo_held(vault, run_id, action=action)
 
 
-def undo_held(vault: Vault, run_id: str) -> UndoReport:
+def undo_held(vault: Vault, run_id: str, *, action: int | None = None) -> UndoReport:
     """``undo`` for a caller that already holds the vault lock."""
     started = datetime.now(UTC)
-    report = UndoReport(undone=run_id)
+    report = UndoReport(undone=run_id if action is None else f"{run_id} action {action}")
     record = load_journal(vault, run_id)
+    entries = record["files"]
+    if action is not None:
+        entries = [e for e in entries if e.get("action") == action]
+        if not entries:
+            numbers = sorted({e["action"] for e in record["files"] if "action" in e})
+            known = f"its actions are {_ranges(numbers)}" if numbers else "it records no action numbers"
+            raise VaultError(f"run {run_id} has no action {action} that changed a file; {known}")
+    else:
+        entries = _per_note(entries)
     journal = Journal(vault, "undo", run_id, undoes=run_id)
-    for entry in reversed(record["files"]):
-        why = _restore(vault, journal, entry)
+    restored: set[str] = set()
+    for entry in reversed(entries):
+        later = [] if action is None else _later(record["files"], entry)
+        why = _revert_keys(vault, journal, entry, later) if later else _restore(vault, journal, entry)
+        if why and later:
+            why += f"; the same note was also changed by action(s) {_ranges([e['action'] for e in later])} of this run"
         if why:
             report.skipped.append(f"{entry['path_after']}: {why}")
         else:
-            report.restored += 1
-    path = journal.finish([{"action": "undo", "run_id": run_id}], report.skipped)
+            restored.add(entry.get("note_id") or entry["id"])
+    report.restored = len(restored)  # notes, not journal entries: two actions on one note restore one file
+    done = {"action": "undo", "run_id": run_id, **({"undone_action": action} if action is not None else {})}
+    path = journal.finish([done], report.skipped)
     report.run_id = journal.run_id if path else ""
     report.journal = str(path or "")
     report.seconds = (datetime.now(UTC) - started).total_seconds()
     return report
+
+
+def _per_note(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per note for a whole-run undo: its first state before the run, its last after.
+
+    A note two actions touched has an entry per action; restoring straight to the first one's
+    bytes is the same result with no intermediate state for a later undo of the undo to trip on.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        key = entry.get("note_id") or entry["id"]
+        if key not in merged:
+            merged[key] = dict(entry)
+            continue
+        first = merged[key]
+        first.update(path_after=entry["path_after"], sha256_after=entry["sha256_after"])
+        first.pop("pending", None)
+        if "pending" in entry:
+            first["pending"] = entry["pending"]
+    return list(merged.values())
+
+
+def _later(files: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's later entries for the same note (other actions that changed it after this one)."""
+    at = files.index(entry)
+    return [e for e in files[at + 1 :] if e.get("note_id") and e.get("note_id") == entry.get("note_id")]
+
+
+def _revert_keys(vault: Vault, journal: Journal, entry: dict[str, Any], later: list[dict[str, Any]]) -> str:
+    """Undo one action on a note later actions of the run changed too: put back only the keys it set.
+
+    The note's bytes after this action are the next entry's copy, so the keys this action changed
+    are known exactly; every other byte (including the later actions' keys) stays as it is now.
+    """
+    root = Path(vault.root)
+    if entry["path_before"] != entry["path_after"]:
+        return "moved by this action and changed by a later one; undo the whole run instead"
+    found = _as_the_run_left_it(root, later[-1])
+    if found is None:
+        return (
+            f"changed after the run; left as it is (its bytes before the action: {journal_dir(vault) / entry['copy']})"
+        )
+    now_path, current = found
+    copies = journal_dir(vault)
+    before = split_frontmatter((copies / entry["copy"]).read_text(encoding="utf-8"), entry["path_before"])[0]
+    after = split_frontmatter((copies / later[0]["copy"]).read_text(encoding="utf-8"), entry["path_after"])[0]
+    changes = {k: before.get(k) for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
+    if not changes:
+        return "already as it was before the action"
+    journal.before(entry["id"], now_path, current, note_id=entry.get("note_id", ""))
+    new_sha = sha256_bytes(edit_frontmatter_text(current.decode("utf-8"), changes, now_path).encode("utf-8"))
+    journal.expect(entry["id"], [(now_path, new_sha)])
+    vault.update_frontmatter(now_path, changes, expected_sha256=sha256_bytes(current))
+    journal.after(entry["id"], now_path)
+    return ""
+
+
+def _ranges(numbers: list[int]) -> str:
+    return ", ".join(str(n) for n in numbers)
 
 
 def _restore(vault: Vault, journal: Journal, entry: dict[str, Any]) -> str:
@@ -70,7 +149,7 @@ def _restore(vault: Vault, journal: Journal, entry: dict[str, Any]) -> str:
     if now_path != old_path and (root / old_path).exists():
         return f"{old_path} is taken by another file; left where it is"
     original = (journal_dir(vault) / entry["copy"]).read_bytes()
-    journal.before(entry["id"], now_path, current)
+    journal.before(entry["id"], now_path, current, note_id=entry.get("note_id", ""))
     journal.expect(entry["id"], [(old_path, sha256_bytes(current)), (old_path, sha256_bytes(original))])
     path = now_path
     if now_path != old_path:

@@ -50,6 +50,10 @@ CHANGE_CUES = frozenset(
 )
 _PRONOUNS = frozenset("we i you they he she it us our my your their".split())
 _DETERMINERS = frozenset("a an the our my your their his her its this that these those every each".split())
+_DEFINITE = frozenset("the our my your their his her its".split())
+_DEMONSTRATIVES = frozenset("this that these those such".split())
+# Prepositions whose object is one of possibly many ("about X", "with Y", "like Z"): no single slot.
+_MANY_VALUED = frozenset("about with like including among between alongside besides".split())
 _ADVERBS = frozenset("still already also now longer currently actually finally officially".split())
 _MONTHS = frozenset(
     "january february march april may june july august september october november "
@@ -83,6 +87,12 @@ class Claim:
     changed: bool  # a change cue such as "moved to", "no longer", "instead of"
     stems: frozenset[str]  # all content stems (the lexical signal)
     subject_words: tuple[str, ...] = ()  # the subject in the note's own (lower-cased) words
+    topic: bool = False  # no subject before the verb (a pronoun, an imperative): topic words stand in
+    determined: bool = False  # a definite article or possessive precedes the subject ("the deadline")
+    anaphoric: bool = False  # a demonstrative points outside the note ("this approach", "that one")
+    relational: bool = False  # the predicate opens with a many-valued preposition ("is about X")
+    question: bool = False  # a question, not a claim ("Can I ...?", "What can you expect.")
+    core: frozenset[str] = frozenset()  # content stems without light verbs: equal for any duplicate pair
 
 
 @lru_cache(maxsize=200_000)
@@ -90,7 +100,8 @@ def parse_claim(text: str) -> Claim:
     """Split a claim into subject, main verb, values and cues (first line only; no POS tagger)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     label, sep, after = first.partition(": ")
-    if sep and len(label.split()) <= 5 and len(after.split()) >= 4:
+    labelled = bool(sep and len(label.split()) <= 5 and len(after.split()) >= 4)
+    if labelled:
         first = after  # "Update on the paper: the deadline moved ..." -> the claim after the label
     sentence = _REPORTING.sub("", _LABEL.sub("", first))
     words = tokens(sentence, keep_case=True)
@@ -105,7 +116,8 @@ def parse_claim(text: str) -> Claim:
     units = frozenset(stems[j] for i, j in pairwise(tail) if words[i][:1].isdigit() and lower[j] not in _NOT_CONTENT)
     rest = [i for i in tail if lower[i] not in _NOT_CONTENT and lower[i] not in values and stems[i] not in CHANGE_CUES]
     subject = [i for i in head if lower[i] not in _NOT_SUBJECT]
-    if not subject:  # "We moved the launch to May 10": the topic words stand in for the subject
+    topic = not subject
+    if topic:  # "We moved the launch to May 10": the topic words stand in for the subject
         subject, rest = rest, []
     verbs = [w for w in lower[start:end] if w not in NEGATIONS]
     return Claim(
@@ -118,6 +130,12 @@ def parse_claim(text: str) -> Claim:
         changed=bool(CHANGE_CUES.intersection(stems)) or "cancel" in stems,
         stems=frozenset(s for s, w in zip(stems, lower) if w not in STOPWORDS),
         subject_words=tuple(dict.fromkeys(lower[i] for i in subject)),
+        topic=topic,
+        determined=any(lower[i] in _DEFINITE for i in head),
+        anaphoric=any(lower[i] in _DEMONSTRATIVES for i in head),
+        relational=bool(tail) and lower[tail[0]] in _MANY_VALUED,
+        question=_is_question(first, lower),
+        core=_core(stems, lower, label if labelled else ""),
     )
 
 
@@ -182,3 +200,167 @@ def same_subject(a: Claim, b: Claim) -> bool:
     if not a.subject or not b.subject:
         return False
     return a.subject <= b.subject or b.subject <= a.subject
+
+
+# --------------------------------------------------------------------------- asymmetric caution
+# A wrong merge or supersession hides a note; a missed one costs a little redundancy. So the
+# checks below are strict and closed-class: they look at what carries meaning (polarity, numbers,
+# names, identifiers, question vs statement, every content word) rather than at word overlap.
+
+# Words that point elsewhere instead of naming a subject: "None of the above", "the same".
+DEICTIC = frozenset(
+    stem(w)
+    for w in "above below following previous preceding former latter same other others one ones "
+    "thing things something everything anything nothing stuff way case example option answer".split()
+)
+# Verbs that carry no content of their own beyond "there is / it holds" (copulas, occurrence,
+# value-setting, reporting), as inflected forms, so the noun "meeting" still counts while the
+# verb "meets" does not. Two notes may differ in these and still say the same thing:
+# "The team meets every Tuesday" / "... happens on Tuesdays"; "is set to" / "has been fixed at".
+LIGHT = frozenset(
+    "become becomes became remain remains remained stay stays stayed happen happens happened occur occurs "
+    "occurred hold holds held meet meets met set fixed agreed decided confirmed noted pm oclock".split()
+)
+_LIGHT_STEMS = frozenset(stem(w) for w in LIGHT)
+_QUESTION_END = re.compile(r"\?[\s\"'”’)\]*_]*$")
+_IDENTIFIER = re.compile(
+    r"\b[A-Za-z_][A-Za-z0-9_]*(?:[._/][A-Za-z0-9_]+)+\b|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z]+[A-Z][A-Za-z0-9]*\b"
+)
+# A Context line that reports where a claim was made, not when it holds (reporting verbs, "from").
+_PROVENANCE = re.compile(
+    r"^(?:mentioned|confirmed|noted|said|stated|discussed|agreed|decided|raised|reported|from)\b", re.I
+)
+_WH = frozenset("what which who whom whose when where why how".split())
+_TIME = re.compile(r"^(\d{1,2}):00$")
+
+
+@dataclass(frozen=True)
+class Details:
+    """What carries meaning in a note's first line, for the duplicate test."""
+
+    question: bool
+    negated: bool
+    numbers: frozenset[str]  # numbers and times, normalised ("nine" = "9 am" = "9:00" = "9")
+    names: frozenset[str]  # capitalised words after the first, weekdays and months (stemmed)
+    identifiers: frozenset[str]  # code-like names (minReplicas, ProductGroups, a.b, x_y), lower-cased
+    content: frozenset[str]  # stemmed content words, numbers and negations left out
+    words: frozenset[str]  # every stem of the line (where a name may occur in the other note)
+
+
+@lru_cache(maxsize=200_000)
+def details(text: str) -> Details:
+    """The meaning-carrying details of a note's claim line and its ``Context:`` qualifier.
+
+    A "Decision:" style label and a reporting clause ("We agreed that") are packaging and go;
+    the Context line ("for small samples", "if the workflow was triggered by a push") narrows
+    the claim, so its words count as much as the claim's; a Context that only says where the
+    claim was made ("mentioned during the planning call", "from the retro notes") does not.
+    """
+    lines = text.strip().splitlines() if text.strip() else [""]
+    first = _REPORTING.sub("", _LABEL.sub("", lines[0]))
+    context = " ".join(
+        qualifier
+        for line in lines[1:]
+        if line.lower().startswith("context:") and not _PROVENANCE.match(qualifier := line.split(":", 1)[1].strip())
+    )
+    cased = tokens(first, keep_case=True) + tokens(context, keep_case=True)
+    lower = [w.lower() for w in cased]
+    numbers = []
+    for i, w in enumerate(lower):
+        if not w[:1].isdigit():
+            continue
+        value = _TIME.sub(r"\1", w.removesuffix("am").removesuffix("pm"))
+        after = lower[i + 1] if i + 1 < len(lower) else ""
+        if (w.endswith("pm") or after == "pm") and value.isdigit() and int(value) < 12:
+            value = str(int(value) + 12)
+        numbers.append(value)
+    names = {
+        stem(w.lower())
+        for i, w in enumerate(cased)
+        if (i > 0 and w[:1].isupper() and w.lower() not in STOPWORDS | NEGATIONS)
+        or w.lower().rstrip("s") in _VALUE_WORDS
+    } - {"am", "pm"}
+    return Details(
+        question=_is_question(first, lower),
+        negated=sum(w in NEGATIONS for w in lower) % 2 == 1,
+        numbers=frozenset(numbers),
+        names=frozenset(names),
+        identifiers=frozenset(m.lower() for m in _IDENTIFIER.findall(f"{first} {context}")),
+        content=frozenset(stem(w) for w in lower if w not in _NOT_CONTENT and w not in LIGHT and not w[:1].isdigit()),
+        words=frozenset(stem(w) for w in lower),
+    )
+
+
+def _core(stems: Sequence[str], lower: Sequence[str], label: str) -> frozenset[str]:
+    """Content stems of the whole first line (a stripped label's too), light verbs and numbers out."""
+    if label:
+        more = [w.lower() for w in tokens(_LABEL.sub("", label))]
+        stems, lower = [*stems, *(stem(w) for w in more)], [*lower, *more]
+    return frozenset(s for s, w in zip(stems, lower) if w not in _NOT_CONTENT and not w[:1].isdigit()) - _LIGHT_STEMS
+
+
+def _is_question(line: str, lower: Sequence[str]) -> bool:
+    """A question mark at the end, or a wh-word before an auxiliary ("What can you expect.")."""
+    return bool(_QUESTION_END.search(line)) or (len(lower) > 1 and lower[0] in _WH and lower[1] in _AUX)
+
+
+def detail_conflict(text_a: str, text_b: str) -> str:
+    """Why two notes cannot state one claim by their hard details, or "" (any judge's duplicate)."""
+    a, b = details(text_a), details(text_b)
+    if a.question != b.question:
+        return "one note asks what the other states"
+    if a.negated != b.negated:
+        return "one note negates what the other asserts"
+    if a.numbers != b.numbers:
+        return f"the numbers differ ({_show(a.numbers - b.numbers)} / {_show(b.numbers - a.numbers)})"
+    if a.identifiers != b.identifiers:
+        return (
+            f"the identifiers differ ({_show(a.identifiers - b.identifiers)} / {_show(b.identifiers - a.identifiers)})"
+        )
+    missing = (a.names - b.words) | (b.names - a.words)
+    if missing:
+        return f"a name occurs in only one note ({_show(missing)})"
+    return ""
+
+
+def meaning_gap(text_a: str, text_b: str) -> str:
+    """Why two notes do not say the same thing in every meaning-carrying detail, or "" when they do.
+
+    Every content word of each note must occur in the other, except light verbs (``LIGHT``), and
+    the hard details must agree (``detail_conflict``); numbers are already normalised. The word
+    test comes first: it settles almost every pair of a sweep at the cost of one set comparison.
+    """
+    a, b = details(text_a), details(text_b)
+    if a.content != b.content:
+        only_a, only_b = a.content - b.content, b.content - a.content
+        return f"words of one note are missing from the other ({_show(only_a) or '-'} / {_show(only_b) or '-'})"
+    if not a.content:
+        return "no content word in common"
+    return detail_conflict(text_a, text_b)
+
+
+def subject_weakness(claim: Claim) -> str:
+    """Why a claim's subject is too weak to supersede on, or "" for a real, specific subject.
+
+    A supersession needs a subject the note itself names: not a pronoun or an imperative (the
+    topic words stood in), not a pointer ("above", "this one"), not a bare generic noun
+    ("Transformations never ...", "images"): a definite article or a possessive ("the deadline",
+    "our budget") is how English marks one specific, identifiable thing. And the attribute must
+    hold one value: "is about X" / "is about Y" (or with, like, including ...) can both be true.
+    """
+    if claim.topic or not claim.subject:
+        return "no subject of its own (a pronoun or an instruction)"
+    if claim.anaphoric:
+        return "the subject points outside the note (this/that)"
+    specific = claim.subject - DEICTIC
+    if not specific:
+        return f"the subject only points elsewhere ({' '.join(claim.subject_words)})"
+    if not claim.determined:
+        return f"no definite subject ({' '.join(claim.subject_words)}): a bare noun names a class, not one thing"
+    if claim.relational:
+        return "the predicate relates the subject to one of possibly many things (about, with, like ...)"
+    return ""
+
+
+def _show(items: frozenset[str]) -> str:
+    return ", ".join(sorted(items))

@@ -5,15 +5,21 @@ a small stemmer) and split at its main verb into subject, predicate words, slot
 values (numbers, dates, times, capitalised names) and cues (negation, "moved to",
 "no longer", "instead of"). Then, per pair, in this order:
 
-1. duplicate      - the same subject, compatible predicate, the same values, the same
-                    polarity and content-stem Jaccard >= 0.5 (or identical stems);
-2. contradiction  - the same subject (equal head terms), compatible predicate, and
+1. duplicate      - every meaning-carrying detail agrees (``claims.meaning_gap``): the same
+                    polarity, numbers (normalised: "nine" = "9 am"), names, identifiers, question
+                    or statement, and every content word of each note in the other but light
+                    verbs ("meets" / "happens", "is set to" / "has been fixed at");
+2. contradiction  - the same real subject (equal head terms; not a pronoun, a pointer such as
+                    "above" or a bare generic noun: ``claims.subject_weakness``), the same
+                    attribute (equal predicate words, or one swapped with a change cue), and
                     conflicting values, flipped polarity, or a change cue with a new value;
+                    never for a question;
 3. related        - the same subject otherwise (head terms equal or one refines the other);
 4. unrelated      - anything else, however many words the notes share.
 
-It is a baseline: it misses paraphrases that share no words (a model does better),
-and it never calls a contradiction across different subjects.
+The caution is asymmetric: a wrong merge or supersession hides a note, a missed one costs a
+little redundancy, so anything short of these tests is at most related. It misses paraphrases
+with synonyms (a model does better) and never calls a contradiction across different subjects.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vault_pipeline.models.offline.claims import Claim, parse_claim, same_subject
-from vault_pipeline.text import jaccard, stem
-
-DUPLICATE_JACCARD = 0.5  # with subject, values and polarity equal, half the stems shared is a rewording
-PREDICATE_JACCARD = 0.5  # predicate words (after the verb, values removed) overlapping this much match
+from vault_pipeline.models.offline.claims import (
+    Claim,
+    meaning_gap,
+    parse_claim,
+    same_subject,
+    subject_weakness,
+)
+from vault_pipeline.text import stem
 
 
 def judge(variables: Mapping[str, Any]) -> dict[str, Any]:
@@ -35,49 +44,72 @@ def judge(variables: Mapping[str, Any]) -> dict[str, Any]:
 
 def _judge_pair(pair: Mapping[str, Any]) -> dict[str, str]:
     a, b = parse_claim(str(pair["a"])), parse_claim(str(pair["b"]))
-    relation, reasoning = decide(a, b)
+    relation, reasoning = decide(a, b, str(pair["a"]), str(pair["b"]))
     shared = a.subject & b.subject
     subject = " ".join(w for w in a.subject_words if stem(w) in shared)
-    return {"key": str(pair["key"]), "reasoning": reasoning, "subject": subject, "relation": relation}
+    attribute = _attribute(a, b) if relation == "contradiction" else ""
+    return {
+        "key": str(pair["key"]),
+        "reasoning": reasoning,
+        "subject": subject,
+        "attribute": attribute,
+        "relation": relation,
+    }
 
 
-def decide(a: Claim, b: Claim) -> tuple[str, str]:
-    """(relation, reasoning) for two parsed claims; ``a`` is the older."""
-    if a.stems == b.stems and a.negated == b.negated:
-        return "duplicate", "After normalisation both notes say the same words."
+def _attribute(a: Claim, b: Claim) -> str:
+    """The changed attribute in the notes' words: the predicate words they share, else the subject's head."""
+    shared = sorted(a.rest & b.rest)
+    if shared:
+        return " ".join(shared)
+    return a.subject_words[-1] if a.subject_words else ""
+
+
+def decide(a: Claim, b: Claim, text_a: str = "", text_b: str = "") -> tuple[str, str]:
+    """(relation, reasoning) for two parsed claims; ``a`` is the older (texts give the details)."""
+    # ``core`` (content stems, light verbs out) is equal for every duplicate: one set comparison
+    # settles almost every pair of a sweep before the detailed test reads the texts again.
+    same = (a.core == b.core and not meaning_gap(text_a, text_b)) if text_a or text_b else not _stem_gap(a, b)
+    if same:
+        return "duplicate", "Every meaning-carrying detail agrees (words, numbers, names, polarity, form)."
     if not same_subject(a, b):
         return "unrelated", (
             f"Different subjects ({_words(a)} / {_words(b)}); shared words alone do not make the same claim."
         )
     exact = a.subject == b.subject
     predicate = _predicate_compatible(a, b)
-    if (
-        exact
-        and predicate
-        and a.negated == b.negated
-        and a.values == b.values
-        and jaccard(a.stems, b.stems) >= DUPLICATE_JACCARD
-    ):
-        return "duplicate", (
-            f"Same subject ({_words(a)}), same values ({_show(a.values) or 'none'}) "
-            "and the same polarity: a rewording of one claim."
-        )
     # A newer note that announces a change ("the deadline moved to May 10") may name the subject
     # more briefly than the older claim ("the submission deadline is May 3"). Only that direction
     # counts: a newer, MORE specific subject is a different slot, not a correction.
     refines = b.subject < a.subject and b.changed
     change = _change(a, b) if predicate and (exact or refines) else ""
-    if change:
+    weak = subject_weakness(a) or subject_weakness(b)
+    asks = a.question or b.question
+    if change and not weak and not asks:
         return "contradiction", f"Same subject ({_words(a)}) and predicate, but {change}."
+    if change:
+        why = weak or "one note asks a question"
+        return "related", f"Same subject words ({_words(a)}) and {change}, but {why}: not superseded."
     why = "one subject refines the other" if not exact else "different predicates or compatible values"
-    return "related", f"Same subject ({_words(a)} / {_words(b)}); {why}, so both claims stay true."
+    gap = meaning_gap(text_a, text_b) if text_a or text_b else _stem_gap(a, b)
+    return (
+        "related",
+        f"Same subject ({_words(a)} / {_words(b)}); {why}, so both claims stay true; not one claim: {gap}.",
+    )
+
+
+def _stem_gap(a: Claim, b: Claim) -> str:
+    """Without texts: the same stems and polarity, or why not."""
+    return "" if a.stems == b.stems and a.negated == b.negated else "the words differ"
 
 
 def _predicate_compatible(a: Claim, b: Claim) -> bool:
-    """Value-only predicates ("is May 3", "moved to May 10") match each other; words must overlap.
+    """The same attribute: equal predicate words, or a change announced with one word swapped.
 
-    A value-only predicate never matches a worded one: "The port is 8080" and "The port needs
-    sign-off from Alice" share a subject, not a predicate.
+    Value-only predicates ("is May 3", "moved to May 10") match each other. A value-only
+    predicate never matches a worded one: "The port is 8080" and "The port needs sign-off from
+    Alice" share a subject, not a predicate. Overlap is not enough: "push images to the registry"
+    and "has permissions to push images" share words, not an attribute.
     """
     if a.units and b.units and a.units != b.units:
         return False  # "5 engineers" and "3 designers" fill different slots
@@ -85,7 +117,7 @@ def _predicate_compatible(a: Claim, b: Claim) -> bool:
         return True
     if not a.rest or not b.rest:
         return False
-    return jaccard(a.rest, b.rest) >= PREDICATE_JACCARD or bool(a.changed or b.changed)
+    return bool(a.changed or b.changed) and len(a.rest - b.rest) <= 1 and len(b.rest - a.rest) <= 1
 
 
 def _change(a: Claim, b: Claim) -> str:
