@@ -101,7 +101,8 @@ def test_a_users_own_file_may_omit_the_narrow_angle_and_contaminant(tmp_path):
 def test_calibrate_on_the_shipped_labels(report):
     domain, narrow = report.altitude("domain"), report.altitude("narrow")
     assert domain.candidates == narrow.candidates == len(report.candidates) >= 60
-    assert domain.recall >= narrow.recall  # the narrow angle never keeps more of the relevant notes
+    # The gate's quality depends on the embedder (its signals are cosines): with MiniLM it is
+    # measured in test_gate_fit.py; the hashing fake only checks the bookkeeping.
     for stats in (domain, narrow):
         assert 0.0 <= stats.precision <= 1.0 and 0.0 <= stats.recall <= 1.0 and 0.0 <= stats.keep_rate <= 1.0
         assert stats.fail_open == 0 and stats.tokens == 0  # the offline backend neither fails nor counts tokens
@@ -191,9 +192,11 @@ def test_cli_gate_calibrate(tmp_path):
     small = _small_labels(tmp_path)
     done = _vault("gate-calibrate", str(small), tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == "offline baseline gate: real calibration needs a configured model"
+    assert done.stdout.splitlines()[0].startswith("offline gate: the fitted relevance model")
     assert "fit-gate (offline)" in done.stdout and "suggested floor for minilm-l6-v2-int8" in done.stdout
     assert "floor in use: 0.20 (the embedder's calibration)" in done.stdout
+    assert "held out: leave-one-query-out" in done.stdout and "fitted weights: cos_query" in done.stdout
+    assert "stored the fitted gate" not in done.stdout  # no --fit, no --vault: nothing written
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(small.read_text().splitlines()[0] + "\n[1, 2]\n")
@@ -214,6 +217,7 @@ def test_cli_gate_calibrate_with_a_vault_prints_json(tmp_path):
     assert summary["model"] == "offline" and summary["queries"] == 3
     assert summary["domain"]["recall"] >= summary["narrow"]["recall"]
     assert summary["current_floor"] == MINILM_CALIBRATION.floor  # `vault init` leaves the floor to the embedder
+    assert summary["fitted_gate"]["held_out"]["queries"] == 3 and summary["stored"] is None
 
 
 # --------------------------------------------------------------------------- notebooks
@@ -266,17 +270,24 @@ def test_notebooks_are_committed_without_outputs():
 
 @pytest.mark.slow
 def test_fit_gate_calibration_notebook(tmp_path, monkeypatch):
-    summary = _json_line(_run_notebook("fit_gate_calibration.ipynb", tmp_path, monkeypatch), "CALIBRATION_SUMMARY ")
+    lines = _run_notebook("fit_gate_calibration.ipynb", tmp_path, monkeypatch)
+    summary = _json_line(lines, "CALIBRATION_SUMMARY ")
+    from vault_pipeline.models.embed import build_embedder
+
     expected = calibrate(
-        load_labels(tmp_path / "small.jsonl"), llm=build_llm("offline"), embedder=HashEmbedder()
+        load_labels(tmp_path / "small.jsonl"), llm=build_llm("offline"), embedder=build_embedder("minilm")
     ).summary()
     assert summary["model"] == "offline" and summary["offline"] is True and summary["queries"] == 3
-    for altitude in ("domain", "narrow"):  # gate metrics do not depend on the embedder
+    for altitude in ("domain", "narrow"):  # the notebook runs the same gate on the same embedder
         for key in ("precision", "recall", "keep_rate", "contaminants_kept", "fail_open", "calls", "tokens"):
             assert summary[altitude][key] == expected[altitude][key], (altitude, key)
     assert summary["domain"]["recall"] >= summary["narrow"]["recall"]
     assert summary["suggested_floor"] in DEFAULT_FLOORS
     assert (tmp_path / "calibration.png").stat().st_size > 10_000
+    fitted = _json_line(lines, "FITTED_GATE ")
+    assert fitted["held_out"]["queries"] == 3 and 0.0 < fitted["model"]["threshold"] < 1.0
+    assert fitted["validation"].startswith("leave-one-query-out")
+    assert (tmp_path / "calibration_gate_curve.png").stat().st_size > 10_000
 
 
 @pytest.mark.slow

@@ -13,6 +13,11 @@ a relevant/off-topic label, see ``vault_example/calibration/README.md``):
   query) gives a floor sweep and a suggested floor for the embedder, reported next
   to the floor the funnel applies now (vault.toml's, else the embedder's calibration).
 
+The gate gets the retrieval signals the funnel gives it (``signals.gate_signals``, its query's
+labelled candidates as the pool, the offline decomposition's variants), so the offline gate
+judges here exactly as in the funnel, with ``relevance`` (a vault's fitted weights) or its
+shipped default. Fitting and cross-validating the offline gate is ``gatefit.py``.
+
 Metrics are deterministic for a deterministic backend; only latency varies.
 """
 
@@ -29,6 +34,8 @@ import numpy as np
 
 from vault_pipeline.errors import ConfigError, ParseError
 from vault_pipeline.models.embed import Embedder, calibration_of, l2_normalise
+from vault_pipeline.models.offline.relevance import RelevanceModel
+from vault_pipeline.models.offline.retrieval import decompose
 from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
 from vault_pipeline.retrieve.gate import FailOpen, gate_rows, label, reason_of, survives
 from vault_pipeline.retrieve.metering import MeteredLLM, TokenTap
@@ -93,6 +100,21 @@ def load_labels(path: str | Path) -> list[LabelledCandidate]:
         labels.append(item)
     if not labels:
         raise ParseError(path, "no labelled candidates in the file")
+    return labels
+
+
+def load_label_files(paths: Sequence[str | Path]) -> list[LabelledCandidate]:
+    """Several labels files as one list; a candidate_id used in two files raises ParseError."""
+    labels: list[LabelledCandidate] = []
+    seen: dict[str, Path] = {}
+    for path in paths:
+        for item in load_labels(path):
+            if item.candidate_id in seen:
+                raise ParseError(path, f"candidate_id {item.candidate_id!r} already used in {seen[item.candidate_id]}")
+            seen[item.candidate_id] = Path(path)
+            labels.append(item)
+    if not labels:
+        raise ParseError("<labels>", "no labels files given")
     return labels
 
 
@@ -221,7 +243,7 @@ class CalibrationReport:
 
     @property
     def offline(self) -> bool:
-        """True when the offline baseline gate was calibrated, not a model."""
+        """True when the offline (fitted) gate was calibrated, not a model."""
         return self.model == OFFLINE_MODEL
 
     def altitude(self, name: str) -> GateStats | None:
@@ -285,6 +307,7 @@ def calibrate(
     floors: Iterable[float] = DEFAULT_FLOORS,
     target_recall: float = TARGET_RECALL,
     config: FunnelConfig | None = None,
+    relevance: RelevanceModel | None = None,
 ) -> CalibrationReport:
     """Run the real gate at each altitude, the similarity floor sweep, and suggest a floor."""
     if not labels:
@@ -294,7 +317,7 @@ def calibrate(
     per_query: list[GateStats] = []
     outcomes: dict[str, dict[str, Any]] = {}
     for altitude in ALTITUDES:
-        stats, found = _run_altitude(labels, altitude, llm, config)
+        stats, found = _run_altitude(labels, altitude, llm, config, embedder, relevance)
         per_query.extend(stats)
         outcomes[altitude] = found
     pooled = tuple(
@@ -343,7 +366,12 @@ def _groups(labels: Sequence[LabelledCandidate], altitude: Altitude) -> dict[tup
 
 
 def _run_altitude(
-    labels: Sequence[LabelledCandidate], altitude: Altitude, llm: StructuredLLM, config: FunnelConfig
+    labels: Sequence[LabelledCandidate],
+    altitude: Altitude,
+    llm: StructuredLLM,
+    config: FunnelConfig,
+    embedder: Embedder,
+    relevance: RelevanceModel | None,
 ) -> tuple[list[GateStats], dict[str, Any]]:
     """Gate each query's candidates against the intent at ``altitude``, one funnel gate stage per query."""
     stats: list[GateStats] = []
@@ -362,6 +390,9 @@ def _run_altitude(
                 batch_size=config.gate_batch,
                 timeout=config.gate_timeout,
                 text_chars=config.gate_chars,
+                embedder=embedder,
+                variants=[v["text"] for v in decompose({"query": query, "intent": intent})["variants"]],
+                relevance=relevance,
             )
             seconds = time.perf_counter() - started
             found.update(result)

@@ -10,6 +10,13 @@ The gate fails open: a batch whose call raises, never validates, or misses the
 deadline keeps all its candidates, each marked ``FailOpen``; the caller counts
 them and flags the package degraded. Blanking the context on a gate error would be
 worse than an unchecked package.
+
+Given an embedder, ``gate_rows`` first computes each candidate's retrieval signals
+(``gate_signals``: cosines to the prompt, the intent and the variants, IDF-weighted term
+overlap, phrase matches, closeness to the pool's strongest candidates) and hands them to
+the gate with the candidate. The offline gate is a logistic model over exactly these
+signals (``models/offline/relevance.py``); a model gate may ignore them. The vault's own
+fitted weights live in ``<vault>/.vault_pipeline/gate.json`` (``signals.load_relevance``).
 """
 
 from __future__ import annotations
@@ -20,11 +27,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
+import numpy as np
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
 from vault_pipeline.errors import ModelError
+from vault_pipeline.models.embed import Embedder
+from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
+from vault_pipeline.retrieve.signals import gate_signals, title_of
 
 MAX_WORKERS = 8
 
@@ -62,6 +73,7 @@ class GateItem:
     title: str
     heading: str
     text: str
+    signals: Mapping[str, float] | None = None  # retrieval signals (``gate_signals``), when computed
 
 
 @dataclass(frozen=True)
@@ -156,16 +168,24 @@ def _outcome(verdict: GateVerdict) -> GateOutcome:
 
 
 def run_gate(
-    items: Sequence[GateItem], *, llm: StructuredLLM, intent: str, query: str, batch_size: int, timeout: float
+    items: Sequence[GateItem],
+    *,
+    llm: StructuredLLM,
+    intent: str,
+    query: str,
+    batch_size: int,
+    timeout: float,
+    relevance: RelevanceModel | None = None,
 ) -> dict[str, GateOutcome]:
     """Judge ``items`` in concurrent batches; every key gets an outcome, failing open per batch."""
     batches = [list(items[i : i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
     if not batches:
         return {}
     prompt = load_prompt("gate")
+    extra = {"relevance_model": relevance.to_dict()} if relevance is not None else {}
     pool = ThreadPoolExecutor(max_workers=min(len(batches), MAX_WORKERS), thread_name_prefix="vault-gate")
     try:
-        futures = [pool.submit(_judge, llm, prompt, intent, query, batch) for batch in batches]
+        futures = [pool.submit(_judge, llm, prompt, intent, query, batch, extra) for batch in batches]
         deadline = time.monotonic() + timeout
         outcomes: dict[str, GateOutcome] = {}
         for batch, future in zip(batches, futures):
@@ -185,20 +205,41 @@ def gate_rows(
     batch_size: int,
     timeout: float,
     text_chars: int,
+    embedder: Embedder | None = None,
+    variants: Sequence[str] = (),
+    vectors: Mapping[str, np.ndarray] | None = None,
+    relevance: RelevanceModel | None = None,
+    query_vectors: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, GateOutcome]:
-    """Gate (chunk_id, path, heading, text) rows; returns an outcome per chunk id."""
+    """Gate (chunk_id, path, heading, text) rows; returns an outcome per chunk id.
+
+    Optional: ``embedder`` turns on the retrieval signals (``variants``: the other queries the
+    funnel ran; ``vectors``: stored unit vectors by chunk id, saving a re-embedding;
+    ``query_vectors``: text -> unit vector of the prompt and variants the funnel embedded already);
+    ``relevance``: the vault's fitted weights for the offline gate (else its shipped default).
+    """
     ids = {f"c{i:02d}": row[0] for i, row in enumerate(rows, 1)}  # short keys a small model echoes well
+    signals = (
+        gate_signals(
+            rows,
+            query=query,
+            intent=intent,
+            embedder=embedder,
+            variants=variants,
+            vectors=vectors,
+            query_vectors=query_vectors,
+        )
+        if embedder is not None and rows
+        else {}
+    )
     items = [
-        GateItem(key, _title(path), heading, _short(text, text_chars))
-        for key, (_, path, heading, text) in zip(ids, rows)
+        GateItem(key, title_of(path), heading, _short(text, text_chars), signals.get(cid))
+        for key, (cid, path, heading, text) in zip(ids, rows)
     ]
-    outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout)
+    outcomes = run_gate(
+        items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout, relevance=relevance
+    )
     return {ids[key]: outcome for key, outcome in outcomes.items()}
-
-
-def _title(path: str) -> str:
-    name = path.rsplit("/", 1)[-1]
-    return name[:-3] if name.endswith(".md") else name
 
 
 def _short(text: str, limit: int) -> str:
@@ -210,13 +251,18 @@ def _short(text: str, limit: int) -> str:
     return text[: cut if cut > limit // 2 else limit] + " …"
 
 
-def _judge(llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem]) -> GateVerdicts:
-    variables = {"intent": intent, "query": query, "candidates": [_as_variable(i) for i in batch]}
+def _judge(
+    llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem], extra: Mapping[str, Any]
+) -> GateVerdicts:
+    variables = {"intent": intent, "query": query, "candidates": [_as_variable(i) for i in batch], **extra}
     return llm.call(prompt, variables, GateVerdicts, context={"keys": [i.key for i in batch]})
 
 
-def _as_variable(item: GateItem) -> dict[str, str]:
-    return {"key": item.key, "title": item.title, "heading": item.heading, "text": item.text}
+def _as_variable(item: GateItem) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": item.key, "title": item.title, "heading": item.heading, "text": item.text}
+    if item.signals is not None:
+        out["signals"] = dict(item.signals)
+    return out
 
 
 def _collect(batch: list[GateItem], future: Future, deadline: float, timeout: float) -> Mapping[str, GateOutcome]:

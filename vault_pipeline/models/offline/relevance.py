@@ -1,0 +1,153 @@
+"""The offline fit-gate's relevance model: logistic regression over a handful of retrieval signals.
+
+The signals (``FEATURES``) are what any embedder and index give for a candidate, computed by
+``retrieve.signals.gate_signals`` and handed to the gate with each candidate:
+
+* ``cos_query``: cosine of the candidate to the prompt as typed;
+* ``cos_intent``: cosine to the intent (the subject domain the gate judges against);
+* ``agreement``: mean cosine to every query the funnel ran (the prompt and its variants);
+* ``overlap``: IDF-weighted share of the prompt's and intent's content stems the candidate
+  carries (IDF over the candidate pool, the shared stemmer of ``vault_pipeline.text``);
+* ``phrase``: share of the prompt's adjacent content-word pairs found adjacent in the candidate;
+* ``anchor``: mean cosine to the pool's three strongest other candidates (by cosine to prompt
+  plus intent): notes of the prompt's domain sit together, a stray contaminant sits apart.
+
+No word list: the weights are fitted on labels (``vault gate-calibrate --fit``) and the
+threshold is chosen out of fold so that at least 95 % of relevant candidates are kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FEATURES = ("cos_query", "cos_intent", "agreement", "overlap", "phrase", "anchor")
+L2 = 0.1  # ridge on the weights (not the bias): six weights from ~100 labels need a little shrinkage
+# Shared words are evidence for a candidate, never against it. Unconstrained, a fit on labels
+# built around vocabulary traps learns a negative weight for overlap, which would then drop the
+# note that repeats a question's name and date (LoCoMo); the traps are the cosines' job.
+NONNEGATIVE = ("overlap", "phrase")
+
+
+@dataclass(frozen=True)
+class RelevanceModel:
+    """Weights, bias and keep threshold of the fitted gate; ``probability`` >= ``threshold`` keeps."""
+
+    weights: Mapping[str, float]
+    bias: float
+    threshold: float
+    embedder: str = ""  # the embedder whose cosines the weights were fitted on
+    source: str = ""  # where the numbers came from (labels files, or "shipped default")
+
+    def logit(self, signals: Mapping[str, float]) -> float:
+        """Bias plus the weighted signals (missing signals count as 0)."""
+        return self.bias + sum(w * float(signals.get(n, 0.0)) for n, w in self.weights.items())
+
+    def probability(self, signals: Mapping[str, float]) -> float:
+        """The model's probability that the candidate is relevant."""
+        return _sigmoid(self.logit(signals))
+
+    def keeps(self, signals: Mapping[str, float]) -> bool:
+        """True when the probability reaches the threshold."""
+        return self.probability(signals) >= self.threshold
+
+    def contributions(self, signals: Mapping[str, float]) -> list[tuple[str, float]]:
+        """Each signal's share of the logit, largest magnitude first (ties by name)."""
+        parts = [(n, w * float(signals.get(n, 0.0))) for n, w in self.weights.items()]
+        return sorted(parts, key=lambda p: (-abs(p[1]), p[0]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``gate.json`` stores)."""
+        return {
+            "weights": {n: self.weights[n] for n in FEATURES if n in self.weights},
+            "bias": self.bias,
+            "threshold": self.threshold,
+            "embedder": self.embedder,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RelevanceModel:
+        """Read ``to_dict``'s form; raises ValueError naming what is wrong."""
+        weights = data.get("weights")
+        if not isinstance(weights, Mapping) or not weights:
+            raise ValueError("'weights' must be a non-empty mapping of signal -> number")
+        unknown = sorted(set(weights) - set(FEATURES))
+        if unknown:
+            raise ValueError(f"unknown signals {unknown}; known: {list(FEATURES)}")
+        try:
+            parsed = {str(n): float(v) for n, v in weights.items()}
+            bias, threshold = float(data["bias"]), float(data["threshold"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"'bias', 'threshold' and every weight must be numbers ({exc})") from None
+        if not all(math.isfinite(v) for v in [*parsed.values(), bias, threshold]) or not 0 <= threshold <= 1:
+            raise ValueError("weights must be finite and the threshold within 0-1")
+        return cls(
+            parsed,
+            bias,
+            threshold,
+            str(data.get("embedder") or ""),
+            str(data.get("source") or ""),
+        )
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def fit_weights(
+    rows: Sequence[Mapping[str, float]], labels: Sequence[bool], *, l2: float = L2
+) -> tuple[dict[str, float], float]:
+    """Logistic weights and bias; a ``NONNEGATIVE`` signal fitted below zero is fixed at 0 and the rest refitted."""
+    fixed: set[str] = set()
+    while True:
+        weights, bias = _newton(rows, labels, [n for n in FEATURES if n not in fixed], l2)
+        negative = sorted(n for n in NONNEGATIVE if weights.get(n, 0.0) < 0)
+        if not negative:
+            return {n: weights.get(n, 0.0) for n in FEATURES}, bias
+        fixed.update(negative)
+
+
+def _newton(
+    rows: Sequence[Mapping[str, float]], labels: Sequence[bool], names: Sequence[str], l2: float, steps: int = 100
+) -> tuple[dict[str, float], float]:
+    """L2-regularised logistic regression by Newton's method (the bias is not shrunk; numpy only)."""
+    import numpy as np
+
+    x = np.array([[1.0] + [float(r.get(n, 0.0)) for n in names] for r in rows])
+    y = np.array([1.0 if lab else 0.0 for lab in labels])
+    w = np.zeros(x.shape[1])
+    penalty = np.eye(x.shape[1]) * l2
+    penalty[0, 0] = 0.0  # the bias is not shrunk
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        grad = x.T @ (p - y) + penalty @ w
+        hess = (x.T * (p * (1 - p))) @ x + penalty + np.eye(x.shape[1]) * 1e-9
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if float(np.abs(step).max()) < 1e-10:
+            break
+    return {n: float(v) for n, v in zip(names, w[1:])}, float(w[0])
+
+
+# Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
+# vault_example/calibration/traps.jsonl --json` (MiniLM embedder; the "model" of its "fitted_gate"):
+# weights on all 136 labels, threshold from their leave-one-query-out probabilities (the highest
+# keeping >= 97.5 % of the relevant candidates, ``gatefit.aim``). tests/test_gate_fit.py refits
+# and compares. Overlap and phrase fit below zero on these trap-heavy labels and are held at 0.
+DEFAULT = RelevanceModel(
+    weights={
+        "cos_query": -1.9774,
+        "cos_intent": 7.2467,
+        "agreement": -1.5911,
+        "overlap": 0.0,
+        "phrase": 0.0,
+        "anchor": 8.7307,
+    },
+    bias=-2.1202,
+    threshold=0.32078,
+    embedder="minilm-l6-v2-int8",
+    source="shipped default: labels.jsonl traps.jsonl",
+)

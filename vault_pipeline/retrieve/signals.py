@@ -1,0 +1,210 @@
+"""The offline gate's inputs: retrieval signals per candidate, and the vault's fitted weights.
+
+``gate_signals`` computes ``relevance.FEATURES`` for a pool of candidates from what any
+embedder and index give (see ``models/offline/relevance.py`` for what each signal means);
+``gate.gate_rows`` hands them to the gate with each candidate, ``gatefit`` fits on them.
+A vault's fitted gate is ``<vault>/.vault_pipeline/gate.json``, written by
+``vault gate-calibrate --fit LABELS --vault V`` and read by ``load_relevance``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vault_pipeline.errors import ConfigError
+from vault_pipeline.models.embed import Embedder, l2_normalise
+from vault_pipeline.models.offline.relevance import FEATURES, RelevanceModel
+from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, stem, tokens
+from vault_pipeline.vault.files import STATE_DIR
+from vault_pipeline.vault.state import atomic_write
+
+
+def title_of(path: str) -> str:
+    """A note's title as the gate shows it: the file name without ``.md``."""
+    name = path.rsplit("/", 1)[-1]
+    return name[:-3] if name.endswith(".md") else name
+
+
+# --------------------------------------------------------------------------- retrieval signals
+
+ANCHORS = 3  # the pool's strongest candidates a candidate is compared with (``anchor``)
+
+
+def gate_signals(
+    rows: Sequence[tuple[str, str, str, str]],
+    *,
+    query: str,
+    intent: str,
+    embedder: Embedder,
+    variants: Sequence[str] = (),
+    vectors: Mapping[str, np.ndarray] | None = None,
+    query_vectors: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, dict[str, float]]:
+    """The relevance model's signals (``relevance.FEATURES``) for each (chunk_id, path, heading, text) row.
+
+    The prompt, intent and variants come from ``query_vectors`` (text -> unit vector, what the
+    funnel already embedded) or a small cache, else one embedding call; candidates reuse
+    ``vectors`` when given (the index embeds exactly the row text) and are embedded otherwise.
+    IDF is taken over this pool of candidates, so words every candidate shares weigh little.
+    """
+    queries = _query_vectors(embedder, [query, intent, *variants], query_vectors or {})
+    cand = _candidate_vectors(rows, embedder, vectors or {})
+    cos = cand.astype(np.float64) @ queries.astype(np.float64).T  # (candidates, queries)
+    cos_query, cos_intent = cos[:, 0], cos[:, 1]
+    agreement = np.delete(cos, 1, axis=1).mean(axis=1)  # the prompt and its variants, not the intent
+    prompt_runs = _stem_runs(query) + _stem_runs(intent)
+    texts = [" ".join((title_of(path), heading, text)) for _, path, heading, text in rows]
+    overlap = _idf_overlap([t for run in prompt_runs for t in run], [_stems(t) for t in texts])
+    phrases = {pair for run in prompt_runs for pair in itertools.pairwise(run)}
+    anchor = _anchor(cand.astype(np.float64), cos_query + cos_intent)
+    out: dict[str, dict[str, float]] = {}
+    for i, (cid, *_) in enumerate(rows):
+        pairs = {pair for run in _stem_runs(texts[i]) for pair in itertools.pairwise(run)}
+        values = {
+            "cos_query": cos_query[i],
+            "cos_intent": cos_intent[i],
+            "agreement": agreement[i],
+            "overlap": overlap[i],
+            "phrase": len(phrases & pairs) / len(phrases) if phrases else 0.0,
+            "anchor": anchor[i],
+        }
+        out[cid] = {n: round(float(values[n]), 6) for n in FEATURES}  # rounded: stable logs and verdicts
+    return out
+
+
+QUERY_CACHE_SIZE = 64  # prompt/intent/variant vectors per embedder: a funnel gates in several steps per query
+# Keyed by the embedder object itself (weakly): two embedders never share vectors, and a cache
+# goes when its embedder does.
+_query_cache: weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+def _cache_of(embedder: Embedder) -> dict[str, np.ndarray]:
+    try:
+        return _query_cache.setdefault(embedder, {})
+    except TypeError:  # not weak-referenceable or not hashable: no caching, a fresh dict each time
+        return {}
+
+
+def _remember(cache: dict[str, np.ndarray], text: str, vector: np.ndarray) -> None:
+    cache[text] = vector
+    while len(cache) > QUERY_CACHE_SIZE:
+        cache.pop(next(iter(cache)))
+
+
+def remember_query_vectors(embedder: Embedder, texts: Sequence[str], vectors: np.ndarray) -> None:
+    """Seed the cache with query vectors the caller embedded already (the funnel's prompt and variants)."""
+    with _cache_lock:
+        cache = _cache_of(embedder)
+        for text, vector in zip(texts, l2_normalise(vectors)):
+            _remember(cache, text, vector)
+
+
+def clear_query_cache() -> None:
+    """Forget cached prompt/intent/variant vectors (a timing run starts cold)."""
+    with _cache_lock:
+        _query_cache.clear()
+
+
+def _query_vectors(embedder: Embedder, texts: list[str], known: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Unit vectors of ``texts``: given, cached for this embedder, or embedded in one call."""
+    with _cache_lock:
+        cache = _cache_of(embedder)
+        found = {t: known.get(t, cache.get(t)) for t in texts}
+    missing = list(dict.fromkeys(t for t, v in found.items() if v is None))
+    if missing:
+        fresh = l2_normalise(embedder.embed(missing))
+        with _cache_lock:
+            for text, vector in zip(missing, fresh):
+                found[text] = vector
+                _remember(cache, text, vector)
+    return l2_normalise(np.vstack([np.asarray(found[t], np.float32) for t in texts]))
+
+
+def _candidate_vectors(
+    rows: Sequence[tuple[str, str, str, str]], embedder: Embedder, vectors: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    missing = [i for i, row in enumerate(rows) if vectors.get(row[0]) is None]
+    fresh = l2_normalise(embedder.embed([rows[i][3] for i in missing])) if missing else None
+    out: list[np.ndarray] = []
+    for i, row in enumerate(rows):
+        stored = vectors.get(row[0])
+        out.append(np.asarray(stored, np.float32) if stored is not None else fresh[missing.index(i)])  # type: ignore[index]
+    return l2_normalise(np.vstack(out))
+
+
+def _stem_runs(text: str) -> list[list[str]]:
+    """Runs of adjacent content stems (stopwords and question words break a run)."""
+    runs: list[list[str]] = [[]]
+    for word in tokens(text):
+        if word in STOPWORDS or word in QUERY_STOPWORDS:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append(stem(word))
+    return [r for r in runs if r]
+
+
+def _stems(text: str) -> set[str]:
+    return {t for run in _stem_runs(text) for t in run}
+
+
+def _idf_overlap(terms: Sequence[str], docs: Sequence[set[str]]) -> list[float]:
+    """Share of the prompt's IDF mass (BM25's IDF over the pool) each document carries."""
+    unique = list(dict.fromkeys(terms))
+    n = len(docs)
+    idf = {}
+    for t in unique:
+        df = sum(t in d for d in docs)
+        idf[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    total = sum(idf.values())
+    return [sum(idf[t] for t in unique if t in d) / total if total else 0.0 for d in docs]
+
+
+def _anchor(vectors: np.ndarray, strength: np.ndarray) -> np.ndarray:
+    """Mean cosine to the ``ANCHORS`` strongest other candidates (ties by position)."""
+    order = sorted(range(len(strength)), key=lambda i: (-round(float(strength[i]), 9), i))
+    sims = vectors @ vectors.T
+    out = np.zeros(len(strength))
+    for i in range(len(strength)):
+        others = [j for j in order if j != i][:ANCHORS]
+        out[i] = float(np.mean(sims[i, others])) if others else float(strength[i]) / 2
+    return out
+
+
+# --------------------------------------------------------------------------- the vault's fitted weights
+
+GATE_FILE = "gate.json"
+
+
+def relevance_path(root: str | Path) -> Path:
+    """Where a vault keeps its fitted gate: ``<vault>/.vault_pipeline/gate.json``."""
+    return Path(root) / STATE_DIR / GATE_FILE
+
+
+def load_relevance(root: str | Path) -> RelevanceModel | None:
+    """The vault's fitted gate, or None when it has none; a bad file raises ConfigError naming it."""
+    path = relevance_path(root)
+    if not path.is_file():
+        return None
+    try:
+        return RelevanceModel.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a fitted gate ({exc})") from None
+
+
+def save_relevance(root: str | Path, model: RelevanceModel) -> Path:
+    """Write the fitted gate atomically into the vault's state folder; returns the path."""
+    path = relevance_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (json.dumps(model.to_dict(), indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    return path
