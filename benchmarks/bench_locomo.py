@@ -1,11 +1,13 @@
 r"""LoCoMo retrieval benchmark: is the gold evidence turn in the context package?
 
-Ingests ../shared/data/locomo/locomo-dev.json into a fresh vault (offline extraction), indexes
-it with the configured embedder, answers every question of categories 1-4 (1 multi-hop,
+Ingests each conversation of ../shared/data/locomo/locomo-dev.json into a fresh vault of its own
+(offline extraction; one vault per conversation, so every method searches only the question's
+own conversation), indexes it with the configured embedder, answers every question of
+categories 1-4 (1 multi-hop,
 2 temporal, 3 open-domain, 4 single-hop; 5 adversarial is left out) through
 `vault query --batch --json`, and compares the packages with baselines measured in the same run,
 all at the same token budget (`--budget`, default 1500, counted with `text.estimate_tokens`):
-  - plain top-k vector: vector search over the vault's index (whole vault), filled in
+  - plain top-k vector: vector search over the conversation's vault, notes as stored, filled in
     similarity order until the next chunk does not fit;
   - raw turns, RRF: every LoCoMo turn is one chunk `[session date] Speaker: text`, read from the
     JSON directly; a question searches only its own conversation; turns are ranked by
@@ -24,12 +26,13 @@ For every method and every part of the data it prints:
   - answer words: share of questions where at least half of the gold answer's content words
     (lowercase `\w+` tokens minus `text.STOPWORDS`) appear among the package's words;
   - package tokens (mean, p95), and evidence hit / answer words per category;
+  - the funnel's atomic blocks: tokens of the block against tokens of the note's own sentence;
   - funnel latency p50/p95 excluding model time (measured in-process, model calls timed apart).
 
 `--dev-split` fixes a split of the five samples: conv-26 and conv-30 are for tuning, conv-41,
 conv-42 and conv-43 are reported; every row is then printed for the reported part and for all
-samples (each row names the samples it covers). The funnel and top-k still search the whole
-vault, the raw-turn baselines only the question's own conversation.
+samples (each row names the samples it covers). Every method searches only the question's own
+conversation (its own vault; the raw turns of its own sample).
 
 Usage: python benchmarks/bench_locomo.py [--data PATH] [--out DIR] [--budget 1500] [--limit N]
                                          [--dev-split]
@@ -60,6 +63,7 @@ from vault_pipeline.config import load_settings  # noqa: E402
 from vault_pipeline.index.search import Index  # noqa: E402
 from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
+from vault_pipeline.retrieve.blocks import parse_atomic  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
 from vault_pipeline.retrieve.types import FunnelConfig  # noqa: E402
 from vault_pipeline.text import STOPWORDS, estimate_tokens  # noqa: E402
@@ -165,22 +169,36 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def build(data: Path, out: Path, embed: str) -> tuple[Vault, float, float]:
-    vault = Vault.init(out)
-    started = time.perf_counter()
-    report = pipeline.ingest(vault, [data], OfflineBackend())
-    ingest_s = time.perf_counter() - started
-    print(f"ingest: {report.conversations} sessions, {report.messages} turns, {report.notes} notes, {ingest_s:.1f}s")
-    started = time.perf_counter()
-    index_report = pipeline.index(vault, build_embedder(embed))
-    index_s = time.perf_counter() - started
-    print(f"index: {index_report.embedded_chunks} chunks from {index_report.embedded_notes} notes, {index_s:.1f}s")
-    return vault, ingest_s, index_s
+def build(data: Path, out: Path, embed: str) -> dict[str, Vault]:
+    """One vault per LoCoMo sample under ``out`` (each from a one-sample copy of the data file, kept
+    beside the vaults, outside the repository), ingested offline and indexed."""
+    vaults = {}
+    totals = Counter()
+    for sample in json.loads(data.read_text(encoding="utf-8")):
+        name = sample["sample_id"]
+        part = out / f"{name}.json"
+        part.parent.mkdir(parents=True, exist_ok=True)
+        part.write_text(json.dumps([sample]), encoding="utf-8")
+        vault = Vault.init(out / name)
+        started = time.perf_counter()
+        report = pipeline.ingest(vault, [part], OfflineBackend())
+        totals["ingest_s"] += time.perf_counter() - started
+        totals.update(sessions=report.conversations, turns=report.messages, notes=report.notes)
+        started = time.perf_counter()
+        index_report = pipeline.index(vault, build_embedder(embed))
+        totals["index_s"] += time.perf_counter() - started
+        totals.update(chunks=index_report.embedded_chunks)
+        vaults[name] = vault
+    print(
+        f"ingest: {len(vaults)} vaults, {totals['sessions']} sessions, {totals['turns']} turns, "
+        f"{totals['notes']} notes, {totals['ingest_s']:.1f}s; index: {totals['chunks']} chunks, {totals['index_s']:.1f}s"
+    )
+    return vaults
 
 
 def run_cli_batch(vault: Vault, qs: list[dict], budget: int) -> list[dict]:
     """Every question through `vault query --batch --json` (one process, one package per line)."""
-    batch = vault.root.parent / "locomo-queries.jsonl"
+    batch = vault.root.parent / f"{vault.root.name}-queries.jsonl"
     batch.write_text("".join(json.dumps({"query": q["query"]}) + "\n" for q in qs), encoding="utf-8")
     command = [
         sys.executable,
@@ -215,9 +233,18 @@ class TimedLLM:
             self.seconds += time.perf_counter() - started
 
 
-def latency(vault: Vault, qs: list[dict], embed: str, budget: int) -> list[float]:
-    """Per-query funnel time minus model time, in ms, in one process (index opened once)."""
+def latency(vaults: dict[str, Vault], qs: list[dict], embed: str, budget: int) -> list[float]:
+    """Per-query funnel time minus model time, in ms, in one process (each index opened once)."""
     embedder = build_embedder(embed)
+    times = []
+    for sample, vault in vaults.items():
+        times += _latency(vault, [q for q in qs if q["sample"] == sample], embedder, budget)
+    return times
+
+
+def _latency(vault: Vault, qs: list[dict], embedder, budget: int) -> list[float]:
+    if not qs:
+        return []
     retriever = Index.open(vault, embedder)
     config = FunnelConfig.from_settings(load_settings(vault.root), budget=budget)
     plan, gate = TimedLLM(OfflineBackend()), TimedLLM(OfflineBackend())
@@ -237,12 +264,13 @@ def score(blocks: list[dict], tokens: int, q: dict, turn_words: dict[tuple[str, 
     return {"found": hits(blocks, q, turn_words), "answer": answer_hit(text, q["answer"]), "tokens": tokens}
 
 
-def topk_baseline(vault: Vault, qs: list[dict], embed: str, budget: int, turn_words: dict) -> list[dict]:
-    """Plain top-k vector retrieval, filled in similarity order up to the same token budget."""
+def topk_baseline(vaults: dict[str, Vault], qs: list[dict], embed: str, budget: int, turn_words: dict) -> list[dict]:
+    """Plain top-k vector retrieval in the question's own vault, filled in similarity order up to the budget."""
     embedder = build_embedder(embed)
-    retriever = Index.open(vault, embedder)
+    retrievers = {sample: Index.open(vault, embedder) for sample, vault in vaults.items()}
     results = []
     for q in qs:
+        retriever = retrievers[q["sample"]]
         rows = retriever.vector_search(embedder.embed([q["query"]])[0], 60)
         blocks, used = [], 0
         for row in rows:
@@ -262,6 +290,28 @@ def topk_baseline(vault: Vault, qs: list[dict], embed: str, budget: int, turn_wo
             )
         results.append(score(blocks, used, q, turn_words))
     return results
+
+
+def block_overhead(vaults: dict[str, Vault], packages: list[dict], qs: list[dict]) -> None:
+    """Tokens of the funnel's atomic blocks against the tokens of their notes' own sentences."""
+    sentences: dict[tuple[str, str], int] = {}
+    for sample, vault in vaults.items():
+        rows = Index.open(vault).table.search().where("type = 'atomic'").select(["chunk_id", "text"]).limit(None)
+        for row in rows.to_arrow().to_pylist():
+            sentences[(sample, row["chunk_id"])] = estimate_tokens(parse_atomic(row["text"]).sentence)
+    pairs = [
+        (block["tokens"], sentences[(q["sample"], block["chunk_id"])])
+        for p, q in zip(packages, qs)
+        for block in p["blocks"]
+        if block["type"] == "atomic" and sentences.get((q["sample"], block["chunk_id"]))
+    ]
+    if not pairs:
+        return
+    ratios = [b / s for b, s in pairs]
+    print(
+        f"atomic blocks: {len(pairs)}; block tokens / sentence tokens: {sum(b for b, _ in pairs) / sum(s for _, s in pairs):.2f} "
+        f"over all blocks, per block median {statistics.median(ratios):.2f}, p95 {percentile(ratios, 0.95):.2f}"
+    )
 
 
 def bm25_scores(docs: list[list[str]], query: list[str]) -> np.ndarray:
@@ -379,18 +429,23 @@ def main() -> None:
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (set VAULT_SHARED_DATA or pass --data)")
-    out = args.out or Path(tempfile.mkdtemp(prefix="bench-locomo-")) / "vault"
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench-locomo-"))
     qs = questions(args.data, args.limit)
     turns_by_sample = raw_turns(args.data)
     turn_words = {(sample, t["id"]): t["words"] for sample, turns in turns_by_sample.items() for t in turns}
-    print(f"LoCoMo: {len(qs)} questions (categories 1-4) from {args.data}; vault {out}; budget {args.budget}")
-    vault, _, _ = build(args.data, out, args.embedder)
+    print(f"LoCoMo: {len(qs)} questions (categories 1-4) from {args.data}; vaults in {out}; budget {args.budget}")
+    vaults = build(args.data, out, args.embedder)
     started = time.perf_counter()
-    packages = run_cli_batch(vault, qs, args.budget)
+    by_sample = {
+        sample: iter(run_cli_batch(vault, [q for q in qs if q["sample"] == sample], args.budget))
+        for sample, vault in vaults.items()
+        if any(q["sample"] == sample for q in qs)
+    }
+    packages = [next(by_sample[q["sample"]]) for q in qs]
     print(f"vault query --batch --json: {len(packages)} packages in {time.perf_counter() - started:.1f}s")
     methods = {
         "funnel (offline gate)": [score(p["blocks"], p["tokens"], q, turn_words) for p, q in zip(packages, qs)],
-        "plain top-k vector (notes)": topk_baseline(vault, qs, args.embedder, args.budget, turn_words),
+        "plain top-k vector (notes)": topk_baseline(vaults, qs, args.embedder, args.budget, turn_words),
     }
     started = time.perf_counter()
     methods.update(raw_turn_baselines(turns_by_sample, qs, args.embedder, args.budget, turn_words))
@@ -403,7 +458,8 @@ def main() -> None:
         for name, results in methods.items():
             summarise(name, results, qs, samples)
     print()
-    times = latency(vault, qs, args.embedder, args.budget)
+    block_overhead(vaults, packages, qs)
+    times = latency(vaults, qs, args.embedder, args.budget)
     print(
         f"funnel latency excluding model time: p50 {percentile(times, 0.5):.1f} ms, "
         f"p95 {percentile(times, 0.95):.1f} ms over {len(times)} queries"

@@ -191,8 +191,11 @@ def raw_embedder(root: Path, sample: int, seed: int) -> dict:
     }
 
 
-def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
-    """Per-query funnel ms minus model time, in one process (index and embedder opened once)."""
+def funnel_latency(root: Path, qs: list[str], profile: Path | None, *, adaptive: bool = True) -> dict:
+    """Per-query funnel ms minus model time, in one process (index and embedder opened once).
+
+    ``adaptive=False`` measures the fixed-depth funnel (the first ``wide`` candidates only, no
+    one hop) on the same index, for a comparison under the same machine load."""
     from bench_locomo import TimedLLM
 
     from vault_pipeline.config import load_settings
@@ -204,17 +207,18 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
 
     embedder = TimedEmbedder(MiniLMEmbedder())
     index = Index.open(str(root), embedder)
-    config = FunnelConfig.from_settings(load_settings(root))
+    config = FunnelConfig.from_settings(load_settings(root), adaptive=adaptive)
     plan, gate = TimedLLM(OfflineBackend()), TimedLLM(OfflineBackend())
     for q in qs[:5]:  # warm: the ONNX session, LanceDB's caches, the prompt files
         run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
     profiler = _profiler(profile)
-    times, llm, embedding = [], [], []
+    times, llm, embedding, depth = [], [], [], []
     for q in qs:
         plan.seconds = gate.seconds = embedder.seconds = 0.0
         started = time.perf_counter()
-        run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
+        package = run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
         total = time.perf_counter() - started
+        depth.append(package.stats["depth"]["candidates"])
         times.append((total - plan.seconds - gate.seconds) * 1000)
         llm.append((plan.seconds + gate.seconds) * 1000)
         embedding.append(embedder.seconds * 1000)
@@ -225,6 +229,8 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None) -> dict:
     bare = [t - e for t, e in zip(times, embedding)]
     return {
         "queries": len(qs),
+        "adaptive": adaptive,
+        "depth_mean": statistics.fmean(depth),
         "p50_ms": percentile(times, 0.5),
         "p95_ms": percentile(times, 0.95),
         "mean_ms": statistics.fmean(times),
@@ -305,12 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         marker.write_text(json.dumps(figures), encoding="utf-8")
     qs = queries(args.queries, args.seed)
     if args.funnel_only:  # e.g. to compare two checkouts on one built vault
-        fun = funnel_latency(root, qs, args.profile)
-        print(
-            f"funnel latency (no planner/gate time): p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, "
-            f"mean {fun['mean_ms']:.1f} ms over {fun['queries']} queries (query embeddings p50 "
-            f"{fun['embed_p50_ms']:.1f} ms); load {os.getloadavg()[0]:.1f}"
-        )
+        for adaptive in (True, False) if args.compare_fixed else (True,):
+            fun = funnel_latency(root, qs, args.profile, adaptive=adaptive)
+            print(
+                f"funnel latency ({'depth by budget' if adaptive else 'fixed depth'}, no planner/gate time): "
+                f"p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, mean {fun['mean_ms']:.1f} ms over "
+                f"{fun['queries']} queries, {fun['depth_mean']:.1f} candidates deep on average (query embeddings "
+                f"p50 {fun['embed_p50_ms']:.1f} ms); load {os.getloadavg()[0]:.1f}"
+            )
         return 0
     figures["raw"] = raw_embedder(root, args.raw_sample, args.seed)
     figures["index_share"] = figures["index"]["per_second"] / figures["raw"]["per_second"]
@@ -402,6 +410,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reuse", action="store_true", help="measure an earlier build in --out instead of building")
     p.add_argument("--profile", type=Path, default=None, help="write a pyinstrument profile of the funnel here")
     p.add_argument("--funnel-only", action="store_true", help="with --reuse: measure the funnel latency only")
+    p.add_argument(
+        "--compare-fixed", action="store_true", help="with --funnel-only: also time the fixed-depth funnel, same load"
+    )
     p.add_argument("--json", type=Path, default=None, help="also write every figure as JSON")
     return p.parse_args(argv)
 

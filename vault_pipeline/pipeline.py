@@ -17,6 +17,7 @@ from vault_pipeline.errors import ModelError, ParseError
 from vault_pipeline.ingest.extract import Extraction, extract_conversation
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
+from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
@@ -41,15 +42,23 @@ Progress = Callable[[int, int | None, str], None]
 
 
 def ingest(
-    vault: Vault, paths: Sequence[Path], llm: StructuredLLM, *, progress: Progress | None = None, wait: float = 0
+    vault: Vault,
+    paths: Sequence[Path],
+    llm: StructuredLLM,
+    *,
+    progress: Progress | None = None,
+    wait: float = 0,
+    max_record: int = MAX_RECORD_CHARS,
 ) -> IngestReport:
-    """Parse exports, extract atomic units, and write notes into the vault (idempotent)."""
+    """Parse exports, extract atomic units, and write notes into the vault (idempotent).
+
+    A record larger than ``max_record`` (characters of JSON, bytes of a transcript) is skipped."""
     report = IngestReport(sources=[str(p) for p in paths])
     started = time.perf_counter()
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         hubs: dict[str, set[str]] = defaultdict(set)
-        for conv in _conversations(paths, report):
+        for conv in _conversations(paths, report, max_record):
             if progress:
                 progress(report.conversations, None, conv.title)
             extraction = _extract(conv, llm, report)
@@ -63,12 +72,12 @@ def ingest(
     return report
 
 
-def _conversations(paths: Sequence[Path], report: IngestReport) -> Iterable[Conversation]:
+def _conversations(paths: Sequence[Path], report: IngestReport, max_record: int) -> Iterable[Conversation]:
     for path in paths:
         try:
-            for item in read_export(path):
+            for item in read_export(path, max_record=max_record):
                 if isinstance(item, ParseIssue):
-                    report.skipped.append(str(item))
+                    (report.warnings if item.warning else report.skipped).append(str(item))
                     continue
                 report.conversations += 1
                 report.messages += len(item.messages)
@@ -114,10 +123,21 @@ def query(
     llm_gate: StructuredLLM,
     config=None,
 ) -> Iterable:
-    """Answer each (query, intent) with a context package; the index is opened once for all."""
+    """Answer each (query, intent) with a context package; the index is opened once for all.
+
+    A gate the vault fitted for itself (``vault gate-calibrate --fit``) replaces the shipped one."""
+    from dataclasses import replace
+
     from vault_pipeline.index.search import Index
     from vault_pipeline.index.sync import Preloadable
     from vault_pipeline.retrieve.funnel import run_query
+    from vault_pipeline.retrieve.signals import load_relevance
+    from vault_pipeline.retrieve.types import FunnelConfig
+
+    config = config or FunnelConfig()
+    if config.relevance is None:
+        fitted = load_relevance(vault.root)
+        config = replace(config, relevance=fitted) if fitted is not None else config
 
     if isinstance(embedder, Preloadable):
         embedder.preload()  # the model loads while LanceDB is imported and the index opened
@@ -189,13 +209,14 @@ def clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | No
     return report
 
 
-def undo_clean(vault: Vault, run_id: str, *, embedder=None, wait: float = 0):
-    """Restore every file a sweep run changed, byte for byte (files changed since are left alone)."""
+def undo_clean(vault: Vault, run_id: str, *, action: int | None = None, embedder=None, wait: float = 0):
+    """Restore every file a sweep run (or its action number ``action``) changed, byte for byte
+    (files changed since are left alone)."""
     from vault_pipeline.clean.undo import undo_held
     from vault_pipeline.index.sync import sync
 
     with vault.lock("undo", wait=wait):
-        report = undo_held(vault, run_id)
+        report = undo_held(vault, run_id, action=action)
         if embedder is not None:
             sync(vault, embedder)
     return report

@@ -33,7 +33,7 @@ from vault_pipeline.index.table import (
     table_exists,
     vectors_of,
 )
-from vault_pipeline.vault.files import STATE_DIR
+from vault_pipeline.vault.files import FOLDERS, STATE_DIR
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,32 @@ class Index:
         out = _to_rows(rows, np.zeros(rows.num_rows), np.full(rows.num_rows, np.nan), "lookup", with_vectors)
         return sorted(out, key=lambda r: (order[r.note_id], r.ordinal))
 
+    def conversation_rows(self, conversations, *, include_archived: bool = False) -> list[Row]:
+        """Every chunk whose ``source_conversation`` is one of ``conversations`` (with vectors),
+        sorted by chunk id: the funnel's one-hop expansion reads a session's other turns here."""
+        wanted = sorted({c for c in conversations if c})
+        if not wanted:
+            return []
+        out = [
+            r
+            for batch in batches(wanted)
+            for r in _to_rows(
+                *_lookup(self.table.search().where(_where(isin("source_conversation", batch), include_archived)))
+            )
+        ]
+        return sorted(out, key=lambda r: r.chunk_id)
+
+    def rows_by_stem(self, stems, *, include_archived: bool = False) -> list[Row]:
+        """Every chunk of the notes whose file name (without ``.md``) is one of ``stems``, in any
+        vault folder, with vectors, sorted by chunk id: a topic hub's members, from its links."""
+        paths = sorted({f"{folder}/{stem}.md" for stem in stems if stem for folder in FOLDERS})
+        out = [
+            r
+            for batch in batches(paths)
+            for r in _to_rows(*_lookup(self.table.search().where(_where(isin("path", batch), include_archived))))
+        ]
+        return sorted(out, key=lambda r: r.chunk_id)
+
     def all_vectors(self, *, include_archived: bool = False) -> tuple[list[str], list[str], np.ndarray]:
         """(note ids, paths, vectors) of every atomic note's first chunk, sorted by note id."""
         where = "type = 'atomic' AND ordinal = 0" + ("" if include_archived else " AND active")
@@ -242,6 +268,21 @@ class Index:
     def _cosines(self, rows: pa.Table, query: np.ndarray) -> np.ndarray:
         """Exact cosine: the dot product of unit vectors, in float64."""
         return vectors_of(rows[VECTOR_COLUMN], self.dim).astype(np.float64) @ query.astype(np.float64)
+
+
+def _where(expr, include_archived: bool):
+    """``expr``, and only active rows unless archived ones are wanted."""
+    if include_archived:
+        return expr
+    from lancedb.expr import col
+
+    return expr & (col("active") == True)  # noqa: E712 (builds an expression; it compares nothing here)
+
+
+def _lookup(search) -> tuple[pa.Table, np.ndarray, np.ndarray, str, bool]:
+    """The arguments of ``_to_rows`` for a lookup (no lane score, no query): rows with their vectors."""
+    rows = search.select([*ROW_COLUMNS, VECTOR_COLUMN]).limit(None).to_arrow()
+    return rows, np.zeros(rows.num_rows), np.full(rows.num_rows, np.nan), "lookup", True
 
 
 def _page(k: int) -> int:

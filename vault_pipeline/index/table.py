@@ -251,7 +251,17 @@ class ChunkTable:
         if rows and not meta.get("active_index"):
             self._build_active_index()
             out["active_index"] = "bitmap"
+        if rows and not meta.get("conversation_index"):
+            self._build_conversation_index()
+            out["conversation_index"] = "btree"
         return out
+
+    def _build_conversation_index(self) -> None:
+        from lancedb.index import BTree
+
+        # The funnel's one hop reads a session's other turns by ``source_conversation``; without an
+        # index that filter reads the column of every row (about 20 ms at 120k rows).
+        self.table.create_index("source_conversation", config=BTree(), replace=True)
 
     def _build_active_index(self) -> None:
         from lancedb.index import Bitmap

@@ -7,9 +7,14 @@ the package trace:
    continuity, authority); the original always runs too; every query's vector and
    full-text lanes run (the full-text searches concurrently) and are fused by
    reciprocal rank fusion;
-2. keep the ``wide`` best fused candidates;
+2. depth by budget: the fused candidates go on in widening steps (``wide``, then doubling)
+   until the survivors of steps 3-4 carry the budget, the next ones all fall below the floor,
+   the fused list runs out, or ``max_wide`` is reached (``_deepen``; the trace says which);
 3. drop those below a cosine floor against the ORIGINAL query (a noise backstop);
 4. the fit-gate (``gate.py``) keeps or drops each survivor against the intent;
+   then associative recall (``expand.py``): pseudo-relevance feedback when few survive, and one
+   hop from the strongest survivors (neighbouring turns, hub members, verbatim turns), through
+   the same floor and gate;
 5. rank the survivors, gate first: similarity x tier weight x recency;
 6. collapse exact duplicates into the highest-provenance copy (steps 5-6: ``rank.py``);
 7-8. the token-cap backstop and tiered budget assembly (``package.py``).
@@ -34,9 +39,10 @@ from vault_pipeline.errors import ConfigError, ModelError
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.gate import GateOutcome, Skipped, gate_rows, survives
-from vault_pipeline.retrieve.package import ContextPackage, assemble
-from vault_pipeline.retrieve.rank import dedup, rank, reference_time, selection
+from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level
+from vault_pipeline.retrieve.rank import block_content, covered, dedup, rank, reference_time, selection
 from vault_pipeline.retrieve.trace import build_package
 from vault_pipeline.retrieve.types import (
     MAX_VARIANTS,
@@ -46,8 +52,10 @@ from vault_pipeline.retrieve.types import (
     Hit,
     MultiVectorRetriever,
     Retriever,
+    SessionRetriever,
     StoredVector,
 )
+from vault_pipeline.text import estimate_tokens, exact_key, wikilinks
 
 VariantKind = Literal["concept", "methodology", "continuity", "authority"]
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
@@ -109,32 +117,204 @@ def run_query(
     plan, plan_error = _plan(query, user_intent, llm_plan, config)
     the_intent, source = _intent(query, user_intent, plan)
     queries = _queries(query, plan, config)
-    fused, qvec = _retrieve(queries, retriever, embedder, config)
-    # Step 2, retrieve wider: only the ``wide`` best fused candidates go on (the rest are traced).
-    candidates = _with_original_similarity(fused[: config.wide], qvec, embedder)
-    fused = candidates + fused[config.wide :]
-    passed = {c.row.chunk_id for c in candidates if c.similarity >= config.floor}
-    outcomes = _gate(candidates, passed, llm_gate, the_intent, query, config)
-    reference = reference_time(candidates, reference_date)
-    survivors = [c for c in candidates if c.row.chunk_id in passed and survives(outcomes[c.row.chunk_id])]
-    ranked, collapsed = dedup(rank(survivors, reference, config))
+    fused, vectors = _retrieve(queries, retriever, embedder, config)
+    walk = _Walk(vectors[0], embedder, llm_gate, the_intent, query, config)
+    walk.queries = list(queries)
+    walk.query_vectors = {text: vec for (_, text), vec in zip(queries, vectors)}
+    # Steps 2-4, retrieve wider by budget: widen until the survivors fill it (``_deepen``).
+    depth = _deepen(walk, fused, config)
+    # Associative recall: feedback terms for a prompt whose words found little, then one hop.
+    expansion = _associate(walk, fused, query, retriever, embedder, config)
+    went_on = {c.row.chunk_id for c in walk.considered}
+    reference = reference_time(walk.considered, reference_date)
+    # A topic hub is a list of links: its members went on in the one hop; it is no block itself.
+    blocks = [c for c in walk.survivors() if c.row.type != "topic"] if config.adaptive else walk.survivors()
+    ranked, collapsed = covered(*dedup(rank(blocks, reference, config)))
     run = FunnelRun(
         query,
         the_intent,
         source,
-        queries,
-        fused,
-        passed,
-        outcomes,
+        queries + [("feedback", text) for text in expansion.get("feedback_query", [])],
+        walk.considered + [c for c in fused if c.row.chunk_id not in went_on],
+        went_on,
+        walk.passed,
+        walk.outcomes,
         ranked,
         collapsed,
         reference,
         plan_error,
         {"plan": llm_plan.model, "gate": llm_gate.model, "embedder": embedder.name},
         config,
+        depth,
+        expansion,
+        walk.expanded_from,
     )
     assembly = assemble(selection(ranked), budget=config.budget, window=config.window, max_fraction=config.max_fraction)
     return build_package(run, assembly)
+
+
+# --------------------------------------------------------------------------- 2-4. depth by budget
+
+
+class _Walk:
+    """The candidates that went on, and what the floor and the gate made of them."""
+
+    def __init__(
+        self, qvec: np.ndarray, embedder: Embedder, llm: StructuredLLM, intent: str, query: str, config: FunnelConfig
+    ):
+        self.qvec, self.embedder, self.llm, self.intent, self.query, self.config = (
+            qvec,
+            embedder,
+            llm,
+            intent,
+            query,
+            config,
+        )
+        self.queries: list[tuple[str, str]] = []  # (kind, text) of every query run
+        self.query_vectors: dict[str, np.ndarray] = {}  # text -> unit vector, for the gate's signals
+        self.considered: list[Candidate] = []
+        self.passed: set[str] = set()
+        self.outcomes: dict[str, GateOutcome] = {}
+        self.expanded_from: dict[str, str] = {}
+
+    def judge(self, cands: list[Candidate]) -> int:
+        """Floor and gate ``cands`` (their cosine to the original query filled in); returns how many passed the floor."""
+        cands = _with_original_similarity(cands, self.qvec, self.embedder)
+        passed = {c.row.chunk_id for c in cands if c.similarity >= self.config.floor}
+        self.passed |= passed
+        self.outcomes.update(_gate(cands, passed, self))
+        self.considered += cands
+        return len(passed)
+
+    def survivors(self) -> list[Candidate]:
+        """Candidates past the floor that the gate did not drop, in the order they went on."""
+        return [c for c in self.considered if c.row.chunk_id in self.passed and survives(self.outcomes[c.row.chunk_id])]
+
+    def tokens(self) -> int:
+        """What the survivors would cost in the package (a structural chunk at its first level)."""
+        texts = {}
+        for c in self.survivors():
+            if c.row.type == "topic":  # a hub is no block (its members are)
+                continue
+            text = block_content(c.row)[0]
+            texts[exact_key(c.row.text)] = first_level(text) if c.row.type in STRUCTURAL_TYPES else text
+        return sum(estimate_tokens(t) for t in texts.values())
+
+
+def _deepen(walk: _Walk, fused: list[Candidate], config: FunnelConfig) -> dict[str, Any]:
+    """Widen through the fused list (``wide``, then doubling) and say how deep it went and why it stopped."""
+    steps: list[int] = []
+    depth, step, stopped = 0, config.wide, ""
+    limit = max(config.max_wide, config.wide) if config.adaptive else config.wide
+    while not stopped:
+        take = fused[depth : min(depth + step, limit)]
+        passed = walk.judge(take)
+        depth += len(take)
+        steps.append(depth)
+        tokens = walk.tokens()
+        if not config.adaptive:
+            stopped = f"fixed depth: wide {config.wide}"
+        elif tokens >= config.fill * config.budget:
+            stopped = f"budget filled: survivors carry {tokens} tokens, the budget is {config.budget}"
+        elif take and not passed:
+            stopped = f"scores fell off: none of candidates {depth - len(take) + 1}-{depth} reached the floor"
+        elif depth >= len(fused):
+            stopped = f"candidates exhausted: all {len(fused)} fused candidates went on"
+        elif depth >= limit:
+            stopped = f"max_wide reached: {limit} candidates"
+        step = depth
+    return {"candidates": depth, "steps": steps, "stopped": stopped, "survivor_tokens": walk.tokens()}
+
+
+# --------------------------------------------------------------------------- associative recall
+
+
+def _associate(
+    walk: _Walk,
+    fused: list[Candidate],
+    query: str,
+    retriever: Retriever,
+    embedder: Embedder,
+    config: FunnelConfig,
+) -> dict[str, Any]:
+    """Pseudo-relevance feedback (when few survive), then the one-hop expansion; both traced."""
+    out: dict[str, Any] = {}
+    kept = _strongest(walk, config.beam)
+    if config.adaptive and 0 < len(walk.survivors()) < config.feedback_below:
+        terms = feedback_terms(query, [c.row for c in kept], config.feedback_terms)
+        if terms:
+            text = f"{query} {' '.join(terms)}"
+            known = {c.row.chunk_id for c in walk.considered}
+            more, vecs = _retrieve([("feedback", text)], retriever, embedder, config)
+            walk.query_vectors[text] = vecs[0]
+            new = [c for c in more if c.row.chunk_id not in known][: config.wide]
+            walk.judge(new)
+            out.update(feedback_terms=terms, feedback_query=[text], feedback_candidates=len(new))
+            kept = _strongest(walk, config.beam)
+    if config.adaptive and (config.beam or config.turns) and isinstance(retriever, SessionRetriever):
+        out.update(_hop(walk, retriever, config))
+    return out
+
+
+def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:
+    """One hop from the strongest survivors: their sessions' neighbouring turns, their hubs' members,
+    and their own turns verbatim."""
+    strongest = _strongest(walk, max(config.beam, config.turns))
+    kept = strongest[: config.beam]
+    seeds = [c.row for c in kept if c.row.type == "atomic" and c.row.source_conversation]
+    speakers = [c.row for c in strongest[: config.turns] if c.row.type == "atomic" and c.row.source_conversation]
+    rows = retriever.conversation_rows(
+        sorted({r.source_conversation for r in seeds + speakers}), include_archived=config.include_archived
+    )
+    found = neighbours(seeds, rows, config.radius) if config.radius else []
+    hubs = [c.row for c in kept if c.row.type == "topic"]
+    for hub in hubs:
+        # A hub's links are its members; the ``wide`` nearest to the query go on (a fixed beam).
+        members = retriever.rows_by_stem(
+            sorted({link.target for link in wikilinks(hub.text)}), include_archived=config.include_archived
+        )
+        found += [(row, hub.note_id) for row in _nearest(members, walk.qvec, config.wide)]
+    known = {c.row.chunk_id for c in walk.considered}
+    unique: dict[str, tuple[Hit, str]] = {}
+    for row, seed in found:
+        if row.chunk_id not in known:
+            unique.setdefault(row.chunk_id, (row, seed))
+    new = [Candidate(row, 0.0, ("neighbour",), (), math.nan) for row, _ in unique.values()]
+    near = len(new)
+    # The seeds' own turns, verbatim, when they carry what their notes lack (the seed's cosine).
+    similarity = {c.row.note_id: c.similarity for c in strongest}
+    turns = [(row, seed) for row, seed in turn_excerpts(speakers, rows) if row.chunk_id not in known]
+    new += [Candidate(row, 0.0, ("turn",), (), similarity[seed]) for row, seed in turns]
+    unique.update({row.chunk_id: (row, seed) for row, seed in turns})
+    walk.expanded_from.update({cid: seed for cid, (_, seed) in unique.items()})
+    passed = walk.judge(new)
+    survived = sum(1 for c in new if c.row.chunk_id in walk.passed and survives(walk.outcomes[c.row.chunk_id]))
+    return {
+        "seeds": [r.note_id for r in seeds + hubs],
+        "neighbours": near,  # neighbouring turns' notes and hub members
+        "turns": len(turns),  # verbatim turns
+        "floor": passed,  # of both, past the floor
+        "kept": survived,  # of both, past the floor and the gate
+    }
+
+
+def _nearest(rows: Sequence[Hit], qvec: np.ndarray, k: int) -> list[Hit]:
+    """The ``k`` rows whose stored vectors are nearest the query (ties by chunk id)."""
+    scored = [
+        (
+            float(np.asarray(r.vector, np.float64) @ qvec.astype(np.float64))
+            if isinstance(r, StoredVector) and r.vector is not None
+            else -1.0,
+            r,
+        )
+        for r in rows
+    ]
+    return [r for _, r in sorted(scored, key=lambda p: (-round(p[0], 9), p[1].chunk_id))[:k]]
+
+
+def _strongest(walk: _Walk, beam: int) -> list[Candidate]:
+    """The ``beam`` survivors with the highest cosine to the query (ties by id)."""
+    return sorted(walk.survivors(), key=lambda c: (-round(c.similarity, 9), *c.key))[:beam]
 
 
 # --------------------------------------------------------------------------- 1. decomposition
@@ -178,7 +358,7 @@ def _queries(query: str, plan: QueryPlan | None, config: FunnelConfig) -> list[t
 def _retrieve(
     queries: list[tuple[str, str]], retriever: Retriever, embedder: Embedder, config: FunnelConfig
 ) -> tuple[list[Candidate], np.ndarray]:
-    """Both lanes of every query, fused; also returns the original query's vector.
+    """Both lanes of every query, fused; also returns the queries' unit vectors (the original first).
 
     The full-text searches need no vector, so they start first, on the search threads, and run
     while this thread embeds the queries and runs the vector lane (one table query for every
@@ -198,7 +378,7 @@ def _retrieve(
     lists = []
     for (kind, _), hits, text in zip(queries, nearest, texts):
         lists += [(kind, "vector", list(hits)), (kind, "text", list(text.result()))]
-    return fuse(lists), vectors[0]
+    return fuse(lists), vectors
 
 
 @cache
@@ -271,29 +451,39 @@ def _with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder
 # --------------------------------------------------------------------------- 4. the gate
 
 
-def _gate(
-    candidates: list[Candidate], passed: set[str], llm: StructuredLLM, intent: str, query: str, config: FunnelConfig
-) -> dict[str, GateOutcome]:
-    """Gate outcome per chunk id; floor-dropped candidates and a disabled gate are ``Skipped``."""
+def _gate(candidates: list[Candidate], passed: set[str], walk: _Walk) -> dict[str, GateOutcome]:
+    """Gate outcome per chunk id; floor-dropped candidates and a disabled gate are ``Skipped``.
+
+    The gate gets the retrieval signals' inputs the funnel already has: the embedder, the other
+    queries, the query vectors and each candidate's stored vector.
+    """
+    config = walk.config
     outcomes: dict[str, GateOutcome] = {}
     for c in candidates:
         if c.row.chunk_id not in passed:
             outcomes[c.row.chunk_id] = Skipped(f"similarity {c.similarity:.3f} below floor {config.floor:.2f}")
         elif not config.gate:
             outcomes[c.row.chunk_id] = Skipped("gate disabled")
-    judged = [
-        (c.row.chunk_id, c.row.path, c.row.heading or "", c.row.text) for c in candidates if c.row.chunk_id in passed
-    ]
+    going = [c for c in candidates if c.row.chunk_id in passed]
+    judged = [(c.row.chunk_id, c.row.path, c.row.heading or "", c.row.text) for c in going]
+    vectors = {
+        c.row.chunk_id: c.row.vector for c in going if isinstance(c.row, StoredVector) and c.row.vector is not None
+    }
     if config.gate and judged:
         outcomes.update(
             gate_rows(
                 judged,
-                llm=llm,
-                intent=intent,
-                query=query,
+                llm=walk.llm,
+                intent=walk.intent,
+                query=walk.query,
                 batch_size=config.gate_batch,
                 timeout=config.gate_timeout,
                 text_chars=config.gate_chars,
+                embedder=walk.embedder,
+                variants=[text for kind, text in walk.queries if kind != "original"],
+                vectors=vectors,
+                query_vectors=walk.query_vectors,
+                relevance=config.relevance,
             )
         )
     return outcomes

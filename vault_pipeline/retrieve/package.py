@@ -100,6 +100,7 @@ class Selected:
     heading: str = ""
     conversation: str = ""
     messages: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()  # the note's own source links (``[[session#^block]]``)
 
     @property
     def stem(self) -> str:
@@ -137,7 +138,12 @@ class Block:
             "tokens": self.tokens,
             "heading": item.heading,
             "truncated": self.truncated,
-            "source": {"conversation": item.conversation, "messages": list(item.messages)},
+            "source": {
+                "conversation": item.conversation,
+                "messages": list(item.messages),
+                "path": item.path,
+                "links": list(item.links),
+            },
         }
 
 
@@ -170,11 +176,18 @@ class _Work:
     text: str
     truncated: bool = False
     dropped: bool = False
+    tokens: int = -1  # what this block costs now (0 once dropped); kept in step with ``text``
 
-    @property
-    def tokens(self) -> int:
-        """Tokens this block currently costs (0 once dropped)."""
-        return 0 if self.dropped else estimate_tokens(self.text)
+    def __post_init__(self) -> None:
+        self.tokens = estimate_tokens(self.text)
+
+    def set_text(self, text: str) -> None:
+        """Replace the text (a cut) and its cost."""
+        self.text, self.truncated, self.tokens = text, True, estimate_tokens(text)
+
+    def drop(self) -> None:
+        """Leave the block out (it is listed in ``dropped_for_budget``)."""
+        self.dropped, self.tokens = True, 0
 
 
 def assign_levels(selection: Sequence[Selected]) -> dict[str, Level]:
@@ -191,6 +204,8 @@ def assign_levels(selection: Sequence[Selected]) -> dict[str, Level]:
 def _level(item: Selected, top_of_note: bool) -> Level:
     if item.tier == "web":  # provenance 0.1: the least trusted text is the first to go
         return "peripheral"
+    if item.type == "turn":  # a source turn verbatim, as fundamental as a note (several per session)
+        return "core"
     if top_of_note and (item.type == "atomic" or item.tier == "engram"):
         return "core"
     if item.type in STRUCTURAL_TYPES:
@@ -246,7 +261,7 @@ def _cut_to(work: list[_Work], limit: int) -> None:
             return
         short = first_level(w.text)
         if short != w.text.strip():
-            w.text, w.truncated = short, True
+            w.set_text(short)
     for w in by_level["structural"] + by_level["core"]:
         _fit(w, work, limit)
 
@@ -263,9 +278,9 @@ def _fit(w: _Work, work: list[_Work], limit: int) -> None:
     room = w.tokens - excess
     text = cut_text(w.text, room) if room > 0 else ""
     if not text.strip():
-        w.dropped = True
+        w.drop()
         return
-    w.text, w.truncated = text, True
+    w.set_text(text)
 
 
 # --------------------------------------------------------------------------- the package
@@ -318,7 +333,7 @@ class ContextPackage:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
 
     def to_markdown(self) -> str:
-        """Markdown for pasting into a prompt: one section per block, each cited with a wikilink."""
+        """Markdown for pasting into a prompt: the blocks, each marked [n], then a numbered reference list."""
         lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
         if self.stats.get("degraded"):
             lines += [
@@ -327,24 +342,17 @@ class ContextPackage:
             ]
         if not self.blocks:
             lines += ["_No notes in the vault fit this query._", ""]
+            return "\n".join(lines).rstrip() + "\n"
         for number, block in enumerate(self.blocks, 1):
-            lines += _block_markdown(number, block)
+            lines += [f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]", ""]
+        lines += ["References:", ""]
+        lines += [_reference(number, block) for number, block in enumerate(self.blocks, 1)]
         return "\n".join(lines).rstrip() + "\n"
 
 
-def _block_markdown(number: int, block: Block) -> list[str]:
+def _reference(number: int, block: Block) -> str:
+    """One line of the reference list: the note, its source turns, and how it entered."""
     item = block.item
-    title = item.heading or item.stem
+    source = f" from {', '.join(f'[[{link}]]' for link in item.links)}" if item.links else ""
     cut = ", truncated" if block.truncated else ""
-    text = block.text.strip()
-    if item.heading and text.startswith(item.heading + "\n\n"):  # chunk.py's heading-path line
-        text = text[len(item.heading) :].lstrip()
-    body = text + (" …" if block.truncated else "")
-    return [
-        f"## {number}. {title}",
-        "",
-        body,
-        "",
-        f"Source: [[{item.stem}]] ({item.tier}, {block.level}, score {item.score:.3f}{cut})",
-        "",
-    ]
+    return f"{number}. [[{item.stem}]]{source} ({item.tier}, {block.level}, score {item.score:.3f}{cut})"

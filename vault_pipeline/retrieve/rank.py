@@ -10,15 +10,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import Any
 
 from vault_pipeline.errors import ConfigError
+from vault_pipeline.ingest.notes import block_id
+from vault_pipeline.retrieve.blocks import atomic_text, header, structural_text
 from vault_pipeline.retrieve.package import Selected
-from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Scored
+from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Scored
 from vault_pipeline.text import exact_key
 from vault_pipeline.vault.note import TIER_WEIGHTS
 
-CONVERSATIONAL_TIERS = frozenset({"chat"})  # the seed: recency decays only conversational tiers
+CONVERSATIONAL_TIERS = frozenset({"chat"})
+TRANSCRIPT_TYPES = frozenset(
+    {"session", "thread"}
+)  # chunks made of a conversation's turns  # the seed: recency decays only conversational tiers
 
 
 # --------------------------------------------------------------------------- 5. provenance rank
@@ -85,14 +91,32 @@ def dedup(ranked: list[Scored]) -> tuple[list[Scored], dict[str, str]]:
     return [s for s in ranked if s.candidate.row.chunk_id not in collapsed], collapsed
 
 
+def covered(ranked: list[Scored], collapsed: dict[str, str]) -> tuple[list[Scored], dict[str, str]]:
+    """Atomic notes whose every cited turn is in the package verbatim (a ``turn`` excerpt) collapse into it."""
+    turns = {
+        (s.candidate.row.source_conversation, m): s.candidate.row.chunk_id
+        for s in ranked
+        if s.candidate.row.type == "turn"
+        for m in _messages(s.candidate.row.source_messages)
+    }
+    collapsed = dict(collapsed)
+    for s in ranked:
+        row = s.candidate.row
+        keys = [(row.source_conversation, m) for m in _messages(row.source_messages)]
+        if row.type == "atomic" and keys and all(k in turns for k in keys):
+            collapsed[row.chunk_id] = turns[keys[0]]
+    return [s for s in ranked if s.candidate.row.chunk_id not in collapsed], collapsed
+
+
 # --------------------------------------------------------------------------- to the package
 
 
 def selection(ranked: Sequence[Scored]) -> list[Selected]:
-    """The ranked, deduplicated survivors as package items (rank 1 first)."""
+    """The ranked, deduplicated survivors as package items (rank 1 first), each block self-contained."""
     out = []
     for position, s in enumerate(ranked, 1):
         row = s.candidate.row
+        text, messages, links = block_content(row)
         out.append(
             Selected(
                 row.chunk_id,
@@ -102,13 +126,31 @@ def selection(ranked: Sequence[Scored]) -> list[Selected]:
                 row.type,
                 s.score,
                 position,
-                row.text,
+                text,
                 row.heading or "",
                 row.source_conversation or "",
-                tuple(_messages(row.source_messages)),
+                messages,
+                links,
             )
         )
     return out
+
+
+def block_content(row: Hit) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(block text, cited message ids, source links) of a row: atomic notes as one dated line,
+    session and thread chunks without their markup, citing the turns they hold; others as stored."""
+    messages = tuple(_messages(row.source_messages))
+    if row.type == "atomic":
+        text, links = atomic_text(row.text, row.created, getattr(row, "speaker", ""))
+        return text, messages, links
+    if row.type == "turn":  # a verbatim turn: "Speaker: text"
+        who, _, said = row.text.partition(": ")
+        links = tuple(f"{PurePosixPath(row.path).stem}#^{block_id(m)}" for m in messages)
+        return f"{header(row.created, who)} {said}", messages, links
+    if row.type in TRANSCRIPT_TYPES and row.source_conversation:
+        text, held = structural_text(row.text, row.heading or "", row.created, messages)
+        return text, held, ()
+    return row.text, messages, ()
 
 
 def _messages(raw: Any) -> list[str]:

@@ -18,9 +18,7 @@ from vault_pipeline.retrieve.types import Candidate, FunnelRun, Scored
 def build_package(run: FunnelRun, assembly: Assembly) -> ContextPackage:
     """The package from a finished funnel run: blocks, stats, and one trace entry per candidate."""
     ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(run.ranked, 1)}
-    trace = tuple(
-        _trace_entry(run, assembly, ranks, c, position < run.config.wide) for position, c in enumerate(run.fused)
-    )
+    trace = tuple(_trace_entry(run, assembly, ranks, c, c.row.chunk_id in run.considered) for c in run.fused)
     return ContextPackage(run.query, run.intent, assembly.blocks, assembly.tokens, _stats(run, assembly), trace)
 
 
@@ -29,7 +27,7 @@ def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
     fail_open = sum(isinstance(o, FailOpen) for o in outcomes)
     return {
         "retrieved": len(run.fused),
-        "candidates": min(len(run.fused), run.config.wide),
+        "candidates": len(run.considered),
         "after_floor": len(run.floor_passed),
         "gate_enabled": run.config.gate,
         "gate_kept": sum(isinstance(o, Keep) for o in outcomes),
@@ -51,6 +49,10 @@ def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
         "intent_source": run.intent_source,
         "floor": run.config.floor,
         "wide": run.config.wide,
+        # Depth by budget: how many candidates went on, in which steps, and why the walk stopped.
+        "depth": dict(run.depth),
+        # Associative recall: feedback terms and the one hop's seeds and neighbours.
+        "expansion": dict(run.expansion),
         "reference_date": run.reference.isoformat() if run.reference else None,
         "models": dict(run.models),
     }
@@ -86,13 +88,16 @@ def _trace_entry(
         "level": done.level if done else None,
         "budget": done.cut if done else None,
         "cap": bool(done and done.by_cap),
+        "expanded_from": run.expanded_from.get(cid),
     }
     if not in_wide:
-        entry["reason"] = f"beyond the {run.config.wide} widest candidates"
+        entry["reason"] = f"beyond the depth reached ({len(run.considered)} candidates: {run.depth.get('stopped', '')})"
         return entry
     entry["floor"] = "pass" if cid in run.floor_passed else "drop"
     if outcome is not None:
         entry.update(gate=label(outcome), reason=reason_of(outcome), reasoning=reasoning_of(outcome))
+    if c.row.type == "topic" and run.config.adaptive and position is None and cid in run.floor_passed:
+        entry["reason"] = f"{entry['reason']}; a topic hub: its members went on, its links are no block".lstrip("; ")
     if cid in run.collapsed:
         winner = next(x for x in run.fused if x.row.chunk_id == run.collapsed[cid])
         entry["collapsed_into"] = winner.row.note_id

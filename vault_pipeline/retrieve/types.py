@@ -9,7 +9,7 @@ reads gate, types and metering. No module imports a later one, not even for type
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,9 +18,14 @@ import numpy as np
 from vault_pipeline.config import Settings
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.embed import MINILM_CALIBRATION, Embedder, calibration_of
+from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.retrieve.gate import GateOutcome
 
 MAX_VARIANTS = 4
+# Hits per lane and query when the depth walks by budget. Ten lists of 20 give the walk 60-120
+# fused candidates. LoCoMo dev (conv-26, conv-30): evidence in the package 0.883 / 0.896 / 0.900
+# at 15 / 20 / 30 hits; at 100k notes each step of 10 costs about 15 ms of p50 (more rows fetched).
+DEEP_LIST = 20
 
 
 @dataclass(frozen=True)
@@ -29,8 +34,23 @@ class FunnelConfig:
 
     variants: bool = True
     max_variants: int = MAX_VARIANTS
-    wide: int = 15
-    per_list: int | None = None  # hits per lane and query; None means ``wide``
+    wide: int = 15  # the first widening step: candidates that go on to the floor and gate first
+    per_list: int | None = None  # hits per lane and query; None: ``wide``, or DEEP_LIST when adaptive
+    # Depth by budget: widen (doubling) until the gate's survivors fill the budget, the next
+    # candidates all fall below the floor, or ``max_wide`` candidates went on. False: ``wide`` only.
+    adaptive: bool = True
+    max_wide: int = 120
+    fill: float = 1.0  # the walk stops once the survivors carry fill x budget tokens (room for the rank)
+    # Associative recall (one hop, deterministic): the neighbouring turns of the ``beam`` strongest
+    # survivors' sessions (``radius`` turns either side) join, through the same floor and gate.
+    beam: int = 3
+    radius: int = 2
+    # The ``turns`` strongest survivors' own turns enter verbatim when they carry what their notes lack.
+    turns: int = 10
+    # Pseudo-relevance feedback: when fewer than ``feedback_below`` candidates survive, the kept
+    # notes' most frequent content words (up to ``feedback_terms``) widen the query once.
+    feedback_below: int = 3
+    feedback_terms: int = 5
     floor: float = MINILM_CALIBRATION.floor
     gate: bool = True
     gate_batch: int = 10  # candidates per gate call (LlamaIndex's LLMRerank judges 10 per call)
@@ -44,11 +64,19 @@ class FunnelConfig:
     window: int = 8000
     max_fraction: float = 0.78  # a quarter of the window stays free for the model's answer
     include_archived: bool = False
+    # The vault's own fitted offline gate (`vault gate-calibrate --fit`); None: the shipped default.
+    relevance: RelevanceModel | None = None
 
     def __post_init__(self) -> None:
         checks = [
             (0 <= self.max_variants <= MAX_VARIANTS, f"max_variants must be 0-{MAX_VARIANTS}"),
             (self.wide >= 1, "wide must be at least 1"),
+            (
+                self.max_wide >= 1 and min(self.beam, self.radius, self.turns) >= 0,
+                "max_wide, beam, radius and turns out of range",
+            ),
+            (self.fill > 0, "fill must be positive"),
+            (self.feedback_below >= 0 and self.feedback_terms >= 0, "feedback settings must not be negative"),
             (self.gate_batch >= 1, "gate_batch must be at least 1"),
             (self.gate_timeout > 0, "gate_timeout must be positive"),
             (self.half_life_days > 0, "half_life_days must be positive"),
@@ -83,7 +111,9 @@ class FunnelConfig:
     @property
     def k(self) -> int:
         """Hits requested per lane and query."""
-        return self.per_list or self.wide
+        if self.per_list:
+            return self.per_list
+        return max(self.wide, DEEP_LIST) if self.adaptive else self.wide
 
 
 # --------------------------------------------------------------------------- what the index gives
@@ -161,6 +191,19 @@ class MultiVectorRetriever(Protocol):
         ...
 
 
+@runtime_checkable
+class SessionRetriever(Protocol):
+    """A retriever that can look up a session's other turns and a topic hub's members (the one hop)."""
+
+    def conversation_rows(self, conversations: Sequence[str], *, include_archived: bool = False) -> Sequence[Hit]:
+        """Every chunk whose ``source_conversation`` is one of ``conversations``, with stored vectors."""
+        ...
+
+    def rows_by_stem(self, stems: Sequence[str], *, include_archived: bool = False) -> Sequence[Hit]:
+        """Every chunk of the notes with these file names (a topic hub's links), with stored vectors."""
+        ...
+
+
 # --------------------------------------------------------------------------- what the funnel decides
 
 
@@ -197,7 +240,8 @@ class FunnelRun:
     intent: str
     intent_source: str
     queries: list[tuple[str, str]]
-    fused: list[Candidate]  # every fused candidate; the first ``config.wide`` went on
+    fused: list[Candidate]  # every fused candidate (and the expansion's), in fused order
+    considered: set[str]  # chunk ids that went on to the floor and gate
     floor_passed: set[str]
     outcomes: dict[str, GateOutcome]
     ranked: list[Scored]
@@ -206,3 +250,6 @@ class FunnelRun:
     plan_error: str | None
     models: dict[str, str]
     config: FunnelConfig
+    depth: dict[str, Any] = field(default_factory=dict)  # how deep the walk went and why it stopped
+    expansion: dict[str, Any] = field(default_factory=dict)  # what the one hop and the feedback added
+    expanded_from: dict[str, str] = field(default_factory=dict)  # expansion chunk id -> its seed note id

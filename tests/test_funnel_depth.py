@@ -1,0 +1,267 @@
+"""Depth by budget and associative recall: how deep the funnel goes, why it stops, what one hop adds."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tests.fakes import HashEmbedder, fake_row
+from vault_pipeline.ingest.notes import block_id
+from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts
+from vault_pipeline.retrieve.funnel import run_query
+from vault_pipeline.retrieve.types import FunnelConfig
+
+CONV = "conv-7:session_1"
+TURN = "Then we covered wheels, bowls and firing temperatures."
+MESSAGES = [f"D1:{i}" for i in range(1, 9)]
+
+
+class SessionFake:
+    """In-memory lanes plus the one-hop lookups (``SessionRetriever``) over rows with stored vectors."""
+
+    def __init__(self, rows, embedder):
+        vectors = embedder.embed([r.text for r in rows])
+        self.rows = [replace(r, vector=v) for r, v in zip(rows, vectors)]
+        self.vectors = vectors
+        self.lookups: list[tuple[str, ...]] = []
+
+    def _hits(self, scores, vector, k):
+        sims = self.vectors @ vector if vector is not None else np.full(len(self.rows), np.nan)
+        order = sorted(
+            (i for i in range(len(self.rows)) if scores[i] > 0 and self.rows[i].type != "session"),
+            key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id),
+        )[:k]
+        return [replace(self.rows[i], similarity=float(sims[i])) for i in order]
+
+    def vector_search(self, vector, k, *, include_archived=False):
+        return self._hits(self.vectors @ vector + 2.0, vector, k)
+
+    def text_search(self, query, k, *, include_archived=False, vector=None):
+        terms = {w for w in re.findall(r"\w+", query.lower()) if len(w) > 3}
+        return self._hits([len(terms & set(re.findall(r"\w+", r.text.lower()))) for r in self.rows], vector, k)
+
+    def conversation_rows(self, conversations, *, include_archived=False):
+        self.lookups.append(tuple(conversations))
+        return sorted((r for r in self.rows if r.source_conversation in conversations), key=lambda r: r.chunk_id)
+
+    def rows_by_stem(self, stems, *, include_archived=False):
+        return sorted((r for r in self.rows if r.path.rsplit("/", 1)[-1][:-3] in stems), key=lambda r: r.chunk_id)
+
+
+def note(i: int, sentence: str, **fields):
+    message = MESSAGES[i - 1]
+    body = f"{sentence}\n\nContext: Caroline, 8 May 2023.\n\nSource: [[caroline-session-1#^{block_id(message)}]]"
+    return fake_row(
+        note_id=f"a-{i}",
+        path=f"inbox/a-{i}.md",
+        text=body,
+        tier="chat",
+        status="provisional",
+        created="2023-05-08T13:56:00+00:00",
+        source_conversation=CONV,
+        source_messages=[message],
+        **fields,
+    )
+
+
+def session_row():
+    turns = "\n\n".join(f"**Caroline:** {TURN} ^{block_id(m)}" for m in MESSAGES)
+    return fake_row(
+        note_id="s-1",
+        chunk_id="s-1:1",
+        path="sessions/caroline-session-1.md",
+        type="session",
+        tier="chat",
+        heading="Caroline session 1 > Transcript",
+        created="2023-05-08T13:56:00+00:00",
+        text=f"Caroline session 1 > Transcript\n\n## Transcript\n\n{turns}",
+        source_conversation=CONV,
+        source_messages=MESSAGES,
+    )
+
+
+@pytest.fixture
+def embedder():
+    return HashEmbedder(dim=512)
+
+
+def run(retriever, embedder, query="pottery class glaze kiln", **config):
+    return run_query(
+        query,
+        retriever=retriever,
+        embedder=embedder,
+        llm_plan=OfflineBackend(),
+        llm_gate=OfflineBackend(),
+        config=FunnelConfig(**{"variants": False, "gate": False, **config}),
+    )
+
+
+def pottery_rows(n: int):
+    """``n`` notes that all match the query's words, each about 20 tokens as a block."""
+    return [
+        fake_row(note_id=f"p-{i:02d}", text=f"Pottery class {i}: the glaze went into the kiln at dawn, batch {i}.")
+        for i in range(n)
+    ]
+
+
+# --------------------------------------------------------------------------- depth by budget
+
+
+def test_depth_widens_until_the_survivors_fill_the_budget(embedder):
+    retriever = SessionFake(pottery_rows(60), embedder)
+    package = run(retriever, embedder, budget=400, wide=10, per_list=60, floor=0.0)
+    depth = package.stats["depth"]
+    assert depth["stopped"].startswith("budget filled")
+    assert depth["survivor_tokens"] >= 400 and depth["candidates"] < 60
+    assert depth["steps"] == [10, 20, 40][: len(depth["steps"])] and depth["candidates"] == depth["steps"][-1]
+    went_on = [t for t in package.trace if t["wide"]]
+    assert len(went_on) == depth["candidates"] == package.stats["candidates"]
+    beyond = [t for t in package.trace if not t["wide"]]
+    assert beyond and all("beyond the depth reached" in t["reason"] for t in beyond)
+    assert package.tokens <= 400
+
+
+def test_a_bigger_budget_goes_deeper_and_says_why_it_stopped(embedder):
+    small = run(SessionFake(pottery_rows(60), embedder), embedder, budget=200, wide=10, per_list=60, floor=0.0)
+    large = run(SessionFake(pottery_rows(60), embedder), embedder, budget=5000, wide=10, per_list=60, floor=0.0)
+    assert small.stats["depth"]["candidates"] < large.stats["depth"]["candidates"]
+    assert large.stats["depth"]["stopped"].startswith("candidates exhausted")
+    assert len(large.blocks) == 60 > len(small.blocks)
+
+
+def test_depth_stops_when_the_next_candidates_fall_below_the_floor(embedder):
+    rows = pottery_rows(5) + [fake_row(note_id=f"z-{i:02d}", text=f"Unrelated zebra fact {i}.") for i in range(40)]
+    package = run(SessionFake(rows, embedder), embedder, budget=5000, wide=5, per_list=45, floor=0.3)
+    assert package.stats["depth"]["stopped"].startswith("scores fell off")
+    assert package.stats["depth"]["candidates"] == 10  # 5 pottery notes pass, the next 5 all fall below
+
+
+def test_fixed_depth_when_not_adaptive(embedder):
+    package = run(SessionFake(pottery_rows(60), embedder), embedder, budget=5000, wide=7, adaptive=False)
+    assert package.stats["depth"] == {
+        "candidates": 7,
+        "steps": [7],
+        "stopped": "fixed depth: wide 7",
+        "survivor_tokens": package.stats["depth"]["survivor_tokens"],
+    }
+    assert package.stats["expansion"] == {}
+
+
+# --------------------------------------------------------------------------- associative recall
+
+
+def conversation(embedder):
+    rows = [
+        note(1, "We talked about the weather."),
+        note(2, "I signed up for a pottery class with a glaze and kiln workshop."),
+        note(3, "My teacher says the first bowl is always lopsided."),
+        note(4, "We had lunch afterwards."),
+        note(5, "The zebra at the zoo was asleep."),
+        note(8, "The bus was late again."),
+        session_row(),
+    ]
+    return SessionFake(rows, embedder)
+
+
+def test_one_hop_adds_the_neighbouring_turns_through_the_floor_and_gate(embedder):
+    retriever = conversation(embedder)
+    # Lanes of one hit: the walk sees the pottery note alone, so what else enters came by the hop.
+    package = run(retriever, embedder, budget=2000, floor=-1.0, beam=1, radius=1, turns=0, wide=1, per_list=1)
+    trace = {t["id"]: t for t in package.trace}
+    # The pottery note is the seed; its session neighbours (turns 1 and 3) join, credited to it.
+    assert package.stats["expansion"]["seeds"] == ["a-2"]
+    assert trace["a-3"]["expanded_from"] == "a-2" and trace["a-3"]["lanes"] == ["neighbour"]
+    assert trace["a-1"]["expanded_from"] == "a-2"
+    assert trace["a-3"]["floor"] == "pass" and trace["a-3"]["rank"] is not None
+    assert "a-3" in [b.item.note_id for b in package.blocks]
+    assert retriever.lookups == [(CONV,)]  # one lookup for the beam's conversations
+    # A floor above the neighbours' cosine drops them: the same floor as every other candidate.
+    strict = run(
+        conversation(embedder), embedder, budget=2000, floor=0.2, beam=1, radius=1, turns=0, wide=1, per_list=1
+    )
+    entry = next(t for t in strict.trace if t["id"] == "a-3")
+    assert entry["floor"] == "drop" and entry["expanded_from"] == "a-2" and entry["rank"] is None
+
+
+def test_neighbours_follow_the_session_order_within_the_radius(embedder):
+    rows = conversation(embedder).rows
+    seed = next(r for r in rows if r.note_id == "a-2")
+    near = [(r.note_id, s) for r, s in neighbours([seed], rows, 1)]
+    assert near == [("a-1", "a-2"), ("a-3", "a-2")]
+    wider = [r.note_id for r, _ in neighbours([seed], rows, 3)]
+    assert wider == ["a-1", "a-3", "a-4", "a-5"]  # turn 8 is beyond three turns
+
+
+def test_a_turn_enters_verbatim_only_when_it_carries_words_its_notes_lack(embedder):
+    rows = conversation(embedder).rows
+    seed = next(r for r in rows if r.note_id == "a-2")
+    (turn, credited), *rest = turn_excerpts([seed], rows)
+    assert not rest and credited == "a-2" and turn.type == "turn"
+    assert turn.text == f"Caroline: {TURN}" and json.loads(turn.source_messages) == ["D1:2"]
+    covered = replace(seed, text=TURN)
+    assert turn_excerpts([covered], [covered, *rows[1:]]) == []  # nothing new: the note already says it
+
+
+def test_feedback_terms_come_from_the_kept_notes_and_skip_the_query_words():
+    kept = [
+        fake_row(note_id="k1", text="The manuscript draft goes to the reviewer on Monday."),
+        fake_row(note_id="k2", text="The reviewer wants the manuscript shorter."),
+    ]
+    assert feedback_terms("peer review for our paper", kept, 3) == ["manuscript", "reviewer", "draft"]
+    assert feedback_terms("peer review", kept, 0) == []
+
+
+def test_feedback_widens_the_query_when_few_survive(embedder):
+    rows = [
+        fake_row(note_id="k1", text="The manuscript draft for the paper goes to the reviewer on Monday."),
+        fake_row(note_id="k2", text="The reviewer asked for a shorter manuscript and clearer figures."),
+        fake_row(note_id="x1", text="Zebras sleep standing up."),
+    ]
+    package = run(SessionFake(rows, embedder), embedder, query="our paper", floor=0.05, feedback_below=3)
+    expansion = package.stats["expansion"]
+    assert expansion["feedback_terms"] and "manuscript" in expansion["feedback_terms"]
+    assert package.stats["variants"][-1]["kind"] == "feedback"
+    assert "k2" in [b.item.note_id for b in package.blocks]  # found through the feedback query
+
+
+def test_expansion_is_deterministic(embedder):
+    outputs = {
+        run(conversation(HashEmbedder(dim=512)), HashEmbedder(dim=512), floor=-1.0, gate=True).to_json()
+        for _ in range(5)
+    }
+    assert len(outputs) == 1
+
+
+def test_the_strongest_survivors_turn_replaces_its_notes_in_the_package(embedder):
+    package = run(conversation(embedder), embedder, floor=-1.0, beam=0, turns=1, wide=1, per_list=1)
+    turns = [b for b in package.blocks if b.item.type == "turn"]
+    assert [b.text for b in turns] == [f"[8 May 2023 · Caroline] {TURN}"]
+    assert turns[0].to_dict()["source"]["messages"] == ["D1:2"] and turns[0].level == "core"
+    assert turns[0].item.links == (f"caroline-session-1#^{block_id('D1:2')}",)  # the turn's own block
+    seed = next(t for t in package.trace if t["id"] == "a-2")
+    assert seed["collapsed_into"] == "s-1" and "a-2" not in [b.item.note_id for b in package.blocks]
+    assert package.stats["expansion"]["turns"] == 1
+
+
+def test_a_surviving_topic_hub_brings_its_members_and_is_no_block_itself(embedder):
+    hub = fake_row(
+        note_id="h-pottery",
+        path="topics/pottery-hub.md",
+        type="topic",
+        tier="chat",
+        source_conversation="",
+        source_messages=[],
+        text="# Pottery glaze kiln hub\n\n- [[a-4]]\n- [[a-8]]",
+    )
+    retriever = SessionFake([*conversation(embedder).rows, hub], embedder)
+    package = run(retriever, embedder, floor=-1.0, beam=2, radius=0, turns=0, wide=2, per_list=2)
+    trace = {t["id"]: t for t in package.trace}
+    assert "h-pottery" in package.stats["expansion"]["seeds"]
+    assert trace["a-4"]["expanded_from"] == "h-pottery" and trace["a-8"]["expanded_from"] == "h-pottery"
+    ids = [b.item.note_id for b in package.blocks]
+    assert {"a-4", "a-8"} <= set(ids) and "h-pottery" not in ids

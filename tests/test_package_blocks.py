@@ -1,0 +1,144 @@
+"""Blocks that carry their own context, cheaply: one dated line per note, citations in the references."""
+
+from __future__ import annotations
+
+import json
+
+from tests.fakes import fake_row
+from vault_pipeline.ingest.extract import extract_conversation
+from vault_pipeline.ingest.notes import atomic_note, session_note
+from vault_pipeline.ingest.parse.read import read_export
+from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.retrieve.blocks import atomic_text, parse_atomic, structural_text
+from vault_pipeline.retrieve.package import ContextPackage, Selected, assemble
+from vault_pipeline.retrieve.rank import block_content
+from vault_pipeline.text import estimate_tokens
+
+# A made-up two-person chat in LoCoMo's shape (LoCoMo's own text is never committed).
+TURNS = [
+    ("Ada", "D1:1", "I went to a ceramics workshop yesterday and made two small bowls for my sister."),
+    ("Ben", "D1:2", "That sounds lovely, did the glaze come out the way you hoped it would?"),
+    ("Ada", "D1:3", "Mostly, the blue one cracked in the kiln but the green one survived the firing."),
+    ("Ben", "D1:4", "I started training for the city half marathon last week with my running club."),
+    ("Ada", "D1:5", "My manager approved the transfer to the Lisbon office starting in September."),
+    ("Ben", "D1:6", "We adopted a rescue dog called Pepper from the shelter two weeks ago."),
+]
+
+
+def _notes(tmp_path):
+    sample = {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ada",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": s, "dia_id": i, "text": t} for s, i, t in TURNS],
+        },
+    }
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    (conv,) = list(read_export(path))
+    extraction = extract_conversation(conv, OfflineBackend())
+    session = session_note(conv, extraction.summary)
+    atomic = [atomic_note(u, conv, session.stem, "2023-05-08T13:56:00+00:00") for u in extraction.units]
+    return conv, session, atomic
+
+
+def _row(note):
+    fm = note.frontmatter
+    return fake_row(
+        note_id=fm["id"],
+        path=note.relpath,
+        text=note.body.strip(),
+        tier="chat",
+        created=str(fm["created"]),
+        speaker=str(fm.get("speaker", "")),
+        source_conversation=fm["source_conversation"],
+        source_messages=[str(m) for m in fm["source_messages"]],
+    )
+
+
+def test_an_atomic_block_reads_as_one_dated_line_with_its_speaker(tmp_path):
+    _, session, atomic = _notes(tmp_path)
+    note = next(n for n in atomic if n.body.startswith("I went to a ceramics workshop yesterday"))
+    text, messages, links = block_content(_row(note))
+    assert text.startswith("[8 May 2023 · Ada] I went to a ceramics workshop yesterday (7 May 2023)")
+    assert "Context:" not in text and "Source:" not in text and "[[" not in text
+    assert messages == ("D1:1",) and links and links[0].startswith(session.stem + "#^")
+
+
+def test_atomic_blocks_cost_at_most_one_and_a_half_times_their_sentence(tmp_path):
+    _, _, atomic = _notes(tmp_path)
+    rows = [_row(n) for n in atomic]
+    assert len(rows) >= 6
+    sentence = sum(estimate_tokens(parse_atomic(r.text).sentence) for r in rows)
+    block = sum(estimate_tokens(block_content(r)[0]) for r in rows)
+    stored = sum(estimate_tokens(r.text) for r in rows)
+    assert block <= 1.5 * sentence, (block, sentence)
+    assert stored > 2 * sentence  # what a block cost when it was the note's stored text
+
+
+def test_the_context_line_parts_survive_the_compaction():
+    body = (
+        "It made me reflect on how far I've come.\n\n"
+        "Context: since I started transitioning three years ago. Caroline, 9 June 2023; "
+        "\u201cthree years ago\u201d is 9 June 2020.\n\n"
+        "Source: [[caroline-session-3#^m-D3-1]]"
+    )
+    parsed = parse_atomic(body)
+    assert parsed.who == "Caroline" and parsed.own == "since I started transitioning three years ago"
+    assert parsed.times == (("three years ago", "9 June 2020"),) and parsed.links == ("caroline-session-3#^m-D3-1",)
+    text, _ = atomic_text(body, "2023-06-09T19:55:00+00:00", "user")
+    assert text == (
+        "[9 June 2023 · Caroline] It made me reflect on how far I've come "
+        "(since I started transitioning three years ago; three years ago: 9 June 2020)."
+    )
+    # A role-only export names no one: the role stands in.
+    assert atomic_text("It works.", "2024-03-01", "assistant")[0] == "[1 March 2024 · assistant] It works."
+
+
+def test_a_transcript_chunk_cites_only_the_turns_it_holds(tmp_path):
+    conv, session, _ = _notes(tmp_path)
+    transcript = session.body[session.body.index("## Transcript") :]
+    part = transcript[: transcript.index("**Ada:** Mostly")]  # a chunk holding the first two turns
+    heading = f"{conv.title} > Transcript"
+    text, held = structural_text(f"{heading}\n\n{part}", heading, "2023-05-08T13:56:00+00:00", ["D1:1", "D1:2", "D1:3"])
+    assert held == ("D1:1", "D1:2")
+    assert text.startswith(f"[8 May 2023 · {conv.title}] Ada: I went to a ceramics workshop")
+    assert "^m-" not in text and "**" not in text and "##" not in text
+    summary_text, summary_held = structural_text("A summary of the talk.", "", "", ["D1:1"])
+    assert summary_held == () and summary_text == "A summary of the talk."
+
+
+def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
+    _, _, atomic = _notes(tmp_path)
+
+    items = []
+    for rank, note in enumerate(atomic[:3], 1):
+        row = _row(note)
+        text, messages, links = block_content(row)
+        items.append(
+            Selected(
+                row.chunk_id,
+                row.note_id,
+                row.path,
+                "chat",
+                "atomic",
+                1.0 / rank,
+                rank,
+                text,
+                "",
+                row.source_conversation,
+                messages,
+                links,
+            )
+        )
+    assembly = assemble(items, budget=1000, window=8000, max_fraction=0.78)
+    package = ContextPackage("q", "i", assembly.blocks, assembly.tokens, {}, ())
+    markdown = package.to_markdown()
+    body, _, references = markdown.partition("References:")
+    for number, block in enumerate(package.blocks, 1):
+        assert f"{block.text} [{number}]" in body
+        assert f"{number}. [[{block.item.stem}]] from [[{block.item.links[0]}]]" in references
+    source = package.blocks[0].to_dict()["source"]
+    assert source["links"] == list(package.blocks[0].item.links) and source["path"] == package.blocks[0].item.path

@@ -1,0 +1,135 @@
+"""Blocks that carry their own context, cheaply: what a package block reads like.
+
+An atomic note's indexed text is its sentence, a ``Context:`` line (the unit's own qualifier,
+then who said it and when, then relative times made absolute, as ``ingest/context.py`` writes
+it) and a ``Source:`` link line. In the package it becomes one line::
+
+    [8 May 2023 · Caroline] I went to an LGBTQ support group yesterday (7 May 2023).
+
+The date is the note's ``created`` day (written as the Context line writes it), the name the speaker the Context line names (else the
+speaker's role); a resolved relative time goes in brackets after its words; the unit's own
+qualifier stays. The links move to the block's JSON ``source`` and the Markdown reference list.
+
+A session or transcript chunk loses its heading lines and Obsidian block ids and keeps its
+turns; it cites the turns it actually holds (found by their block ids), never the whole session.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+
+from vault_pipeline.ingest.context import long_date
+from vault_pipeline.ingest.notes import block_id
+
+_CONTEXT = "context:"
+_SOURCE = "source:"
+# The who/when lead of ingest's Context line: "Caroline, 8 May 2023" or just "8 May 2023".
+_LEAD = re.compile(r"^(?:(?P<who>[^;]+?), )?(?P<date>\d{1,2} [A-Z][a-z]+ \d{4})$")
+# "“yesterday” is 7 May 2023" (ingest/context.py: f"“{ref.text}” is {ref.describe()}").
+_TIME = re.compile(r"^\u201c(?P<text>[^\u201d]+)\u201d is (?P<value>.+)$")
+_LINK = re.compile(r"\[\[([^\]|]+)(?:\|[^\]]*)?\]\]")
+_BLOCK_ID = re.compile(r"\s*\^(m-[A-Za-z0-9-]+)\s*$", re.MULTILINE)
+_HEADING_LINE = re.compile(r"^#{1,6} .*$\n?", re.MULTILINE)
+_BOLD_SPEAKER = re.compile(r"^\*\*([^*\n]{1,80}):\*\*", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """An atomic note's body, taken apart: sentence, who, qualifiers, relative times, links."""
+
+    sentence: str
+    who: str
+    own: str
+    times: tuple[tuple[str, str], ...]
+    links: tuple[str, ...]
+
+
+def parse_atomic(text: str) -> Parsed:
+    """The parts of an atomic note's indexed text (sentence, Context line, Source line)."""
+    sentence, context, links = "", "", []
+    for paragraph in (p.strip() for p in re.split(r"\n\s*\n", text.strip())):
+        low = paragraph.lower()
+        if low.startswith(_CONTEXT):
+            context = context or " ".join(paragraph[len(_CONTEXT) :].split())
+        elif low.startswith(_SOURCE):
+            links += _LINK.findall(paragraph)
+        elif paragraph and not sentence:
+            sentence = " ".join(paragraph.split())
+    who, own, times = _context_parts(context)
+    return Parsed(sentence, who, own, times, tuple(links))
+
+
+def _context_parts(context: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """(who, own qualifier, ((time words, absolute), ...)) from a Context line."""
+    parts = [p.strip() for p in context.rstrip(".").split("; ") if p.strip()]
+    who, own, times = "", [], []
+    for position, part in enumerate(parts):
+        if m := _TIME.match(part):
+            times.append((m["text"], m["value"].rstrip(".")))
+            continue
+        head, _, last = part.rpartition(". ")
+        lead = _LEAD.match(last) if position == 0 else None
+        if lead:
+            who = (lead["who"] or "").strip()
+            if head:
+                own.append(head)
+        else:
+            own.append(part)
+    return who, "; ".join(own), tuple(times)
+
+
+def atomic_text(text: str, created: str, speaker: str) -> tuple[str, tuple[str, ...]]:
+    """(one-line block text, source links) of an atomic note's indexed text."""
+    parsed = parse_atomic(text)
+    if not parsed.sentence:
+        return text.strip(), parsed.links
+    sentence, extra = parsed.sentence, [parsed.own] if parsed.own else []
+    for words, value in parsed.times:
+        at = sentence.lower().find(words.lower())
+        if at >= 0 and value not in sentence:
+            end = at + len(words)
+            sentence = f"{sentence[:end]} ({value}){sentence[end:]}"
+        else:
+            extra.append(f"{words}: {value}")
+    if extra:
+        sentence = f"{sentence.rstrip('.')} ({'; '.join(extra)})."
+    return f"{header(created, parsed.who or speaker)} {sentence}", parsed.links
+
+
+def header(created: str, who: str) -> str:
+    """``[8 May 2023 · Caroline]``: the day said and who said it (either may be missing).
+
+    The day is written as the ``Context:`` line writes it (``ingest.context.long_date``): the same
+    bytes as ISO 8601 and the words a reader, or an answer, uses ("8 May 2023").
+    """
+    parts = [p for p in (_day(created), " ".join(str(who or "").split())) if p]
+    return f"[{' · '.join(parts)}]" if parts else ""
+
+
+def _day(created: str) -> str:
+    try:
+        return long_date(date.fromisoformat(str(created or "")[:10]))
+    except ValueError:
+        return ""
+
+
+def structural_text(text: str, heading: str, created: str, messages: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """(compact text, messages it holds) of a session/transcript chunk: no heading lines or block ids.
+
+    The messages are those of ``messages`` (the session's) whose Obsidian block ids the chunk
+    holds; a chunk with no block ids (a summary) cites none: it stands for no particular turn.
+    """
+    body = text.strip()
+    if heading and body.startswith(heading):  # chunk.py's heading-path line
+        body = body[len(heading) :]
+    found = set(_BLOCK_ID.findall(body))
+    held = tuple(m for m in messages if block_id(m) in found)
+    body = _BLOCK_ID.sub("", _HEADING_LINE.sub("", body))
+    body = _BOLD_SPEAKER.sub(r"\1:", body)
+    body = re.sub(r"\n\s*\n+", "\n\n", body).strip()  # paragraphs stay apart: a cut keeps whole turns
+    title = heading.rsplit(" > ", 1)[0] if heading else ""
+    lead = header(created, title)
+    return (f"{lead} {body}" if lead else body), held

@@ -1,0 +1,146 @@
+"""Associative recall, bounded: one hop from the strongest survivors, and pseudo-relevance feedback.
+
+* ``neighbours``: the atomic notes that cite a seed's own turns (its sibling sentences) or the
+  turns next to them in the same session (``radius`` turns either side, in the order the
+  session note lists its messages). A question's answer is often the rest of the turn that
+  matches its words, or the reply to it.
+* ``feedback_terms``: the kept notes' most frequent content words that the prompt lacks, for a
+  prompt whose own words find little (Rocchio-style pseudo-relevance feedback, terms only).
+
+Both are deterministic (ties broken by id or first appearance) and bounded by the caller's beam.
+The funnel sends what they find through the same floor and gate as every other candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import is_dataclass, replace
+
+from vault_pipeline.ingest.notes import block_id
+from vault_pipeline.retrieve.blocks import parse_atomic
+from vault_pipeline.retrieve.types import Hit
+from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, tokens
+
+
+def _messages(row: Hit) -> list[str]:
+    try:
+        value = json.loads(row.source_messages or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [str(m) for m in value] if isinstance(value, list) else []
+
+
+def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[tuple[Hit, str]]:
+    """(atomic row, seed note id) for each note citing a seed's turns or one within ``radius`` of them.
+
+    ``rows`` are every chunk of the seeds' conversations; the session rows among them give the
+    turn order. Seeds come in rank order; a neighbour is credited to the first seed that reaches
+    it; a seed is never its own neighbour. Sorted by seed order, then chunk id.
+    """
+    order: dict[str, dict[str, int]] = {}
+    for row in rows:
+        if row.type == "session":
+            for position, message in enumerate(_messages(row)):
+                order.setdefault(row.source_conversation, {}).setdefault(message, position)
+    by_turn: dict[tuple[str, int], list[Hit]] = {}
+    for row in rows:
+        if row.type != "atomic":
+            continue
+        turns = order.get(row.source_conversation, {})
+        for message in _messages(row):
+            if message in turns:
+                by_turn.setdefault((row.source_conversation, turns[message]), []).append(row)
+    seen = {s.chunk_id for s in seeds}
+    out: list[tuple[Hit, str]] = []
+    for seed in seeds:
+        turns = order.get(seed.source_conversation, {})
+        near = sorted(
+            {p + d for p in (turns[m] for m in _messages(seed) if m in turns) for d in range(-radius, radius + 1)}
+        )
+        found = [r for p in near for r in by_turn.get((seed.source_conversation, p), [])]
+        for row in sorted(found, key=lambda r: r.chunk_id):
+            if row.chunk_id not in seen:
+                seen.add(row.chunk_id)
+                out.append((row, seed.note_id))
+    return out
+
+
+def feedback_terms(query: str, kept: Sequence[Hit], limit: int) -> list[str]:
+    """Up to ``limit`` content words of the kept notes' sentences that the query lacks, most frequent first."""
+    if limit <= 0:
+        return []
+    have = set(tokens(query))
+    counts: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for row in kept:
+        text = parse_atomic(row.text).sentence if row.type == "atomic" else row.text
+        for word in dict.fromkeys(tokens(text)):  # a word counts once per note
+            if len(word) < 3 or word.isdigit() or word in have or word in STOPWORDS or word in QUERY_STOPWORDS:
+                continue
+            counts[word] += 1
+            first.setdefault(word, len(first))
+    ranked = sorted(counts, key=lambda w: (-counts[w], first[w]))
+    return ranked[:limit]
+
+
+# A verbatim turn enters only when it carries at least this many content words that the atomic
+# notes citing it do not: the rest of a sentence too long to be a note, a list, a name.
+TURN_NEW_WORDS = 3
+_TURN = re.compile(r"^\*\*(?P<speaker>[^*\n]{1,80}):\*\*\s*(?P<text>.*?)\s*\^(?P<block>m-[A-Za-z0-9-]+)\s*$", re.DOTALL)
+
+
+def turn_excerpts(seeds: Sequence[Hit], rows: Sequence[Hit]) -> list[tuple[Hit, str]]:
+    """(turn row, seed note id): each seed's own turns, verbatim from the session transcript, when
+    they carry words the turn's atomic notes lack. A turn row is the transcript chunk's row with
+    ``type`` "turn", the turn's text (``Speaker: text``) and the one message it cites."""
+    wanted = {(s.source_conversation, m) for s in seeds for m in _messages(s)}
+    turns = _turns(rows, wanted)
+    noted: dict[tuple[str, str], set[str]] = {}
+    for row in rows:  # only the notes of the wanted turns are read
+        keys = [(row.source_conversation, m) for m in _messages(row)] if row.type == "atomic" else []
+        if any(k in turns for k in keys):
+            words = set(tokens(row.text))
+            for key in keys:
+                noted.setdefault(key, set()).update(words)
+    out, seen = [], set()
+    for seed in seeds:
+        for message in _messages(seed):
+            key = (seed.source_conversation, message)
+            turn = turns.get(key)
+            if turn is None or key in seen:
+                continue
+            seen.add(key)
+            new = {w for w in tokens(turn.text) if w not in STOPWORDS} - noted.get(key, set())
+            if len(new) >= TURN_NEW_WORDS:
+                out.append((turn, seed.note_id))
+    return out
+
+
+def _turns(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], Hit]:
+    """The ``wanted`` (conversation, message) turns found in the session rows' transcripts, as turn rows."""
+    turns: dict[tuple[str, str], Hit] = {}
+    for row in rows:
+        if row.type != "session" or not is_dataclass(row):
+            continue
+        ids = {block_id(m): m for m in _messages(row) if (row.source_conversation, m) in wanted}
+        if not ids or "^m-" not in row.text:
+            continue
+        for paragraph in re.split(r"\n\s*\n", row.text):
+            m = _TURN.match(paragraph.strip())
+            if m and m["block"] in ids:
+                message = ids[m["block"]]
+                text = f"{' '.join(m['speaker'].split())}: {' '.join(m['text'].split())}"
+                # The chunk's stored vector is not the turn's: the turn has none.
+                unembedded = {"vector": None} if hasattr(row, "vector") else {}
+                turns[(row.source_conversation, message)] = replace(
+                    row,
+                    chunk_id=f"{row.chunk_id}@{message}",
+                    type="turn",
+                    text=text,
+                    source_messages=json.dumps([message]),
+                    **unembedded,
+                )
+    return turns
