@@ -7,7 +7,7 @@ The layout, in flow order::
     common layer   vault_pipeline/errors.py, config.py, text.py
                    (errors and text import nothing of ours, config only errors)
     stages         models/ -> vault/ -> ingest/ -> index/ -> retrieve/ -> clean/
-    top            pipeline.py (public API) -> cli.py (composition root)
+    top            pipeline.py (public API) -> serve/ (MCP server, live index) -> cli.py (composition root)
 
 ``vault_pipeline/__init__.py`` runs before every module of the package, so it imports nothing
 of ours. An edge is every ``import`` / ``from ... import`` anywhere in a module (inside
@@ -33,7 +33,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "vault_pipeline"
 COMMON = {"errors": frozenset(), "config": frozenset({"errors"}), "text": frozenset()}
 # Stage folders in flow order, then the top-level modules that come after every stage.
 STAGES = ("models", "vault", "ingest", "index", "retrieve", "clean")
-TOP = ("pipeline", "cli")
+TOP = ("pipeline", "serve", "cli")
+TOP_FOLDERS = frozenset({"serve"})  # top layers that are folders: they may import every stage and pipeline
 MAX_TOP_LEVEL = 10
 OFFLINE = ("models", "offline")  # the offline backend: models/offline/ imports only models/ and common
 
@@ -61,7 +62,7 @@ def placement(parts: tuple[str, ...]) -> Place | None:
         return Place("root", -1)
     if len(parts) == 1 and parts[0] in COMMON:
         return Place("common", 0)
-    if len(parts) == 1 and parts[0] in TOP:
+    if parts[0] in TOP and (len(parts) == 1 or parts[0] in TOP_FOLDERS):
         return Place(parts[0], 1 + len(STAGES) + TOP.index(parts[0]))
     if parts[0] in STAGES:
         return Place(parts[0], 1 + STAGES.index(parts[0]))
@@ -444,6 +445,9 @@ def _fake_package(root: Path) -> Path:
             "    return importlib.import_module(name)\n"
         ),
         "index/d.py": "import fakepkg.index.gone\n",
+        "index/e.py": "from fakepkg.serve import api\n",  # a stage importing the serving layer
+        "serve/__init__.py": "",
+        "serve/api.py": "from fakepkg.index import b\n",
         "stray.py": "",
     }
     package = root / "fakepkg"
@@ -462,6 +466,8 @@ def test_checker_catches_violations(tmp_path: Path):
     assert any("fakepkg.errors imports fakepkg.config" in v for v in layers), layers
     assert not any("fakepkg.config imports fakepkg.errors" in v for v in layers), layers
     assert not any("fakepkg.vault.store imports fakepkg.errors" in v for v in layers), layers  # relative, allowed
+    assert any("fakepkg.index.e imports fakepkg.serve.api" in v and "'serve'" in v for v in layers), layers
+    assert not any(v.startswith("fakepkg/serve/") for v in layers), layers  # serve may import the stages
 
     offline = offline_violations(s)
     assert len(offline) == 1 and "fakepkg.models.offline imports fakepkg.vault.store (registry string)" in offline[0]
@@ -492,7 +498,9 @@ def test_checker_passes_a_clean_package(tmp_path: Path):
         "index/__init__.py": "",
         "index/a.py": "import importlib\nimportlib.import_module('okpkg.models.seam')\n",
         "pipeline.py": "from okpkg.index import a\n",
-        "cli.py": "from okpkg import pipeline\n",
+        "serve/__init__.py": "",
+        "serve/tools.py": "from okpkg import pipeline\nfrom okpkg.index import a\n",
+        "cli.py": "from okpkg import pipeline\nfrom okpkg.serve import tools\n",
     }.items():
         (package / rel).parent.mkdir(parents=True, exist_ok=True)
         (package / rel).write_text(text, encoding="utf-8")
@@ -508,4 +516,6 @@ def test_checker_passes_a_clean_package(tmp_path: Path):
     assert {(e.src, e.dst) for e in s.edges} >= {
         ("okpkg.index.a", "okpkg.models.seam"),
         ("okpkg.cli", "okpkg.pipeline"),
+        ("okpkg.serve.tools", "okpkg.pipeline"),
+        ("okpkg.cli", "okpkg.serve.tools"),
     }

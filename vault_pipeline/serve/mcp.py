@@ -1,0 +1,246 @@
+"""``vault mcp``: the vault's tools on the Model Context Protocol (the official SDK's ``MCPServer``).
+
+Five tools, described for a model choosing between them: ``query`` (the context package),
+``search``, ``read_note``, ``remember`` and ``status``. Each returns a ``CallToolResult`` built
+here: structured content (the same JSON the CLI's ``--json`` prints) beside a text rendering,
+and, for an error the user could cause, ``isError`` with the CLI's one-line message, so no
+traceback ever reaches the client. Served over stdio (the default; the SDK keeps stray prints
+off the protocol stream) or streamable HTTP bound to 127.0.0.1 (with the SDK's DNS-rebinding
+protection). A ``Watcher`` keeps the index live while the server runs, unless turned off.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from vault_pipeline.errors import VaultError
+from vault_pipeline.ingest.extract import CATEGORIES
+from vault_pipeline.serve.tools import MAX_SEARCH_LIMIT, SEARCH_LIMIT, VaultTools
+from vault_pipeline.serve.watch import Watcher
+
+HOST = "127.0.0.1"  # loopback only: the vault is the user's, not the network's
+PATH = "/mcp"
+
+INSTRUCTIONS = (
+    "A personal memory vault: atomic, cited notes distilled from the user's past conversations with "
+    "LLMs, plus documents they filed, in an Obsidian vault. Call `query` before answering anything that "
+    "may depend on the user's earlier decisions, constraints, open questions or work; cite the notes it "
+    "returns. Use `search` to look notes up by words, `read_note` to open one, `remember` to keep a "
+    "new decision or fact the user states, `status` to see what the vault holds."
+)
+
+QUERY_DOC = (
+    "Build a small, precise context package from the user's memory vault for a prompt: the vault's notes "
+    "most relevant to it, each as a cited block (note path, tier, source), already filtered for fit and cut "
+    "to a token budget. Call it before answering a question that may depend on what the user decided, "
+    "said, planned or filed earlier (their projects, preferences, constraints, open questions). Pass the "
+    "user's request as `prompt`; set `intent` to the subject domain when the prompt alone is ambiguous "
+    "(e.g. prompt 'can we talk about peer review for our paper?', intent 'our paper on fit-gating')."
+)
+SEARCH_DOC = (
+    "Find notes in the user's memory vault by words or meaning, best first, one entry per note: path, "
+    "type, tier (engram = kept by the user, resource, chat, web), category (decision, fact, ...), status, "
+    "source and the matching text. Use it to look something up or to find a note to open with "
+    "`read_note`; use `query` instead to gather context for answering a prompt."
+)
+READ_NOTE_DOC = (
+    "Open one note of the user's memory vault: its properties (frontmatter) and its Markdown text. "
+    "`path` is vault-relative, exactly as `search` or `query` return it (e.g. 'engrams/some-note.md'); "
+    "paths outside the vault are refused."
+)
+REMEMBER_DOC = (
+    "Keep something new in the user's memory vault: a decision, fact, constraint, idea, action item or "
+    "open question the user stated or agreed to in this conversation. Write it as plain declarative "
+    "sentences that stand on their own (name the subject; no 'this' or 'it' pointing outside the text; "
+    "at most 15 words each). Each sentence becomes a provisional note in inbox/ for the user to review; "
+    "sentences that fail the vault's quality gate are returned with the reasons, not written, so you can "
+    "rephrase them. Nothing existing is changed or deleted. Do not store secrets."
+)
+STATUS_DOC = (
+    "How much the user's memory vault holds: notes per folder, the index's counts by tier, status and "
+    "category, when it was last synced, and whether any files are waiting to be indexed."
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def build_server(tools: VaultTools) -> MCPServer:
+    """An ``MCPServer`` named ``vault`` with the five tools on ``tools``."""
+    server: MCPServer = MCPServer("vault", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool(description=QUERY_DOC, annotations=READ_ONLY)
+    def query(
+        prompt: Annotated[str, Field(description="The user's request or question to gather context for.")],
+        intent: Annotated[
+            str | None, Field(description="The subject domain the notes must fit (optional; default: the prompt's).")
+        ] = None,
+        budget: Annotated[
+            int | None, Field(description="Token budget of the package (optional; default: the vault's).", gt=0)
+        ] = None,
+    ) -> CallToolResult:
+        return _answer(lambda: _package_result(tools.query(prompt, intent, budget)))
+
+    @server.tool(description=SEARCH_DOC, annotations=READ_ONLY)
+    def search(
+        text: Annotated[str, Field(description="Words or a phrase to look for.")],
+        limit: Annotated[
+            int, Field(description=f"How many notes at most (1-{MAX_SEARCH_LIMIT}).", ge=1, le=MAX_SEARCH_LIMIT)
+        ] = SEARCH_LIMIT,
+    ) -> CallToolResult:
+        return _answer(lambda: _search_result(tools.search(text, limit)))
+
+    @server.tool(description=READ_NOTE_DOC, annotations=READ_ONLY)
+    def read_note(
+        path: Annotated[str, Field(description="Vault-relative path of the note, e.g. 'inbox/some-note.md'.")],
+    ) -> CallToolResult:
+        return _answer(lambda: _note_result(tools.read_note(path)))
+
+    @server.tool(description=REMEMBER_DOC, annotations=ADDITIVE)
+    def remember(
+        text: Annotated[str, Field(description="One or more standalone declarative sentences to keep.")],
+        ctx: Context,
+        kind: Annotated[
+            str | None,
+            Field(
+                description=f"Category for every note (optional; else each is categorised): {', '.join(CATEGORIES)}."
+            ),
+        ] = None,
+    ) -> CallToolResult:
+        client = _client_name(ctx)
+        return _answer(lambda: _remember_result(tools.remember(text, kind, client)))
+
+    @server.tool(description=STATUS_DOC, annotations=READ_ONLY)
+    def status() -> CallToolResult:
+        return _answer(lambda: _status_result(tools.status()))
+
+    return server
+
+
+def serve(
+    tools: VaultTools,
+    *,
+    port: int | None = None,
+    watch: bool = True,
+    listener: Callable[..., None] | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``tools`` over stdio, or streamable HTTP on 127.0.0.1:``port``; keep the index live meanwhile."""
+    import anyio
+
+    server = build_server(tools)
+    if port is not None:
+        _check_port(port)
+    watcher = Watcher(tools.root, tools.embedder, listener=listener) if watch else None
+    if watcher is not None:
+        tools.ready = watcher.ready
+        watcher.start()
+    try:
+        if port is None:
+            if on_ready:
+                on_ready(f"serving {tools.root} over stdio")
+            anyio.run(server.run_stdio_async)
+        else:
+            if on_ready:
+                on_ready(f"serving {tools.root} at http://{HOST}:{port}{PATH} (streamable HTTP)")
+            anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=port, streamable_http_path=PATH))
+    finally:
+        if watcher is not None:
+            watcher.stop()
+
+
+def _check_port(port: int) -> None:
+    """A one-line error now, rather than the server's after it said it was serving."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((HOST, port))
+        except OSError as exc:
+            raise VaultError(f"{HOST}:{port}: {exc.strerror or exc}; pick another --http PORT") from None
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _answer(make: Callable[[], CallToolResult]) -> CallToolResult:
+    """The tool's result, or its VaultError as an MCP tool error with the CLI's one-line message."""
+    try:
+        return make()
+    except VaultError as exc:
+        return CallToolResult(content=[TextContent(type="text", text=f"error: {exc}")], is_error=True)
+
+
+def _result(data: dict[str, Any], text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _package_result(package) -> CallToolResult:
+    # The JSON as `vault query --json` prints it (sorted keys, rounded floats), parsed back.
+    return _result(json.loads(package.to_json(indent=None)), package.to_markdown())
+
+
+def _search_result(hits: list[dict[str, Any]]) -> CallToolResult:
+    lines = [f"{len(hits)} note(s)"]
+    lines += [f"- {h['path']} ({h['tier']}, {h['category'] or h['type']}): {_one_line(h['text'])}" for h in hits]
+    return _result({"notes": hits}, "\n".join(lines))
+
+
+def _note_result(note: dict[str, Any]) -> CallToolResult:
+    props = json.dumps(note["properties"], ensure_ascii=False, indent=1)
+    tail = "\n\n[cut: the note is longer]" if note["truncated"] else ""
+    return _result(note, f"{note['path']}\n\nproperties: {props}\n\n{note['text']}{tail}")
+
+
+def _remember_result(report) -> CallToolResult:
+    data = report.to_dict()
+    lines = [f"remembered {len(report.written)} new note(s) in inbox/ (provisional, for the user to review)"]
+    lines += [f"- {path}" for path in report.written]
+    lines += [f"already in the vault: {path}" for path in report.present]
+    lines += [f"not written: {sentence!r}: {'; '.join(reasons)}" for sentence, reasons in report.refused]
+    if not report.written and not report.present:
+        # Nothing kept: an error the model can act on (rephrase), not a silent success.
+        why = "\n".join(lines[1:]) or "the text holds no statement to keep; write standalone declarative sentences"
+        return CallToolResult(
+            content=[TextContent(type="text", text=f"error: nothing remembered; {why}")],
+            structured_content=data,
+            is_error=True,
+        )
+    return _result(data, "\n".join(lines))
+
+
+def _status_result(data: dict[str, Any]) -> CallToolResult:
+    index = data["index"]
+    lines = [f"vault {data['vault']}"]
+    lines += [f"{folder}: {count} note(s)" for folder, count in data["folders"].items()]
+    if index is None:
+        lines.append("index: none yet")
+    else:
+        lines.append(
+            f"index: {index.get('notes')} notes, {index.get('rows')} chunks, last sync {index.get('last_sync')}"
+        )
+        waiting = ", ".join(f"{k} {v}" for k, v in data["waiting_to_index"].items() if v) or "nothing"
+        lines.append(f"waiting to index: {waiting}")
+    return _result(data, "\n".join(lines))
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _client_name(ctx: Context) -> str:
+    """The calling client's name as it introduced itself (``clientInfo``), or ''."""
+    try:
+        params = ctx.session.client_params
+    except (AttributeError, LookupError, ValueError):
+        return ""
+    info = getattr(params, "client_info", None)
+    return str(getattr(info, "name", "") or "")
