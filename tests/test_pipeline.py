@@ -217,7 +217,7 @@ def test_cli_errors_are_one_line(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error: nothing was done
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: ")
 
 

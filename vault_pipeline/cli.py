@@ -10,32 +10,137 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
-from vault_pipeline.errors import VaultError
+from vault_pipeline.config import BUDGET_RANGE, CONFIG_FILE, WIDE_RANGE, Settings
+from vault_pipeline.errors import ConfigError, VaultError
+
+# Exit codes, the same in every command and in every --json report ("exit_code"):
+EXIT_OK = 0  # the command did what was asked
+EXIT_INCOMPLETE = 1  # it ran, but some records, conversations, notes or actions failed or were skipped
+EXIT_USAGE = 2  # nothing was done: a usage or configuration error
+
+
+class UsageError(VaultError):
+    """A command line that cannot run as given (a missing input file, no query): exit 2."""
+
+
+def _exit_code(exc: VaultError) -> int:
+    return EXIT_USAGE if isinstance(exc, ConfigError | UsageError) else EXIT_INCOMPLETE
+
+
+def _argument_name(param: Any) -> str:
+    """An argument as a shell user reads it: ``EXPORT...``, ``QUERY``."""
+    name = param.metavar or param.name.upper()
+    return name if param.nargs == 1 or name.endswith("...") else f"{name}..."
+
+
+class _Command(TyperCommand):
+    """Usage lines and argument names without typer's type labels: ``vault ingest [OPTIONS] EXPORT...``."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx, formatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"argument": [], "option": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and param.param_type_name in sections:
+                name = _argument_name(param) if param.param_type_name == "argument" else record[0]
+                sections[param.param_type_name].append((name, record[1]))
+        for title, kind in (("Arguments", "argument"), ("Options", "option")):
+            if sections[kind]:
+                with formatter.section(title):
+                    formatter.write_dl(sections[kind])
+
+
+class _Group(TyperGroup):
+    """Every command gets readable usage lines; a VaultError becomes one line and its exit code."""
+
+    def get_command(self, ctx, cmd_name):
+        command = super().get_command(ctx, cmd_name)
+        if type(command) is TyperCommand:
+            command.__class__ = _Command  # a subclass adding no state: only how help is written
+        return command
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except VaultError as exc:
+            if ctx.meta.get(_VERBOSE):
+                err.print_exception()
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(_exit_code(exc)) from None
+        finally:
+            installed = ctx.meta.pop(_VERBOSE, None)  # the context's meta is shared with the command's
+            if installed is not None:
+                handler, level = installed
+                logging.root.removeHandler(handler)
+                logging.root.setLevel(level)
+
 
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="Chat archives in, atomic cited notes out, a precise context package back.",
+    help="Chat archives in, atomic cited notes out, a precise context package back.\n\n"
+    "Exit codes: 0 done; 1 some records, conversations or notes failed or were skipped (counted in the "
+    "last line); 2 usage or configuration error.",
 )
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+_VERBOSE = "vault_pipeline.verbose"  # key in the click context's meta: the log handler -v installed
+
+
+def _set_verbose(ctx: typer.Context, value: bool) -> bool:
+    """``-v``: log lines (ours, LiteLLM's, instructor's) on stderr for this command, and an error's traceback."""
+    if value and _VERBOSE not in ctx.meta:
+        from rich.logging import RichHandler
+
+        handler = RichHandler(console=err, show_path=False)
+        ctx.meta[_VERBOSE] = (handler, logging.root.level)
+        logging.root.addHandler(handler)
+        logging.root.setLevel(logging.INFO)
+    return value
+
 
 VaultOpt = Annotated[
-    Path,
+    Path | None,
     typer.Option(
-        "--vault", "-v", envvar="VAULT_PATH", help="The vault folder (default: current folder or $VAULT_PATH)."
+        "--vault",
+        metavar="DIR",
+        envvar=["VAULT_DIR", "VAULT_PATH"],
+        show_default=False,
+        help=f"The vault folder (default: $VAULT_DIR, else the nearest folder holding a {CONFIG_FILE}, "
+        "from here upwards).",
     ),
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        callback=_set_verbose,
+        expose_value=False,
+        help="Show log lines (ours and the model libraries') and an error's traceback.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON (with its exit_code).")]
 WaitOpt = Annotated[
     float,
     typer.Option(
@@ -52,12 +157,26 @@ REPO = Path(__file__).resolve().parent.parent
 # --------------------------------------------------------------------------- building blocks
 
 
-def _open(vault_path: Path):
+def _find_vault(given: Path | None) -> Path:
+    """``--vault`` (or $VAULT_DIR), else the nearest folder holding a vault.toml from here upwards."""
+    if given is not None:
+        return given
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_FILE).is_file():
+            return folder
+    raise ConfigError(
+        f"{here}: no {CONFIG_FILE} here or in any folder above; pass --vault DIR, set VAULT_DIR, "
+        "or make one with `vault init DIR`"
+    )
+
+
+def _open(vault_path: Path | None):
     from vault_pipeline.config import load_settings
     from vault_pipeline.models.calllog import CallLog
     from vault_pipeline.vault.files import STATE_DIR, Vault
 
-    vault = Vault.open(vault_path)
+    vault = Vault.open(_find_vault(vault_path))
     settings = load_settings(vault.root, os.environ)
     log_path = vault.root / STATE_DIR / "calls.jsonl" if settings.log_calls else None
     return vault, settings, CallLog(log_path, payloads=settings.log_payloads)
@@ -66,14 +185,15 @@ def _open(vault_path: Path):
 def _llm(settings, model: str, log):
     from vault_pipeline.models.build import build_llm
 
-    return build_llm(model, api_base=settings.api_base, log=log)
+    return build_llm(model, api_base=settings.api_base, api_key=settings.api_key, log=log)
 
 
 def _embedder(settings):
     from vault_pipeline.models.embed import build_embedder
     from vault_pipeline.models.litellm_backend import litellm_embed
 
-    return build_embedder(settings.embed_model, embed_fn=partial(litellm_embed, api_base=settings.api_base))
+    embed_fn = partial(litellm_embed, api_base=settings.api_base, api_key=settings.api_key)
+    return build_embedder(settings.embed_model, embed_fn=embed_fn)
 
 
 def _progress():
@@ -98,11 +218,24 @@ def _progress():
     )
 
 
-def _callback(progress, task):
+def _callback(progress, task, known_total: int | None = None):
+    """A library progress callback driving one bar; ``known_total`` stands in where the library has none."""
+
     def update(done: int, total: int | None, label: str = "") -> None:
-        progress.update(task, completed=done, total=total, description=(label or "")[:40])
+        progress.update(task, completed=done, total=total or known_total, description=(label or "")[:40])
 
     return update
+
+
+def _count_conversations(paths: list[Path]) -> int | None:
+    """How many conversations the inputs hold, for the ingest bar's ETA: a streaming parse, a small
+    fraction of the ingest itself (README, "Using it on your own archive"). None when an input cannot be read."""
+    from vault_pipeline.ingest.parse import ParseIssue, read_export
+
+    try:
+        return sum(1 for path in paths for item in read_export(path) if not isinstance(item, ParseIssue))
+    except VaultError:
+        return None  # the ingest itself reports it
 
 
 def _table(title: str, rows: list[tuple], headers: tuple[str, ...]):
@@ -116,38 +249,83 @@ def _table(title: str, rows: list[tuple], headers: tuple[str, ...]):
     return table
 
 
+def _exit_for(problems: dict[str, int]) -> int:
+    """EXIT_INCOMPLETE when any count of failed or skipped things is non-zero, else EXIT_OK."""
+    return EXIT_INCOMPLETE if any(problems.values()) else EXIT_OK
+
+
+def _finish(problems: dict[str, int]) -> None:
+    """End a command: on failures, a last line counting them and exit 1 (a cron job can tell)."""
+    code = _exit_for(problems)
+    if code != EXIT_OK:
+        counted = ", ".join(f"{n} {what}" for what, n in problems.items() if n)
+        err.print(f"incomplete: {counted} (exit {code})", markup=False)
+        raise typer.Exit(code)
+
+
 # --------------------------------------------------------------------------- commands
 
 
 @app.command()
-def init(path: Annotated[Path, typer.Argument(help="Folder to make a vault (an Obsidian vault works).")]) -> None:
-    """Create the vault folders and <vault>/vault.toml (existing files are left alone)."""
+def init(
+    path: Annotated[Path, typer.Argument(metavar="DIR", help="Folder to make a vault (an Obsidian vault works).")],
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Create the vault folders and <vault>/vault.toml (existing files are left alone).
+
+    \b
+    Example:  vault init ~/notes"""
     from vault_pipeline.vault.files import Vault
 
     vault = Vault.init(path)
-    out.print(f"vault ready at {vault.root}")
+    if json_out:
+        out.print_json(data={"vault": str(vault.root), "exit_code": EXIT_OK})
+    else:
+        out.print(f"vault ready at {vault.root}")
 
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Export .zip/.json, folder, or transcript files.")],
-    vault_path: VaultOpt = Path("."),
-    model: Annotated[str | None, typer.Option(help="Extraction model (overrides vault.toml).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    paths: Annotated[
+        list[Path], typer.Argument(metavar="EXPORT...", help="Export .zip/.json, folder, or transcript files.")
+    ],
+    vault_path: VaultOpt = None,
+    model: Annotated[str | None, typer.Option(metavar="MODEL", help="Extraction model (overrides vault.toml).")] = None,
+    json_out: JsonOpt = False,
     wait: WaitOpt = 0,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Turn chat exports into atomic notes, session notes, topic hubs and thread maps."""
+    """Turn chat exports into atomic notes, session notes, topic hubs and thread maps.
+
+    Exit 1 when a record was skipped or a conversation failed (the last line counts them).
+
+    \b
+    Example:  vault ingest ~/Downloads/chatgpt-export.zip"""
     from vault_pipeline.pipeline import ingest as run_ingest
 
-    vault, settings, log = _open(vault_path)
-    llm = _llm(settings, model or settings.extract_model, log)
     for path in paths:
         if not path.exists():
-            raise VaultError(f"{path}: no such file or folder")
+            raise UsageError(f"{path}: no such file or folder")
+    vault, settings, log = _open(vault_path)
+    llm = _llm(settings, model or settings.extract_model, log)
     with _progress() as progress:
-        task = progress.add_task("ingest", total=None)
-        report = run_ingest(vault, paths, llm, progress=_callback(progress, task), wait=wait)
+        task = progress.add_task("counting conversations", total=None)
+        total = _count_conversations(paths) if not progress.disable else None  # only for a visible bar
+        report = run_ingest(
+            vault,
+            paths,
+            llm,
+            progress=_callback(progress, task, total),
+            wait=wait,
+            max_record=int(settings.max_record_mb * 2**20),
+        )
     _print_ingest(report, llm.model, json_out)
+    _finish(_ingest_problems(report))
+
+
+def _ingest_problems(report) -> dict[str, int]:
+    return {"record(s) skipped": len(report.skipped), "conversation(s) failed": len(report.errors)}
 
 
 def _print_ingest(report, model: str, json_out: bool) -> None:
@@ -156,6 +334,8 @@ def _print_ingest(report, model: str, json_out: bool) -> None:
         return
     for line in report.skipped + report.errors:
         err.print(f"skipped: {line}", markup=False)
+    for line in report.warnings:
+        err.print(f"warning: {line}", markup=False)
     for line in report.refused:
         err.print(f"left untouched (edited since written): {line}", markup=False)
     rate = report.notes / report.seconds * 60 if report.seconds else 0.0
@@ -192,30 +372,40 @@ def _ingest_dict(report, model: str) -> dict:
         "writes": dict(sorted(report.writes.items())),
         "files_written": report.files_written,
         "skipped": report.skipped,
+        "warnings": report.warnings,
         "errors": report.errors,
         "refused": report.refused,
         "seconds": round(report.seconds, 3),
         "model": model,
+        "exit_code": _exit_for(_ingest_problems(report)),
     }
 
 
 @app.command()
 def keep(
-    notes: Annotated[list[str] | None, typer.Argument(help="Note ids, file stems or paths in inbox/.")] = None,
-    vault_path: VaultOpt = Path("."),
+    notes: Annotated[
+        list[str] | None, typer.Argument(metavar="NOTE...", help="Note ids, file stems or paths in inbox/.")
+    ] = None,
+    vault_path: VaultOpt = None,
     all_passing: Annotated[
         bool, typer.Option("--all-passing", help="Keep every inbox note that passes the Note Quality Gate.")
     ] = False,
-    force: Annotated[bool, typer.Option(help="Keep named notes even if they fail the gate.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Keep named notes even if they fail the gate.")] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report what would be kept and refused; write nothing.")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print kept, refused and skipped as JSON.")] = False,
     wait: WaitOpt = 0,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Promote notes to engrams (also picks up notes flipped to `status: kept` in Obsidian).
 
-    Each note the gate evaluates gets its verdict in its `quality` property."""
+    Each note the gate evaluates gets its verdict in its `quality` property. Exit 1 when a note
+    asked for was refused (not with --all-passing, where refusing is the gate's job) or an inbox
+    note could not be read.
+
+    \b
+    Example:  vault keep --all-passing --dry-run"""
     from vault_pipeline.ingest.keep import keep as run_keep
 
     vault, _, _ = _open(vault_path)
@@ -230,13 +420,20 @@ def keep(
             wait=wait,
             progress=_callback(progress, task),
         )
-    _print_keep(report, json_out, dry_run)
+    problems = _keep_problems(report, all_passing)
+    _print_keep(report, json_out, dry_run, _exit_for(problems))
+    _finish(problems)
+
+
+def _keep_problems(report, all_passing: bool) -> dict[str, int]:
+    refused = 0 if all_passing else len(report.refused)
+    return {"note(s) refused by the gate": refused, "inbox note(s) unreadable": len(report.skipped)}
 
 
 KEEP_SHOWN = 20  # refusals listed one by one; the rest are counted by reason (all of them with --json)
 
 
-def _print_keep(report, json_out: bool, dry_run: bool) -> None:
+def _print_keep(report, json_out: bool, dry_run: bool, code: int = EXIT_OK) -> None:
     from collections import Counter
 
     if json_out:
@@ -246,6 +443,7 @@ def _print_keep(report, json_out: bool, dry_run: bool) -> None:
                 "refused": [{"path": p, "reasons": r} for p, r in report.refused],
                 "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
                 "dry_run": dry_run,
+                "exit_code": code,
             }
         )
         return
@@ -262,13 +460,19 @@ def _print_keep(report, json_out: bool, dry_run: bool) -> None:
 
 @app.command("index")
 def index_cmd(
-    vault_path: VaultOpt = Path("."),
-    rebuild: Annotated[bool, typer.Option(help="Drop the index and embed everything again.")] = False,
-    verify: Annotated[bool, typer.Option(help="Re-hash every file, not only changed ones.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    vault_path: VaultOpt = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop the index and embed everything again.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Re-hash every file, not only changed ones.")] = False,
+    json_out: JsonOpt = False,
     wait: WaitOpt = 0,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Embed new and changed notes into the LanceDB index (incremental; integrity-checked)."""
+    """Embed new and changed notes into the LanceDB index (incremental; integrity-checked).
+
+    Exit 1 when a note was skipped (unreadable, broken frontmatter).
+
+    \b
+    Example:  vault index --vault ~/notes"""
     from vault_pipeline.pipeline import index as run_index
 
     vault, settings, _ = _open(vault_path)
@@ -279,13 +483,19 @@ def index_cmd(
             vault, embedder, progress=_callback(progress, task), rebuild=rebuild, verify=verify, wait=wait
         )
     _print_index(report, json_out)
+    _finish(_index_problems(report))
+
+
+def _index_problems(report) -> dict[str, int]:
+    return {"note(s) skipped": len(report.skipped)}
 
 
 def _print_index(report, json_out: bool) -> None:
     from dataclasses import asdict
 
     if json_out:
-        out.print_json(json.dumps(asdict(report), default=str))
+        data = {**asdict(report), "exit_code": _exit_for(_index_problems(report))}
+        out.print_json(json.dumps(data, default=str))
         return
     for path, reason in report.skipped:
         err.print(f"skipped: {path}: {reason}", markup=False)
@@ -313,27 +523,62 @@ def _print_index(report, json_out: bool) -> None:
 
 @app.command("query")
 def query_cmd(
-    text: Annotated[str | None, typer.Argument(help="The prompt to build context for.")] = None,
-    vault_path: VaultOpt = Path("."),
-    intent: Annotated[str | None, typer.Option(help="The subject domain the gate judges against.")] = None,
-    budget: Annotated[int | None, typer.Option(help="Token budget of the package.")] = None,
+    text: Annotated[str | None, typer.Argument(metavar="QUERY", help="The prompt to build context for.")] = None,
+    vault_path: VaultOpt = None,
+    intent: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="The subject domain the gate judges against.")
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            metavar="TOKENS",
+            min=BUDGET_RANGE[0],
+            max=BUDGET_RANGE[1],
+            show_default=f"vault.toml [retrieval] budget, else {Settings.budget}",
+            help="Token budget of the package.",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the package as JSON.")] = False,
-    explain: Annotated[bool, typer.Option(help="Show every candidate's path through the funnel.")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show every candidate's path through the funnel.")] = False,
     batch: Annotated[
-        Path | None, typer.Option(help='JSONL file of {"query", "intent"?}; one package per line.')
+        Path | None, typer.Option(metavar="FILE", help='JSONL file of {"query", "intent"?}; one package per line.')
     ] = None,
     no_gate: Annotated[bool, typer.Option("--no-gate", help="Skip the fit-gate (recall-only path).")] = False,
     no_variants: Annotated[bool, typer.Option("--no-variants", help="Skip multi-query decomposition.")] = False,
-    floor: Annotated[float | None, typer.Option(help="Similarity floor.")] = None,
-    wide: Annotated[int | None, typer.Option(help="Candidates retrieved before the floor and gate.")] = None,
+    floor: Annotated[
+        float | None,
+        typer.Option(
+            metavar="COSINE",
+            min=0.0,
+            max=1.0,
+            show_default="vault.toml [retrieval] floor, else the embedder's calibration",
+            help="Similarity floor.",
+        ),
+    ] = None,
+    wide: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            min=WIDE_RANGE[0],
+            max=WIDE_RANGE[1],
+            show_default=f"vault.toml [retrieval] wide, else {Settings.wide}",
+            help="Candidates in the first step to the floor and gate; the depth then doubles until the budget fills.",
+        ),
+    ] = None,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Build a small, precise, cited context package for a prompt."""
+    """Build a small, precise, cited context package for a prompt.
+
+    \b
+    Example:  vault query "When is the submission deadline?" --budget 800"""
+    from vault_pipeline.config import check_overrides
     from vault_pipeline.pipeline import query as run_query
     from vault_pipeline.retrieve.types import FunnelConfig
 
+    check_overrides(budget=budget, floor=floor, wide=wide)  # NaN passes typer's range check
     queries = _batch_queries(batch) if batch else [(text or "", intent)]
     if not batch and not (text or "").strip():
-        raise VaultError("give a query, or --batch FILE")
+        raise UsageError("give a query, or --batch FILE")
     vault, settings, log = _open(vault_path)
     overrides = {k: v for k, v in {"budget": budget, "floor": floor, "wide": wide}.items() if v is not None}
     if no_gate:
@@ -356,7 +601,7 @@ def query_cmd(
 
 def _batch_queries(path: Path) -> list[tuple[str, str | None]]:
     if not path.is_file():
-        raise VaultError(f"{path}: no such file")
+        raise UsageError(f"{path}: no such file")
     queries = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -372,6 +617,7 @@ def _batch_queries(path: Path) -> list[tuple[str, str | None]]:
 def _print_package(package, *, json_out: bool, explain: bool, one_line: bool = False) -> None:
     if explain:
         err.print(_trace_table(package))
+        err.print(_depth_line(package), markup=False)
     if json_out:
         sys.stdout.write(package.to_json(indent=None if one_line else 2))
         sys.stdout.flush()
@@ -384,6 +630,20 @@ def _shown(value) -> str:
     if value is None:
         return "-"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _depth_line(package) -> str:
+    """How deep the funnel went, why it stopped, and what the one hop and the feedback added."""
+    depth, hop = package.stats.get("depth") or {}, package.stats.get("expansion") or {}
+    line = f"depth: {depth.get('candidates', '-')} candidates in steps {depth.get('steps', [])}; {depth.get('stopped', '')}"
+    if hop.get("feedback_terms"):
+        line += f"; feedback terms: {', '.join(hop['feedback_terms'])}"
+    if hop:
+        line += (
+            f"; one hop from {len(hop.get('seeds', []))} seeds: {hop.get('neighbours', 0)} neighbours, "
+            f"{hop.get('turns', 0)} verbatim turns, {hop.get('kept', 0)} kept"
+        )
+    return line
 
 
 def _trace_table(package):
@@ -409,16 +669,34 @@ def _trace_table(package):
 
 @app.command()
 def status(
-    vault_path: VaultOpt = Path("."),
-    lint: Annotated[bool, typer.Option(help="List heading levels with more than four bullets.")] = False,
+    vault_path: VaultOpt = None,
+    lint: Annotated[bool, typer.Option("--lint", help="List heading levels with more than four bullets.")] = False,
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Notes per folder, tier, status and category; index freshness; which models are remote."""
+    """Notes per folder, tier, status and category; index freshness; which models are remote.
+
+    \b
+    Example:  vault status --vault ~/notes"""
     from vault_pipeline.models.litellm_backend import is_remote
     from vault_pipeline.pipeline import status as run_status
 
     vault, settings, _ = _open(vault_path)
     result = run_status(vault, lint=lint)
-    out.print(_table(f"vault {vault.root}", sorted(result.folders.items()), ("folder", "notes")))
+    models = [
+        (role, model, "remote" if is_remote(model, settings.api_base) and model != "minilm" else "local")
+        for role, model in (
+            ("extract", settings.extract_model),
+            ("gate", settings.gate_model),
+            ("embed", settings.embed_model),
+        )
+    ]
+    if json_out:
+        _print_status_json(vault.root, result, models)
+        return
+    folders = sorted(result.folders.items())
+    total = ("all notes", sum(n for _, n in folders))
+    out.print(_table(f"vault status: {vault.root}", [*folders, total], ("folder", "notes")))
     if result.index is None:
         out.print("index: none yet (run `vault index`)")
     else:
@@ -429,42 +707,78 @@ def status(
             ("last sync", idx["last_sync"]),
             ("embedder", f"{idx['embedder']} ({idx['dim']}-d)"),
             ("waiting to index", ", ".join(f"{k} {v}" for k, v in result.pending.items())),
-            *((f"tier {k}", v) for k, v in sorted(idx["tiers"].items())),
-            *((f"status {k}", v) for k, v in sorted(idx["statuses"].items())),
-            *((f"category {k}", v) for k, v in sorted(idx["categories"].items())),
+            *((f"tier {k or '(none)'}", v) for k, v in sorted(idx["tiers"].items())),
+            *((f"status {k or '(none)'}", v) for k, v in sorted(idx["statuses"].items())),
+            *((f"category {k or '(none)'}", v) for k, v in sorted(idx["categories"].items())),
         ]
-        out.print(_table("index", rows, ("", "")))
-    models = [
-        (role, model, "remote" if is_remote(model, settings.api_base) and model != "minilm" else "local")
-        for role, model in (
-            ("extract", settings.extract_model),
-            ("gate", settings.gate_model),
-            ("embed", settings.embed_model),
-        )
-    ]
+        out.print(_table("index (derived from the notes; rebuilt by `vault index`)", rows, ("index", "value")))
     out.print(_table("models", models, ("role", "model", "where")))
     for relpath, heading, bullets in result.lint:
         out.print(f"lint: {relpath}: '{heading}' has {bullets} bullets (more than four: split the idea)", markup=False)
 
 
+def _print_status_json(root: Path, result, models: list[tuple[str, str, str]]) -> None:
+    data = {
+        "vault": str(root),
+        "folders": dict(sorted(result.folders.items())),
+        "index": result.index,
+        "pending": result.pending,
+        "models": [{"role": r, "model": m, "where": w} for r, m, w in models],
+        "lint": [{"path": p, "heading": h, "bullets": b} for p, h, b in result.lint],
+        "exit_code": EXIT_OK,
+    }
+    out.print_json(json.dumps(data, default=str))
+
+
 @app.command("clean")
 def clean_cmd(
-    vault_path: VaultOpt = Path("."),
+    vault_path: VaultOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan (or report) as JSON.")] = False,
-    undo: Annotated[str | None, typer.Option(help="Restore exactly what run RUN changed.")] = None,
+    undo: Annotated[str | None, typer.Option(metavar="RUN", help="Restore exactly what run RUN changed.")] = None,
+    action: Annotated[
+        int | None,
+        typer.Option(
+            "--action",
+            min=1,
+            metavar="N",
+            help="With --undo: restore only action N of the run (an archived note's archived_by names it).",
+        ),
+    ] = None,
     wait: WaitOpt = 0,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """The nightly sweep: collapse duplicates, supersede contradictions, link related notes; nothing deleted."""
+    """The nightly sweep: collapse duplicates, supersede contradictions, link related notes; nothing deleted.
+
+    Exit 1 when an action was skipped (a note changed since planning) or an undo left a file alone.
+
+    \b
+    Example:  vault clean --dry-run"""
     from vault_pipeline import pipeline
 
+    if action is not None and not undo:
+        raise typer.BadParameter("--action needs --undo RUN", param_hint="--action")
     vault, settings, log = _open(vault_path)
     embedder = _embedder(settings)
     if undo:
-        report = pipeline.undo_clean(vault, undo, embedder=embedder, wait=wait)
-        for line in report.skipped:
-            err.print(f"left alone: {line}", markup=False)
-        out.print(f"undid run {report.undone}: restored {report.restored} file(s) (journaled as {report.run_id})")
+        report = pipeline.undo_clean(vault, undo, action=action, embedder=embedder, wait=wait)
+        # A file "already as it was before the run" (an undo resumed after a crash) is done, not a failure.
+        changed = [line for line in report.skipped if "already as it was before" not in line]
+        problems = {"file(s) left alone (changed since the run)": len(changed)}
+        if json_out:
+            data = {
+                "undone": report.undone,
+                "restored": report.restored,
+                "run_id": report.run_id,
+                "skipped": report.skipped,
+                "exit_code": _exit_for(problems),
+            }
+            out.print_json(json.dumps(data))
+        else:
+            for line in report.skipped:
+                err.print(f"left alone: {line}", markup=False)
+            out.print(f"undid run {report.undone}: restored {report.restored} file(s) (journaled as {report.run_id})")
+        _finish(problems)
         return
     llm = _llm(settings, settings.extract_model, log)
     with _progress() as progress:
@@ -475,7 +789,9 @@ def clean_cmd(
             report = pipeline.clean(vault, embedder=embedder, llm=llm, progress=_callback(progress, task), wait=wait)
     if dry_run:
         _print_plan(plan, json_out)
-    elif json_out:
+        return
+    problems = {"action(s) skipped": len(report.skipped)}
+    if json_out:
         out.print_json(
             json.dumps(
                 {
@@ -483,15 +799,17 @@ def clean_cmd(
                     "counts": dict(report.counts),
                     "skipped": report.skipped,
                     "files": report.files,
+                    "exit_code": _exit_for(problems),
                 }
             )
         )
     else:
         _print_clean_report(report)
+    _finish(problems)
 
 
 def _print_plan(plan, json_out: bool) -> None:
-    if json_out:
+    if json_out:  # a list of actions (no room for exit_code); a plan always exits 0
         sys.stdout.write(json.dumps(plan.to_json(), ensure_ascii=False, indent=1) + "\n")
         return
     for line in plan.skipped:
@@ -521,28 +839,44 @@ def _print_clean_report(report) -> None:
 
 @app.command("check")
 def check_cmd(
-    vault_path: VaultOpt = Path("."),
+    vault_path: VaultOpt = None,
     fix: Annotated[
-        bool, typer.Option(help="Remove stale temp files and re-sync the index; never edits a note.")
+        bool,
+        typer.Option(
+            "--fix",
+            help="Remove stale temp files, give copied notes (same id) an id of their own, re-sync the index; "
+            "changes nothing else in a note.",
+        ),
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Find broken frontmatter, dangling links and block links, duplicate ids, stale index rows, temp files."""
+    """Find broken frontmatter, dangling links and block links, duplicate ids, stale index rows, temp files.
+
+    Exit 1 when it finds a problem (without --fix).
+
+    \b
+    Example:  vault check --fix"""
     from dataclasses import asdict
 
     from vault_pipeline.index.check import check
 
     vault, settings, _ = _open(vault_path)
     report = check(vault, embedder=_embedder(settings) if fix else None, fix=fix)
+    problems = {"problem(s) found": 0 if fix else report.problems}
     if json_out:
-        out.print_json(json.dumps({**asdict(report), "problems": report.problems}))
+        out.print_json(json.dumps({**asdict(report), "problems": report.problems, "exit_code": _exit_for(problems)}))
     else:
         lines = [
             *(f"invalid frontmatter: {p}: {why}" for p, why in report.invalid),
             *(f"dangling link: {p} -> [[{t}]]" for p, t in report.dangling_links),
             *(f"dangling block link: {p} -> [[{t}]]" for p, t in report.dangling_blocks),
             *(f"dangling heading link: {p} -> [[{t}]]" for p, t in report.dangling_headings),
-            *(f"duplicate id {i}: {', '.join(ps)}" for i, ps in report.duplicate_ids.items()),
+            *(
+                f"duplicate id {i}: {', '.join(ps)} (fix: `vault check --fix` gives {', '.join(report.copies[i])} "
+                "an id of its own)"
+                for i, ps in report.duplicate_ids.items()
+            ),
             *(f"index: {p}: {why}" for p, why in report.index_mismatches),
             *(f"temp file left by an interrupted write: {p}" for p in report.temp_files),
             *(f"fixed: {line}" for line in report.fixed),
@@ -550,22 +884,45 @@ def check_cmd(
         for line in lines:
             out.print(line, markup=False)
         out.print(f"checked {report.notes} notes: {report.problems} problem(s)")
-    if report.problems and not fix:
-        raise typer.Exit(code=2)
+    _finish(problems)
 
 
 @app.command()
 def demo(
-    out_dir: Annotated[Path, typer.Option("--out", help="Where to build the demo vault.")] = Path("vault-demo"),
-    example: Annotated[Path, typer.Option(help="The example folder.")] = REPO / "vault_example",
+    out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="Where to build the demo vault.")] = Path(
+        "vault-demo"
+    ),
+    example: Annotated[Path, typer.Option(metavar="DIR", help="The example folder.")] = REPO / "vault_example",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print a JSON summary on stdout (the stages' output goes to stderr).")
+    ] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """The main job, offline: copy vault_example/vault, ingest its exports, clean, index, answer its queries."""
+    """The main job, offline: copy vault_example/vault, ingest its exports, clean, index, answer its queries.
+
+    \b
+    Example:  vault demo --out /tmp/vault-demo"""
+    global out
+    if not (example / "exports").is_dir() or not (example / "vault").is_dir():
+        raise UsageError(f"{example}: not an example folder (needs exports/ and vault/); pass --example")
+    shown = out
+    if json_out:
+        out = err  # every stage's tables and packages to stderr; stdout carries the one JSON summary
+    try:
+        summary = _demo(out_dir, example)
+    finally:
+        out = shown
+    if json_out:
+        out.print_json(json.dumps(summary, default=str))
+    _finish(_ingest_problems(summary.pop("_ingest")))
+
+
+def _demo(out_dir: Path, example: Path) -> dict:
     import shutil
+    from dataclasses import asdict
 
     from vault_pipeline import pipeline
 
-    if not (example / "exports").is_dir() or not (example / "vault").is_dir():
-        raise VaultError(f"{example}: not an example folder (needs exports/ and vault/); pass --example")
     if not out_dir.exists():
         shutil.copytree(example / "vault", out_dir)
         out.print(f"copied {example / 'vault'} to {out_dir}")
@@ -573,18 +930,28 @@ def demo(
     before = _snapshot(vault.root)
     exports = sorted(p for p in (example / "exports").iterdir() if not p.name.startswith("."))
     out.rule("1. ingest the example exports")
-    _print_ingest(
-        pipeline.ingest(vault, exports, _llm(settings, settings.extract_model, log)), settings.extract_model, False
-    )
+    ingested = pipeline.ingest(vault, exports, _llm(settings, settings.extract_model, log))
+    _print_ingest(ingested, settings.extract_model, False)
     embedder = _embedder(settings)
     out.rule("2. index")
     with _progress() as progress:
         task = progress.add_task("index", total=None)
-        _print_index(pipeline.index(vault, embedder, progress=_callback(progress, task)), False)
+        indexed = pipeline.index(vault, embedder, progress=_callback(progress, task))
+        _print_index(indexed, False)
     _demo_clean(vault, settings, log, embedder)
     out.rule("4. context packages")
     _demo_queries(vault, settings, log, embedder, example / "queries.jsonl")
-    out.print(f"demo vault: {vault.root} (open it in Obsidian); {_written(before, _snapshot(vault.root))}")
+    written = _written(before, _snapshot(vault.root))
+    out.print(f"demo vault: {vault.root} (open it in Obsidian); {written}")
+    ingest_json = _ingest_dict(ingested, settings.extract_model)
+    return {
+        "vault": str(vault.root),
+        "ingest": ingest_json,
+        "index": asdict(indexed),
+        "written": written,
+        "exit_code": ingest_json["exit_code"],
+        "_ingest": ingested,
+    }
 
 
 # A sweep that archives notes frees their places in other notes' candidate lists (each note keeps
@@ -659,22 +1026,36 @@ def _demo_queries(vault, settings, log, embedder, path: Path) -> None:
 
 @app.command("gate-calibrate")
 def gate_calibrate(
-    labels: Annotated[Path, typer.Argument(help="Labels JSONL (see vault_example/calibration/README.md).")],
+    labels: Annotated[
+        list[Path],
+        typer.Argument(metavar="LABELS...", help="Labels JSONL file(s) (see vault_example/calibration/README.md)."),
+    ],
     vault_path: Annotated[
         Path | None,
-        typer.Option("--vault", "-v", help="Take the gate model and embedder from this vault's vault.toml."),
+        typer.Option("--vault", metavar="DIR", help="Take the gate model and embedder from this vault's vault.toml."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON line.")] = False,
+    fit: Annotated[
+        bool,
+        typer.Option("--fit", help="Fit the offline gate on LABELS; with --vault, store it in the vault's gate.json."),
+    ] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Measure the fit-gate at two intent altitudes and sweep the similarity floor on labelled candidates."""
+    """Measure the fit-gate at two intent altitudes and sweep the similarity floor on labelled candidates.
+
+    \b
+    Example:  vault gate-calibrate vault_example/calibration/labels.jsonl"""
     from vault_pipeline.config import load_settings
     from vault_pipeline.models.calllog import CallLog
-    from vault_pipeline.retrieve.calibrate import calibrate, load_labels
+    from vault_pipeline.retrieve.calibrate import calibrate, load_label_files
+    from vault_pipeline.retrieve.gatefit import fit_gate
+    from vault_pipeline.retrieve.signals import load_relevance, save_relevance
     from vault_pipeline.retrieve.types import FunnelConfig
 
-    items = load_labels(labels)
+    items = load_label_files(labels)
+    vault = None
     if vault_path is not None:
-        _, settings, log = _open(vault_path)
+        vault, settings, log = _open(vault_path)
     else:
         settings, log = load_settings(None, os.environ), CallLog(None)
     embedder = _embedder(settings)
@@ -683,19 +1064,67 @@ def gate_calibrate(
         llm=_llm(settings, settings.gate_model, log),
         embedder=embedder,
         config=FunnelConfig.from_settings(settings, embedder),
+        relevance=load_relevance(vault.root) if vault is not None else None,
     )
+    fitted = fit_gate(items, embedder, source=" ".join(p.name for p in labels))
+    stored = save_relevance(vault.root, fitted.model) if fit and vault is not None else None
     if json_out:
-        sys.stdout.write(report.to_json() + "\n")
+        summary = {
+            **report.summary(),
+            "fitted_gate": fitted.summary(),
+            "stored": str(stored) if stored else None,
+            "exit_code": EXIT_OK,
+        }
+        sys.stdout.write(json.dumps(summary, ensure_ascii=False, sort_keys=True) + "\n")
         return
     if report.offline:
-        out.print("offline baseline gate: real calibration needs a configured model", markup=False)
+        out.print(
+            "offline gate: the fitted relevance model; a configured gate model is reported beside it", markup=False
+        )
     _print_calibration(
         report, "set in vault.toml or VAULT_FLOOR" if settings.floor is not None else "the embedder's calibration"
     )
+    _print_fitted(fitted, report, stored, fit)
 
 
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.0%}"
+
+
+def _print_fitted(fitted, report, stored, fit: bool) -> None:
+    """The fitted offline gate's held-out figures beside the configured gate's on the same labels."""
+    from vault_pipeline.retrieve.gatefit import side_by_side
+
+    rows = [
+        (
+            r["gate"],
+            _pct(r["recall"]),
+            _pct(r["precision"]),
+            f"{r['contaminants_kept']}/{r['kept']} ({_pct(r['contamination'])})",
+            f"{r['ms_per_candidate']:.2f}",
+            "-" if r["tokens_per_candidate"] is None else f"{r['tokens_per_candidate']:,.0f}",
+        )
+        for r in side_by_side(fitted, report)
+    ]
+    out.print(
+        _table(
+            f"gate quality and cost on {fitted.candidates} labelled candidates",
+            rows,
+            ("gate", "recall", "precision", "contaminants/kept", "ms/candidate", "tokens/candidate"),
+        )
+    )
+    out.print(
+        "held out: leave-one-query-out, weights and threshold fitted without the judged query; "
+        "current weights: in-sample on the labels they were fitted on",
+        markup=False,
+    )
+    model = fitted.model
+    weights = ", ".join(f"{n} {w:+.3f}" for n, w in model.weights.items())
+    out.print(f"fitted weights: {weights}; bias {model.bias:+.3f}; threshold {model.threshold:.4f}", markup=False)
+    if stored is not None:
+        out.print(f"stored the fitted gate in {stored}", markup=False)
+    elif fit:
+        out.print("not stored: pass --vault to store the fitted gate in that vault", markup=False)
 
 
 def _print_calibration(report, floor_source: str) -> None:
@@ -747,8 +1176,86 @@ def _print_calibration(report, floor_source: str) -> None:
     out.print(f"rule: {report.floor_rule}", markup=False)
 
 
+# --------------------------------------------------------------------------- serving: MCP and the live index
+
+
+@app.command("mcp")
+def mcp_cmd(
+    vault_path: VaultOpt = None,
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http", metavar="PORT", min=1, max=65535, help="Serve streamable HTTP on 127.0.0.1:PORT, not stdio."
+        ),
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch/--no-watch", help="Keep the index in sync with the files while serving.")
+    ] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Log the watcher's syncs to stderr as JSON lines.")] = False,
+) -> None:
+    """Serve the vault to LLM clients over MCP: query, search, read_note, remember, status.
+
+    Example: vault mcp --vault ~/notes  (stdio, as Claude Desktop and Claude Code start it)"""
+    from vault_pipeline.serve.mcp import serve
+
+    tools = _serve_tools(vault_path)
+    serve(
+        tools,
+        port=http,
+        watch=watch,
+        listener=partial(_watch_event, json_out=json_out, console=err),
+        on_ready=lambda line: err.print(line, markup=False),
+    )
+
+
+@app.command("watch")
+def watch_cmd(
+    vault_path: VaultOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON line per sync.")] = False,
+) -> None:
+    """Keep the index in sync as notes are saved, moved or deleted (Ctrl-C stops).
+
+    Example: vault watch --vault ~/notes"""
+    from vault_pipeline.serve.watch import Watcher
+
+    vault, settings, _ = _open(vault_path)
+    watcher = Watcher(vault.root, _embedder(settings), listener=partial(_watch_event, json_out=json_out, console=out))
+    err.print(f"watching {vault.root} (Ctrl-C stops)", markup=False)
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        err.print("stopped", markup=False)
+
+
+def _serve_tools(vault_path: Path | None):
+    from vault_pipeline.retrieve.types import FunnelConfig
+    from vault_pipeline.serve.tools import VaultTools
+
+    vault, settings, log = _open(vault_path)
+    embedder = _embedder(settings)
+    tools = VaultTools(
+        vault.root,
+        embedder=embedder,
+        llm_extract=_llm(settings, settings.extract_model, log),
+        llm_plan=_llm(settings, settings.extract_model, log),
+        llm_gate=_llm(settings, settings.gate_model, log),
+        config=FunnelConfig.from_settings(settings, embedder),
+    )
+    vault.close()
+    return tools
+
+
+def _watch_event(event, *, json_out: bool, console) -> None:
+    """One watcher event: a JSON line, or a line of text (waiting and errors on stderr)."""
+    if json_out:
+        console.print(json.dumps(event.to_dict(), ensure_ascii=False), markup=False, highlight=False, soft_wrap=True)
+    else:
+        (console if event.kind == "synced" else err).print(event.line(), markup=False)
+    console.file.flush()  # a line per sync as it happens, also into a pipe
+
+
 def main() -> None:
-    """Console entry point: map the project's errors to a one-line message and exit 1."""
+    """Console entry point: a project error is one line and exit 1 (2 for usage and config errors)."""
     # A command builds ~100k small objects per 100k notes (manifest rows, stats, paths) and
     # creates no cycles worth chasing; at the default thresholds the collector re-scanned every
     # long-lived object (LanceDB's thousands of classes) over and over: 0.16 s of a 2.2 s
@@ -756,9 +1263,9 @@ def main() -> None:
     gc.set_threshold(100_000, 50, 100)
     try:
         app()
-    except VaultError as exc:
+    except VaultError as exc:  # raised outside a command (the group maps those inside one)
         err.print(f"error: {exc}", markup=False)
-        sys.exit(1)
+        sys.exit(_exit_code(exc))
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
         sys.exit(130)

@@ -9,7 +9,9 @@ from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
 
 
-def build_llm(model: str, *, api_base: str | None = None, log: CallLog | None = None) -> StructuredLLM:
+def build_llm(
+    model: str, *, api_base: str | None = None, log: CallLog | None = None, api_key: str | None = None
+) -> StructuredLLM:
     """The backend for a model string: ``offline`` or any LiteLLM model string."""
     if not model:
         raise ConfigError("empty model string")
@@ -20,4 +22,4 @@ def build_llm(model: str, *, api_base: str | None = None, log: CallLog | None = 
             f"model {model!r}: use a LiteLLM model string such as 'openai/gpt-4o-mini', "
             "'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3.1', or 'offline'"
         )
-    return LiteLLMBackend(model, api_base=api_base, log=log)
+    return LiteLLMBackend(model, api_base=api_base, api_key=api_key, log=log)

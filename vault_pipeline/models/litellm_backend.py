@@ -10,6 +10,7 @@ that need them: importing litellm alone costs seconds, and the offline default n
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,11 @@ from vault_pipeline.models.calllog import CallLog, log_entry, redact, redact_lib
 from vault_pipeline.models.prompts import Prompt
 from vault_pipeline.models.protocol import OFFLINE_MODEL, T
 
+# Loggers of the libraries this module drives. Their messages repeat, in colour and over several
+# lines, what the one-line ModelError already says ("Give Feedback / Get Help", "Provider List",
+# instructor's "API call failed on attempt 1"); the call log keeps the full error.
+_LIBRARY_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "instructor", "httpx")
+
 
 def _import_litellm():
     # Without the local cost map, importing litellm fetches it over the network (3 retries, ~11 s).
@@ -29,7 +35,26 @@ def _import_litellm():
     import litellm
 
     litellm.telemetry = False
+    litellm.suppress_debug_info = True  # the banners are print()s, not log records
+    quiet_library_logs()
     return litellm
+
+
+def quiet_library_logs() -> None:
+    """Keep LiteLLM's and instructor's log records off the terminal (errors surface as ModelError).
+
+    Their own stream handlers go; a null handler stands in so that Python's last-resort handler
+    does not print either. Records still propagate: a handler the application installs on the
+    root logger (``vault -v``, a test's ``caplog``) sees them, redacted.
+    """
+    for name in _LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if not isinstance(handler, logging.NullHandler):
+                logger.removeHandler(handler)
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+        logger.propagate = True
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -55,6 +80,7 @@ class LiteLLMBackend:
         model: str,
         *,
         api_base: str | None = None,
+        api_key: str | None = None,
         completion: Callable[..., Any] | None = None,
         log: CallLog | None = None,
         max_reasks: int = 2,
@@ -63,6 +89,7 @@ class LiteLLMBackend:
     ):
         self.model = model
         self.api_base = api_base
+        self._api_key = api_key  # from the environment variable vault.toml names; never logged
         self.remote = is_remote(model, api_base)
         self.log = log or CallLog(None)
         self.max_reasks = max_reasks
@@ -84,6 +111,7 @@ class LiteLLMBackend:
         )
         client = instructor.from_litellm(retrying(completion), mode=instructor.Mode.JSON)
         redact_library_logs()
+        quiet_library_logs()  # also when a test injects ``completion`` and litellm came in another way
         return client
 
     def call(
@@ -101,6 +129,8 @@ class LiteLLMBackend:
             self._client = self._build_client()
         started = time.perf_counter()
         extra = {"api_base": self.api_base} if self.api_base else {}
+        if self._api_key:
+            extra["api_key"] = self._api_key
         try:
             result, raw = self._client.chat.completions.create_with_completion(
                 model=self.model,
@@ -176,10 +206,14 @@ def is_remote(model: str, api_base: str | None = None) -> bool:
     return not model.startswith("ollama")  # ollama/... defaults to a local server
 
 
-def litellm_embed(model: str, texts: list[str], *, api_base: str | None = None) -> list[list[float]]:
+def litellm_embed(
+    model: str, texts: list[str], *, api_base: str | None = None, api_key: str | None = None
+) -> list[list[float]]:
     """Embed texts with a LiteLLM embedding model (used by ``embed.LiteLLMEmbedder``)."""
     litellm = _import_litellm()
     extra = {"api_base": api_base} if api_base else {}
+    if api_key:
+        extra["api_key"] = api_key
     try:
         response = litellm.embedding(model=model, input=texts, **extra)
     except Exception as exc:

@@ -1,0 +1,176 @@
+"""vault.toml and VAULT_* are checked against one schema: types, ranges, unknown keys, and no plain-text key."""
+
+from __future__ import annotations
+
+import pytest
+
+from vault_pipeline.config import (
+    BUDGET_RANGE,
+    DEFAULT_TOML,
+    WIDE_RANGE,
+    WINDOW_RANGE,
+    Settings,
+    check_overrides,
+    load_settings,
+)
+from vault_pipeline.errors import ConfigError
+
+
+def settings_from(tmp_path, toml: str, env: dict | None = None) -> Settings:
+    (tmp_path / "vault.toml").write_text(toml, encoding="utf-8")
+    return load_settings(tmp_path, env or {})
+
+
+def refused(tmp_path, toml: str, env: dict | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        settings_from(tmp_path, toml, env)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_default_file_gives_the_default_settings(tmp_path):
+    assert settings_from(tmp_path, DEFAULT_TOML) == Settings()
+    assert load_settings(None, {}) == Settings()
+
+
+@pytest.mark.parametrize("wide", [WIDE_RANGE[0], WIDE_RANGE[1]])
+def test_wide_accepts_its_bounds(tmp_path, wide):
+    assert settings_from(tmp_path, f"[retrieval]\nwide = {wide}\n").wide == wide
+
+
+@pytest.mark.parametrize("wide", [WIDE_RANGE[0] - 1, WIDE_RANGE[1] + 1, 10_000_000_000, -5])
+def test_wide_out_of_range_is_refused_naming_the_key(tmp_path, wide):
+    message = refused(tmp_path, f"[retrieval]\nwide = {wide}\n")
+    assert f"[retrieval] wide = {wide}" in message and str(tmp_path / "vault.toml") in message
+    assert f"an integer from {WIDE_RANGE[0]:,} to {WIDE_RANGE[1]:,}" in message
+
+
+@pytest.mark.parametrize("floor", ["5.0", "-0.1", "nan", "inf", "-inf"])
+def test_floor_must_be_a_finite_number_from_0_to_1(tmp_path, floor):
+    message = refused(tmp_path, f"[retrieval]\nfloor = {floor}\n")
+    assert "[retrieval] floor" in message and "a number from 0 to 1" in message
+
+
+@pytest.mark.parametrize(("floor", "expected"), [("0", 0.0), ("1", 1.0), ("0.35", 0.35)])
+def test_floor_in_range_is_kept(tmp_path, floor, expected):
+    assert settings_from(tmp_path, f"[retrieval]\nfloor = {floor}\n").floor == expected
+
+
+@pytest.mark.parametrize("budget", ["1.9", "2000.0", '"2000"', "true", "0", str(BUDGET_RANGE[1] + 1)])
+def test_budget_is_a_positive_integer_never_truncated(tmp_path, budget):
+    assert "[retrieval] budget" in refused(tmp_path, f"[retrieval]\nbudget = {budget}\n")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("window", "0"),
+        ("window", str(WINDOW_RANGE[0] - 1)),
+        ("window", "8000.5"),
+        ("variants", '"yes"'),
+        ("gate_enabled", "1"),
+    ],
+)
+def test_other_retrieval_keys_are_typed(tmp_path, key, value):
+    assert f"[retrieval] {key} = " in refused(tmp_path, f"[retrieval]\n{key} = {value}\n")
+
+
+def test_log_switches_are_booleans(tmp_path):
+    assert "[log] calls" in refused(tmp_path, '[log]\ncalls = "no"\n')
+    assert settings_from(tmp_path, "[log]\ncalls = false\n").log_calls is False
+
+
+def test_a_section_that_is_not_a_table_is_refused(tmp_path):
+    message = refused(tmp_path, "models = 5\n")
+    assert "models = 5" in message and "expected a table" in message
+
+
+def test_unknown_tables_and_keys_are_refused_with_the_known_ones(tmp_path):
+    assert "[retreival]: unknown table" in refused(tmp_path, "[retreival]\nwide = 5\n")
+    message = refused(tmp_path, "[retrieval]\nwidth = 5\n")
+    assert "[retrieval] width: unknown setting" in message and "wide" in message
+
+
+def test_model_strings_and_api_base_are_checked(tmp_path):
+    assert "[models] extract" in refused(tmp_path, '[models]\nextract = ""\n')
+    assert "[models] extract" in refused(tmp_path, "[models]\nextract = 3\n")
+    assert "http(s)://" in refused(tmp_path, '[models]\napi_base = "localhost:8080"\n')
+    assert settings_from(tmp_path, '[models]\napi_base = ""\n').api_base is None
+    assert settings_from(tmp_path, '[models]\napi_base = "http://127.0.0.1:8080/v1"\n').api_base.endswith("/v1")
+
+
+def test_an_api_key_in_vault_toml_is_refused_without_echoing_it(tmp_path):
+    key = "sk-plaintextsecret0123456789"
+    message = refused(tmp_path, f'[models]\napi_key = "{key}"\n')
+    assert key not in message
+    assert "[models] api_key" in message and "api_key_env" in message
+
+
+def test_api_key_env_names_the_variable_the_key_is_read_from(tmp_path):
+    key = "sk-fromtheenvironment0123456789"
+    loaded = settings_from(tmp_path, '[models]\napi_key_env = "MY_LLM_KEY"\n', {"MY_LLM_KEY": key})
+    assert loaded.api_key == key and loaded.api_key_env == "MY_LLM_KEY"
+    assert key not in repr(loaded)  # never printed with the settings
+
+
+def test_api_key_env_naming_an_unset_variable_is_refused(tmp_path):
+    message = refused(tmp_path, '[models]\napi_key_env = "MY_LLM_KEY"\n', {})
+    assert "MY_LLM_KEY is not set" in message
+    assert "environment variable name" in refused(tmp_path, '[models]\napi_key_env = "not a name"\n')
+
+
+def test_the_key_reaches_the_litellm_call(tmp_path):
+    """The backend passes the key read from the named variable to the completion call."""
+    from pydantic import BaseModel
+
+    from vault_pipeline.models.build import build_llm
+    from vault_pipeline.models.prompts import Prompt
+
+    class Answer(BaseModel):
+        word: str
+
+    seen = {}
+
+    def completion(**kwargs):
+        import litellm
+
+        seen.update(kwargs)
+        return litellm.completion(mock_response='{"word": "ok"}', **kwargs)
+
+    loaded = settings_from(tmp_path, '[models]\napi_key_env = "MY_LLM_KEY"\n', {"MY_LLM_KEY": "sk-abc123abc123"})
+    llm = build_llm("openai/gpt-4o-mini", api_key=loaded.api_key)
+    llm._completion = completion
+    prompt = Prompt(name="echo", version="1", temperature=0.0, system="Answer in JSON.", template="Say {{ thing }}.")
+    assert llm.call(prompt, {"thing": "ok"}, Answer).word == "ok"
+    assert seen["api_key"] == "sk-abc123abc123"
+
+
+def test_environment_overrides_are_checked_too(tmp_path):
+    assert settings_from(tmp_path, DEFAULT_TOML, {"VAULT_FLOOR": "0.25"}).floor == 0.25
+    for value in ("nan", "2", "abc"):
+        message = refused(tmp_path, DEFAULT_TOML, {"VAULT_FLOOR": value})
+        assert "VAULT_FLOOR" in message
+    assert "VAULT_EXTRACT_MODEL" not in str(settings_from(tmp_path, DEFAULT_TOML, {"VAULT_EXTRACT_MODEL": "o/x"}))
+    assert settings_from(tmp_path, DEFAULT_TOML, {"VAULT_EXTRACT_MODEL": "o/x"}).extract_model == "o/x"
+
+
+def test_invalid_toml_is_one_line(tmp_path):
+    assert "not valid TOML" in refused(tmp_path, "[retrieval\nwide = 5\n")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"wide": 0}, {"wide": WIDE_RANGE[1] + 1}, {"floor": float("nan")}, {"floor": 1.5}, {"budget": 0}],
+)
+def test_cli_overrides_use_the_same_ranges(overrides):
+    with pytest.raises(ConfigError) as caught:
+        check_overrides(**overrides)
+    assert str(caught.value).startswith(f"--{next(iter(overrides))} ")
+    with pytest.raises(ConfigError):
+        Settings().with_overrides(**overrides)
+
+
+def test_cli_overrides_in_range_pass():
+    check_overrides(wide=WIDE_RANGE[1], floor=0.0, budget=1)
+    assert Settings().with_overrides(wide=7, floor=None).wide == 7
