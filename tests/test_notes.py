@@ -466,3 +466,13 @@ def test_builders_accept_dates_and_missing_created():
     assert "created" not in note.frontmatter or not note.frontmatter["created"]
     assert "created" not in note.text()
     assert render_note({"created": date(2024, 1, 2)}, "").startswith("---\ncreated: 2024-01-02\n")
+
+
+@pytest.mark.parametrize("title", ["The __str__ method returns a string", "_private_ names", "a__b and pg_dump"])
+def test_stems_keep_no_underscore_a_markdown_reader_takes_for_emphasis(title):
+    from markdown_it import MarkdownIt
+
+    stem = safe_stem(title, "a-0123456789ab")
+    html = MarkdownIt("commonmark").render(f"[[{stem}]]")
+    assert "<em>" not in html and "<strong>" not in html and stem in html, (stem, html)
+    assert ("pg_dump" in stem) == ("pg_dump" in title)  # inside a word an underscore is kept

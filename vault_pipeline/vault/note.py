@@ -86,7 +86,13 @@ def _slugify(title: str) -> str:
     # Whitelist: letters, combining marks, digits and "_". Everything else (path separators,
     # Obsidian's # ^ [ ] |, dots, control characters, NUL, emoji) becomes a dash.
     kept = "".join(ch if ch == "_" or unicodedata.category(ch)[0] in "LMN" else "-" for ch in text)
+    # An underscore stays only inside a word (`pg_dump`): at a word's edge (`__init__`) Markdown
+    # readers take it for emphasis, and a parser that renders before it reads links loses the name.
+    kept = _EDGE_UNDERSCORES.sub("-", kept)
     return re.sub(r"-{2,}", "-", kept).strip("-_")
+
+
+_EDGE_UNDERSCORES = re.compile(r"_+(?![^\W_])|(?<![^\W_])_+")
 
 
 def _truncate(slug: str, max_chars: int, max_bytes: int) -> str:
