@@ -72,6 +72,8 @@ _REPORTING = re.compile(
 _COPULAS = frozenset("is are was were will be".split())
 _NOT_CONTENT = STOPWORDS | NEGATIONS
 _NOT_SUBJECT = STOPWORDS | NEGATIONS | _PRONOUNS | _ADVERBS
+_VERB_TAIL = NEGATIONS | _ADVERBS  # words a verb group may run on through
+_BEFORE_BARE_VERB = _PRONOUNS | _AUX | NEGATIONS | _ADVERBS
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def _verb_group(lower: list[str]) -> tuple[int, int]:
             continue  # "the meeting", "our launch": a noun, whatever verb it looks like
         if _is_verb(word, lower[i - 1] if i else ""):
             end = i + 1
-            while end < len(lower) and (_is_verb(lower[end], "will") or lower[end] in NEGATIONS | _ADVERBS):
+            while end < len(lower) and (_is_verb(lower[end], "will") or lower[end] in _VERB_TAIL):
                 end += 1
             return i, end
     for i in range(2, len(lower)):  # no known verb: guess an inflected word after "the noun"
@@ -175,7 +177,7 @@ def _is_verb(word: str, before: str) -> bool:
     if stem(word) not in _VERBS or word in _VALUE_WORDS:
         return False
     inflected = (word.endswith(("ed", "s")) and not word.endswith("ss")) or word in _IRREGULAR
-    return inflected or before in _PRONOUNS | _AUX | NEGATIONS | _ADVERBS
+    return inflected or before in _BEFORE_BARE_VERB
 
 
 def _is_value(word: str) -> bool:
@@ -183,14 +185,14 @@ def _is_value(word: str) -> bool:
     low = word.lower()
     if word[:1].isdigit() or low in _VALUE_WORDS:
         return True
-    return word[:1].isupper() and low not in STOPWORDS | NEGATIONS
+    return word[:1].isupper() and low not in _NOT_CONTENT
 
 
 def _value_flags(words: Sequence[str]) -> list[bool]:
     """Which words are values; the word right after a number is its unit ("12 people")."""
     flags = [_is_value(w) for w in words]
     for i in range(1, len(words)):
-        if words[i - 1][:1].isdigit() and words[i].lower() not in STOPWORDS | NEGATIONS:
+        if words[i - 1][:1].isdigit() and words[i].lower() not in _NOT_CONTENT:
             flags[i] = True
     return flags
 
@@ -277,8 +279,7 @@ def details(text: str) -> Details:
     names = {
         stem(w.lower())
         for i, w in enumerate(cased)
-        if (i > 0 and w[:1].isupper() and w.lower() not in STOPWORDS | NEGATIONS)
-        or w.lower().rstrip("s") in _VALUE_WORDS
+        if (i > 0 and w[:1].isupper() and w.lower() not in _NOT_CONTENT) or w.lower().rstrip("s") in _VALUE_WORDS
     } - {"am", "pm"}
     return Details(
         question=_is_question(first, lower),

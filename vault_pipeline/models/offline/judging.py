@@ -91,11 +91,22 @@ def decide(a: Claim, b: Claim, text_a: str = "", text_b: str = "") -> tuple[str,
         why = weak or "one note asks a question"
         return "related", f"Same subject words ({_words(a)}) and {change}, but {why}: not superseded."
     why = "one subject refines the other" if not exact else "different predicates or compatible values"
-    gap = meaning_gap(text_a, text_b) if text_a or text_b else _stem_gap(a, b)
+    gap = _gap(a, b, text_a, text_b)
     return (
         "related",
         f"Same subject ({_words(a)} / {_words(b)}); {why}, so both claims stay true; not one claim: {gap}.",
     )
+
+
+def _gap(a: Claim, b: Claim, text_a: str, text_b: str) -> str:
+    """Why two claims are not one, for the reasoning: their content words where those differ
+    (no second reading of the texts: most related pairs of a sweep end here), else the details."""
+    if not (text_a or text_b):
+        return _stem_gap(a, b)
+    if a.core != b.core:
+        only_a, only_b = _show(a.core - b.core) or "-", _show(b.core - a.core) or "-"
+        return f"words of one note are missing from the other ({only_a} / {only_b})"
+    return meaning_gap(text_a, text_b)
 
 
 def _stem_gap(a: Claim, b: Claim) -> str:
