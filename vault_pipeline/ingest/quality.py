@@ -25,6 +25,7 @@ from itertools import pairwise
 from typing import Any
 
 from vault_pipeline.ingest.extract import MAX_WORDS
+from vault_pipeline.models.logistic import newton
 from vault_pipeline.text import PLEASANTRY, TEMPLATE_LEADS, sentence_count, word_count
 
 # --------------------------------------------------------------------------- features
@@ -242,23 +243,8 @@ class GateModel:
 
 def fit(rows: Sequence[Mapping[str, bool]], labels: Sequence[bool], *, l2: float = 1.0, steps: int = 300) -> GateModel:
     """Fit logistic weights by Newton's method (L2-regularised; numpy only); threshold 0.5."""
-    import numpy as np
-
-    names = list(FEATURES)
-    x = np.array([[1.0] + [float(r[n]) for n in names] for r in rows])
-    y = np.array([1.0 if lab else 0.0 for lab in labels])
-    w = np.zeros(x.shape[1])
-    penalty = np.eye(x.shape[1]) * l2
-    penalty[0, 0] = 0.0  # the bias is not shrunk
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(x @ w)))
-        grad = x.T @ (p - y) + penalty @ w
-        hess = (x.T * (p * (1 - p))) @ x + penalty + np.eye(x.shape[1]) * 1e-9
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if float(np.abs(step).max()) < 1e-8:
-            break
-    return GateModel({n: round(float(v), 3) for n, v in zip(names, w[1:])}, round(float(w[0]), 3), 0.5)
+    weights, bias = newton(rows, labels, list(FEATURES), l2=l2, steps=steps, tolerance=1e-8)
+    return GateModel({n: round(v, 3) for n, v in weights.items()}, round(bias, 3), 0.5)
 
 
 # Fitted by `python benchmarks/bench_quality.py --fit` on the training split (70 %, by a hash of the

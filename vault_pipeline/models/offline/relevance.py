@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vault_pipeline.models.logistic import newton
+
 FEATURES = ("cos_query", "cos_intent", "agreement", "overlap", "phrase", "anchor")
 L2 = 0.1  # ridge on the weights (not the bias): six weights from ~100 labels need a little shrinkage
 # Shared words are evidence for a candidate, never against it. Unconstrained, a fit on labels
@@ -103,33 +105,11 @@ def fit_weights(
     """Logistic weights and bias; a ``NONNEGATIVE`` signal fitted below zero is fixed at 0 and the rest refitted."""
     fixed: set[str] = set()
     while True:
-        weights, bias = _newton(rows, labels, [n for n in FEATURES if n not in fixed], l2)
+        weights, bias = newton(rows, labels, [n for n in FEATURES if n not in fixed], l2=l2)
         negative = sorted(n for n in NONNEGATIVE if weights.get(n, 0.0) < 0)
         if not negative:
             return {n: weights.get(n, 0.0) for n in FEATURES}, bias
         fixed.update(negative)
-
-
-def _newton(
-    rows: Sequence[Mapping[str, float]], labels: Sequence[bool], names: Sequence[str], l2: float, steps: int = 100
-) -> tuple[dict[str, float], float]:
-    """L2-regularised logistic regression by Newton's method (the bias is not shrunk; numpy only)."""
-    import numpy as np
-
-    x = np.array([[1.0] + [float(r.get(n, 0.0)) for n in names] for r in rows])
-    y = np.array([1.0 if lab else 0.0 for lab in labels])
-    w = np.zeros(x.shape[1])
-    penalty = np.eye(x.shape[1]) * l2
-    penalty[0, 0] = 0.0  # the bias is not shrunk
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(x @ w)))
-        grad = x.T @ (p - y) + penalty @ w
-        hess = (x.T * (p * (1 - p))) @ x + penalty + np.eye(x.shape[1]) * 1e-9
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if float(np.abs(step).max()) < 1e-10:
-            break
-    return {n: float(v) for n, v in zip(names, w[1:])}, float(w[0])
 
 
 # Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
