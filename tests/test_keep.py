@@ -245,9 +245,9 @@ def test_gate_on_held_out_labels_stays_above_its_measured_floor():
 
     test = [r for path in (LABELS, CURRENT_LABELS) for r in load(path) if held_out(r)]
     figures = scores(test)
-    # The targets are precision 0.95 / recall 0.90; the offline features reach 0.605 / 0.565
+    # The targets are precision 0.95 / recall 0.90; the offline features reach 0.54 / 0.59
     # on the held-out split of both label files (benchmarks/bench_quality.py). A regression guard.
-    assert figures["precision"] >= 0.58 and figures["recall"] >= 0.53, figures
+    assert figures["precision"] >= 0.52 and figures["recall"] >= 0.56, figures
 
 
 @pytest.mark.parametrize(
@@ -273,10 +273,18 @@ def test_gate_names_the_fragment(sentence, reason):
         "Cloud Run: Deploy your Django application as a container using Docker.",  # field label tolerated
         "Volg de instructies van de installatie op de website.",  # Dutch imperative
         "The pool keeps at most twenty connections open.",
+        "I graduated from the conservatory last week.",  # past tense after a pronoun, tagged a participle
     ],
 )
 def test_gate_finds_the_verb_of_imperatives_and_labelled_lines(sentence):
     assert "fragment, no verb" not in quality_problems(GOOD, sentence + "\n", set())
+
+
+def test_a_gerund_subject_is_a_subject_a_gerund_alone_is_not():
+    from vault_pipeline.ingest.quality import features
+
+    assert not features("Posting dance clips online can help a new studio.")["verb_first"]
+    assert features("Posting dance clips online every week.")["verb_first"]
 
 
 def test_gate_features_for_clauses_without_a_main_clause_and_talk_about_the_chat():
