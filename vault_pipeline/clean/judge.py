@@ -31,7 +31,7 @@ from typing import Literal, assert_never
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
 from vault_pipeline.errors import ModelError
-from vault_pipeline.models.offline.claims import detail_conflict, details, parse_claim, same_subject, subject_weakness
+from vault_pipeline.models.offline.claims import detail_conflict, parse_claim, same_subject, subject_weakness
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
 from vault_pipeline.text import content_stems
@@ -143,7 +143,7 @@ def contradiction_guard(text_a: str, text_b: str, stated_subject: str, stated_at
     weak = subject_weakness(a) or subject_weakness(b)
     if weak:
         return f"{weak}; a supersession needs a real, specific subject"
-    if details(text_a).question or details(text_b).question:
+    if a.question or b.question:
         return "one note is a question; a question is not a claim to supersede"
     stated = content_stems(stated_subject)
     if not stated:

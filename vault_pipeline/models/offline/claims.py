@@ -122,6 +122,7 @@ def parse_claim(text: str) -> Claim:
     if topic:  # "We moved the launch to May 10": the topic words stand in for the subject
         subject, rest = rest, []
     verbs = [w for w in lower[start:end] if w not in NEGATIONS]
+    kept = [(s, w) for s, w in zip(stems, lower) if w not in STOPWORDS]  # (stem, word) of the non-stopwords
     return Claim(
         subject=frozenset(stems[i] for i in subject),
         verb=stem(verbs[-1]) if verbs else "",
@@ -130,14 +131,14 @@ def parse_claim(text: str) -> Claim:
         units=units,
         negated=sum(w in NEGATIONS for w in lower) % 2 == 1,
         changed=bool(CHANGE_CUES.intersection(stems)) or "cancel" in stems,
-        stems=frozenset(s for s, w in zip(stems, lower) if w not in STOPWORDS),
+        stems=frozenset(s for s, _ in kept),
         subject_words=tuple(dict.fromkeys(lower[i] for i in subject)),
         topic=topic,
         determined=any(lower[i] in _DEFINITE for i in head),
         anaphoric=any(lower[i] in _DEMONSTRATIVES for i in head),
         relational=bool(tail) and lower[tail[0]] in _MANY_VALUED,
         question=_is_question(first, lower),
-        core=_core(stems, lower, label if labelled else ""),
+        core=_core(kept, label if labelled else ""),
     )
 
 
@@ -292,12 +293,14 @@ def details(text: str) -> Details:
     )
 
 
-def _core(stems: Sequence[str], lower: Sequence[str], label: str) -> frozenset[str]:
-    """Content stems of the whole first line (a stripped label's too), light verbs and numbers out."""
+def _core(kept: Sequence[tuple[str, str]], label: str) -> frozenset[str]:
+    """Content stems of the whole first line (a stripped label's too), light verbs and numbers out.
+
+    ``kept``: the line's (stem, word) pairs without stopwords."""
     if label:
         more = [w.lower() for w in tokens(_LABEL.sub("", label))]
-        stems, lower = [*stems, *(stem(w) for w in more)], [*lower, *more]
-    return frozenset(s for s, w in zip(stems, lower) if w not in _NOT_CONTENT and not w[:1].isdigit()) - _LIGHT_STEMS
+        kept = [*kept, *((stem(w), w) for w in more if w not in STOPWORDS)]
+    return frozenset(s for s, w in kept if w not in NEGATIONS and not w[:1].isdigit()) - _LIGHT_STEMS
 
 
 def _is_question(line: str, lower: Sequence[str]) -> bool:
