@@ -62,13 +62,14 @@ def gate_signals(
     cos_query, cos_intent = cos[:, 0], cos[:, 1]
     agreement = np.delete(cos, 1, axis=1).mean(axis=1)  # the prompt and its variants, not the intent
     prompt_runs = _stem_runs(query) + _stem_runs(intent)
-    texts = [" ".join((title_of(path), heading, text)) for _, path, heading, text in rows]
-    overlap = _idf_overlap([t for run in prompt_runs for t in run], [_stems(t) for t in texts])
+    # Each candidate's text is tokenised and stemmed once: its stems weigh the overlap, its pairs the phrases.
+    runs = [_stem_runs(" ".join((title_of(path), heading, text))) for _, path, heading, text in rows]
+    overlap = _idf_overlap([t for run in prompt_runs for t in run], [{t for run in r for t in run} for r in runs])
     phrases = {pair for run in prompt_runs for pair in itertools.pairwise(run)}
     anchor = _anchor(cand.astype(np.float64), cos_query + cos_intent)
     out: dict[str, dict[str, float]] = {}
     for i, (cid, *_) in enumerate(rows):
-        pairs = {pair for run in _stem_runs(texts[i]) for pair in itertools.pairwise(run)}
+        pairs = {pair for run in runs[i] for pair in itertools.pairwise(run)}
         values = {
             "cos_query": cos_query[i],
             "cos_intent": cos_intent[i],
@@ -134,11 +135,8 @@ def _candidate_vectors(
     rows: Sequence[tuple[str, str, str, str]], embedder: Embedder, vectors: Mapping[str, np.ndarray]
 ) -> np.ndarray:
     missing = [i for i, row in enumerate(rows) if vectors.get(row[0]) is None]
-    fresh = l2_normalise(embedder.embed([rows[i][3] for i in missing])) if missing else None
-    out: list[np.ndarray] = []
-    for i, row in enumerate(rows):
-        stored = vectors.get(row[0])
-        out.append(np.asarray(stored, np.float32) if stored is not None else fresh[missing.index(i)])  # type: ignore[index]
+    embedded = dict(zip(missing, l2_normalise(embedder.embed([rows[i][3] for i in missing])))) if missing else {}
+    out = [embedded[i] if i in embedded else np.asarray(vectors[row[0]], np.float32) for i, row in enumerate(rows)]
     return l2_normalise(np.vstack(out))
 
 
@@ -152,10 +150,6 @@ def _stem_runs(text: str) -> list[list[str]]:
             continue
         runs[-1].append(stem(word))
     return [r for r in runs if r]
-
-
-def _stems(text: str) -> set[str]:
-    return {t for run in _stem_runs(text) for t in run}
 
 
 def _idf_overlap(terms: Sequence[str], docs: Sequence[set[str]]) -> list[float]:
@@ -172,7 +166,7 @@ def _idf_overlap(terms: Sequence[str], docs: Sequence[set[str]]) -> list[float]:
 
 def _anchor(vectors: np.ndarray, strength: np.ndarray) -> np.ndarray:
     """Mean cosine to the ``ANCHORS`` strongest other candidates (ties by position)."""
-    order = sorted(range(len(strength)), key=lambda i: (-round(float(strength[i]), 9), i))
+    order = sorted(range(len(strength)), key=lambda i: (-round(float(strength[i]), 9), i))[: ANCHORS + 1]
     sims = vectors @ vectors.T
     out = np.zeros(len(strength))
     for i in range(len(strength)):
