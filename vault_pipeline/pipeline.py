@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vault_pipeline.errors import ModelError, ParseError
@@ -126,8 +126,6 @@ def query(
     """Answer each (query, intent) with a context package; the index is opened once for all.
 
     A gate the vault fitted for itself (``vault gate-calibrate --fit``) replaces the shipped one."""
-    from dataclasses import replace
-
     from vault_pipeline.index.search import Index
     from vault_pipeline.index.sync import Preloadable
     from vault_pipeline.retrieve.funnel import run_query

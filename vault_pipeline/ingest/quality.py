@@ -162,7 +162,7 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
 
 _PUNCT_TAGS = frozenset((".", ",", ":", "(", ")", '"', "``", "''"))
 _LABEL = re.compile(r"^[^\s:][^:]{0,40}?:\s+(?=\S)")
-_DUTCH_OBJECT_OPENERS = frozenset("de het een je jouw uw je deze dit die dat alle".split())
+_DUTCH_OBJECT_OPENERS = frozenset("de het een je jouw uw deze dit die dat alle".split())
 _AUXILIARIES = frozenset(
     "is are was were be been am has have had can could will would shall should may might must".split()
 )

@@ -176,6 +176,7 @@ class _Walk:
         self.passed: set[str] = set()
         self.outcomes: dict[str, GateOutcome] = {}
         self.expanded_from: dict[str, str] = {}
+        self._blocks: dict[str, tuple[str, str]] = {}  # chunk id -> (exact key, block text): one rendering each
 
     def judge(self, cands: list[Candidate]) -> int:
         """Floor and gate ``cands`` (their cosine to the original query filled in); returns how many passed the floor."""
@@ -192,13 +193,17 @@ class _Walk:
 
     def tokens(self) -> int:
         """What the survivors would cost in the package (a structural chunk at its first level)."""
-        texts = {}
-        for c in self.survivors():
-            if c.row.type == "topic":  # a hub is no block (its members are)
-                continue
-            text = block_content(c.row)[0]
-            texts[exact_key(c.row.text)] = first_level(text) if c.row.type in STRUCTURAL_TYPES else text
+        texts = dict(self._block(c) for c in self.survivors() if c.row.type != "topic")  # a hub is no block
         return sum(estimate_tokens(t) for t in texts.values())
+
+    def _block(self, c: Candidate) -> tuple[str, str]:
+        """(exact key, block text at its first level) of a candidate, rendered once per walk."""
+        found = self._blocks.get(c.row.chunk_id)
+        if found is None:
+            text = block_content(c.row)[0]
+            text = first_level(text) if c.row.type in STRUCTURAL_TYPES else text
+            found = self._blocks[c.row.chunk_id] = (exact_key(c.row.text), text)
+        return found
 
 
 def _deepen(walk: _Walk, fused: list[Candidate], config: FunnelConfig) -> dict[str, Any]:
@@ -223,7 +228,7 @@ def _deepen(walk: _Walk, fused: list[Candidate], config: FunnelConfig) -> dict[s
         elif depth >= limit:
             stopped = f"max_wide reached: {limit} candidates"
         step = depth
-    return {"candidates": depth, "steps": steps, "stopped": stopped, "survivor_tokens": walk.tokens()}
+    return {"candidates": depth, "steps": steps, "stopped": stopped, "survivor_tokens": tokens}
 
 
 # --------------------------------------------------------------------------- associative recall
