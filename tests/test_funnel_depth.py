@@ -240,7 +240,7 @@ def test_expansion_is_deterministic(embedder):
 def test_the_strongest_survivors_turn_replaces_its_notes_in_the_package(embedder):
     package = run(conversation(embedder), embedder, floor=-1.0, beam=0, turns=1, wide=1, per_list=1)
     turns = [b for b in package.blocks if b.item.type == "turn"]
-    assert [b.text for b in turns] == [f"[8 May 2023 · Caroline] {TURN}"]
+    assert [b.text for b in turns] == [f"[Caroline, 8 May 2023] {TURN}"]
     assert turns[0].to_dict()["source"]["messages"] == ["D1:2"] and turns[0].level == "core"
     assert turns[0].item.links == (f"caroline-session-1#^{block_id('D1:2')}",)  # the turn's own block
     seed = next(t for t in package.trace if t["id"] == "a-2")
@@ -265,3 +265,42 @@ def test_a_surviving_topic_hub_brings_its_members_and_is_no_block_itself(embedde
     assert trace["a-4"]["expanded_from"] == "h-pottery" and trace["a-8"]["expanded_from"] == "h-pottery"
     ids = [b.item.note_id for b in package.blocks]
     assert {"a-4", "a-8"} <= set(ids) and "h-pottery" not in ids
+
+
+def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(embedder):
+    said = "I glazed two bowls yesterday, then the kiln cracked one."
+    context = "Context: Caroline, 8 May 2023; “yesterday” is 7 May 2023."
+    link = f"Source: [[caroline-session-1#^{block_id('D1:6')}]]"
+    parts = ["I glazed two bowls yesterday.", "The kiln cracked one bowl."]
+    notes = [
+        replace(note(6, p, chunk_id=f"a-6{i}:1"), note_id=f"a-6{i}", text=f"{p}\n\n{context}\n\n{link}")
+        for i, p in enumerate(parts)
+    ]
+    other = note(7, "We glazed mugs with a kiln wash.")
+    turns = "\n\n".join(
+        f"**Caroline:** {said if m == 'D1:6' else 'Nothing about it.'} ^{block_id(m)}" for m in MESSAGES
+    )
+    session = replace(session_row(), text=f"Caroline session 1 > Transcript\n\n## Transcript\n\n{turns}")
+    kwargs = {"query": "glazed bowls kiln", "floor": -1.0, "beam": 0, "turns": 0, "radius": 0, "budget": 2000}
+    package = run(SessionFake([*notes, other, session], embedder), embedder, **kwargs)
+    blocks = {b.item.type: b for b in package.blocks}
+    # Two notes of one turn repeat its date and speaker; the turn says both for no more tokens.
+    assert (
+        blocks["turn"].text
+        == "[Caroline, 8 May 2023] I glazed two bowls yesterday (7 May 2023), then the kiln cracked one."
+    )
+    assert blocks["turn"].to_dict()["source"]["messages"] == ["D1:6"]
+    assert {t["id"]: t["collapsed_into"] for t in package.trace if t["id"] in ("a-60", "a-61")} == {
+        "a-60": "s-1",
+        "a-61": "s-1",
+    }
+    assert "a-7" in [b.item.note_id for b in package.blocks]  # a lone note stays a note
+    assert package.stats["expansion"]["whole_turns"] == 1
+    notes_only = run(SessionFake([*notes, other, session], embedder), embedder, whole_turns=False, **kwargs)
+    assert {b.item.note_id for b in notes_only.blocks} == {"a-60", "a-61", "a-7"}
+    # A turn that costs more than its notes stays out: the notes are the cheaper way to say it.
+    long_turn = replace(
+        session, text=session.text.replace(said, said + " " + "The studio was busy all afternoon. " * 6)
+    )
+    package = run(SessionFake([*notes, other, long_turn], embedder), embedder, **kwargs)
+    assert "turn" not in {b.item.type for b in package.blocks}

@@ -62,7 +62,7 @@ def test_an_atomic_block_reads_as_one_dated_line_with_its_speaker(tmp_path):
     _, session, atomic = _notes(tmp_path)
     note = next(n for n in atomic if n.body.startswith("I went to a ceramics workshop yesterday"))
     text, messages, links = block_content(_row(note))
-    assert text.startswith("[8 May 2023 · Ada] I went to a ceramics workshop yesterday (7 May 2023)")
+    assert text.startswith("[Ada, 8 May 2023] I went to a ceramics workshop yesterday (7 May 2023)")
     assert "Context:" not in text and "Source:" not in text and "[[" not in text
     assert messages == ("D1:1",) and links and links[0].startswith(session.stem + "#^")
 
@@ -90,11 +90,11 @@ def test_the_context_line_parts_survive_the_compaction():
     assert parsed.times == (("three years ago", "9 June 2020"),) and parsed.links == ("caroline-session-3#^m-D3-1",)
     text, _ = atomic_text(body, "2023-06-09T19:55:00+00:00", "user")
     assert text == (
-        "[9 June 2023 · Caroline] It made me reflect on how far I've come "
+        "[Caroline, 9 June 2023] It made me reflect on how far I've come "
         "(since I started transitioning three years ago; three years ago: 9 June 2020)."
     )
     # A role-only export names no one: the role stands in.
-    assert atomic_text("It works.", "2024-03-01", "assistant")[0] == "[1 March 2024 · assistant] It works."
+    assert atomic_text("It works.", "2024-03-01", "assistant")[0] == "[assistant, 1 March 2024] It works."
 
 
 def test_a_transcript_chunk_cites_only_the_turns_it_holds(tmp_path):
@@ -104,7 +104,7 @@ def test_a_transcript_chunk_cites_only_the_turns_it_holds(tmp_path):
     heading = f"{conv.title} > Transcript"
     text, held = structural_text(f"{heading}\n\n{part}", heading, "2023-05-08T13:56:00+00:00", ["D1:1", "D1:2", "D1:3"])
     assert held == ("D1:1", "D1:2")
-    assert text.startswith(f"[8 May 2023 · {conv.title}] Ada: I went to a ceramics workshop")
+    assert text.startswith(f"[{conv.title}, 8 May 2023] Ada: I went to a ceramics workshop")
     assert "^m-" not in text and "**" not in text and "##" not in text
     summary_text, summary_held = structural_text("A summary of the talk.", "", "", ["D1:1"])
     assert summary_held == () and summary_text == "A summary of the talk."

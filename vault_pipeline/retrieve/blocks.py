@@ -4,7 +4,7 @@ An atomic note's indexed text is its sentence, a ``Context:`` line (the unit's o
 then who said it and when, then relative times made absolute, as ``ingest/context.py`` writes
 it) and a ``Source:`` link line. In the package it becomes one line::
 
-    [8 May 2023 · Caroline] I went to an LGBTQ support group yesterday (7 May 2023).
+    [Caroline, 8 May 2023] I went to an LGBTQ support group yesterday (7 May 2023).
 
 The date is the note's ``created`` day (written as the Context line writes it), the name the speaker the Context line names (else the
 speaker's role); a resolved relative time goes in brackets after its words; the unit's own
@@ -86,27 +86,35 @@ def atomic_text(text: str, created: str, speaker: str) -> tuple[str, tuple[str, 
     parsed = parse_atomic(text)
     if not parsed.sentence:
         return text.strip(), parsed.links
-    sentence, extra = parsed.sentence, [parsed.own] if parsed.own else []
-    for words, value in parsed.times:
-        at = sentence.lower().find(words.lower())
-        if at >= 0 and value not in sentence:
-            end = at + len(words)
-            sentence = f"{sentence[:end]} ({value}){sentence[end:]}"
-        else:
-            extra.append(f"{words}: {value}")
+    sentence, unplaced = mark_times(parsed.sentence, parsed.times)
+    extra = ([parsed.own] if parsed.own else []) + [f"{words}: {value}" for words, value in unplaced]
     if extra:
         sentence = f"{sentence.rstrip('.')} ({'; '.join(extra)})."
     return f"{header(created, parsed.who or speaker)} {sentence}", parsed.links
 
 
-def header(created: str, who: str) -> str:
-    """``[8 May 2023 · Caroline]``: the day said and who said it (either may be missing).
+def mark_times(text: str, times: Sequence[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+    """``text`` with each resolved relative time's absolute value in brackets after its words
+    ("yesterday (7 May 2023)"), and the (words, value) pairs whose words it does not hold."""
+    unplaced = []
+    for words, value in times:
+        at = text.lower().find(words.lower())
+        if at >= 0 and value not in text:
+            end = at + len(words)
+            text = f"{text[:end]} ({value}){text[end:]}"
+        elif at < 0:
+            unplaced.append((words, value))
+    return text, unplaced
 
-    The day is written as the ``Context:`` line writes it (``ingest.context.long_date``): the same
-    bytes as ISO 8601 and the words a reader, or an answer, uses ("8 May 2023").
+
+def header(created: str, who: str) -> str:
+    """``[Caroline, 8 May 2023]``: who said it and the day said (either may be missing), in the
+    order and words of the note's own ``Context:`` line (``ingest.context.long_date``: the same
+    bytes as ISO 8601, and the words a reader, or an answer, uses). A comma rather than a
+    middle dot: two bytes less on every block.
     """
-    parts = [p for p in (_day(created), " ".join(str(who or "").split())) if p]
-    return f"[{' · '.join(parts)}]" if parts else ""
+    parts = [p for p in (" ".join(str(who or "").split()), _day(created)) if p]
+    return f"[{', '.join(parts)}]" if parts else ""
 
 
 def _day(created: str) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import is_dataclass, replace
 
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.retrieve.blocks import parse_atomic
+from vault_pipeline.retrieve.blocks import mark_times, parse_atomic
 from vault_pipeline.retrieve.types import Hit
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, tokens
 
@@ -97,7 +97,7 @@ def turn_excerpts(seeds: Sequence[Hit], rows: Sequence[Hit]) -> list[tuple[Hit, 
     they carry words the turn's atomic notes lack. A turn row is the transcript chunk's row with
     ``type`` "turn", the turn's text (``Speaker: text``) and the one message it cites."""
     wanted = {(s.source_conversation, m) for s in seeds for m in _messages(s)}
-    turns = _turns(rows, wanted)
+    turns = turn_rows(rows, wanted)
     noted: dict[tuple[str, str], set[str]] = {}
     for row in rows:  # only the notes of the wanted turns are read
         keys = [(row.source_conversation, m) for m in _messages(row)] if row.type == "atomic" else []
@@ -119,9 +119,17 @@ def turn_excerpts(seeds: Sequence[Hit], rows: Sequence[Hit]) -> list[tuple[Hit, 
     return out
 
 
-def _turns(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], Hit]:
-    """The ``wanted`` (conversation, message) turns found in the session rows' transcripts, as turn rows."""
+def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], Hit]:
+    """The ``wanted`` (conversation, message) turns found in the session rows' transcripts, as turn
+    rows; a relative time the turn's own notes resolved gets its date in brackets, as in a note block."""
     turns: dict[tuple[str, str], Hit] = {}
+    times: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for row in rows:  # the relative times the turn's notes resolved ("yesterday" is 7 May 2023)
+        if row.type == "atomic":
+            for message in _messages(row):
+                if (row.source_conversation, message) in wanted:
+                    found = times.setdefault((row.source_conversation, message), [])
+                    found += [t for t in parse_atomic(row.text).times if t not in found]
     for row in rows:
         if row.type != "session" or not is_dataclass(row):
             continue
@@ -132,7 +140,8 @@ def _turns(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[str,
             m = _TURN.match(paragraph.strip())
             if m and m["block"] in ids:
                 message = ids[m["block"]]
-                text = f"{' '.join(m['speaker'].split())}: {' '.join(m['text'].split())}"
+                said = mark_times(" ".join(m["text"].split()), times.get((row.source_conversation, message), []))[0]
+                text = f"{' '.join(m['speaker'].split())}: {said}"
                 # The chunk's stored vector is not the turn's: the turn has none.
                 unembedded = {"vector": None} if hasattr(row, "vector") else {}
                 turns[(row.source_conversation, message)] = replace(

@@ -24,6 +24,7 @@ The funnel's types are in ``types.py``; ``trace.py`` writes its stats and per-ca
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +40,7 @@ from vault_pipeline.errors import ConfigError, ModelError
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
-from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts
+from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts, turn_rows
 from vault_pipeline.retrieve.gate import GateOutcome, Skipped, gate_rows, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level
 from vault_pipeline.retrieve.rank import block_content, covered, dedup, rank, reference_time, selection
@@ -125,6 +126,8 @@ def run_query(
     depth = _deepen(walk, fused, config)
     # Associative recall: feedback terms for a prompt whose words found little, then one hop.
     expansion = _associate(walk, fused, query, retriever, embedder, config)
+    if config.adaptive and config.whole_turns and isinstance(retriever, SessionRetriever):
+        expansion.update(_consolidate(walk, retriever, config))
     went_on = {c.row.chunk_id for c in walk.considered}
     reference = reference_time(walk.considered, reference_date)
     # A topic hub is a list of links: its members went on in the one hop; it is no block itself.
@@ -177,6 +180,17 @@ class _Walk:
         self.outcomes: dict[str, GateOutcome] = {}
         self.expanded_from: dict[str, str] = {}
         self._blocks: dict[str, tuple[str, str]] = {}  # chunk id -> (exact key, block text): one rendering each
+        self._rows: dict[str, list[Hit]] = {}  # conversation -> its chunks, read once per walk
+
+    def conversation_rows(self, retriever: SessionRetriever, conversations: set[str]) -> list[Hit]:
+        """Every chunk of ``conversations`` (one index lookup for those not read yet in this walk)."""
+        missing = sorted(c for c in conversations if c not in self._rows)
+        if missing:
+            for c in missing:
+                self._rows[c] = []
+            for row in retriever.conversation_rows(missing, include_archived=self.config.include_archived):
+                self._rows.setdefault(row.source_conversation, []).append(row)
+        return sorted((r for c in sorted(conversations) for r in self._rows[c]), key=lambda r: r.chunk_id)
 
     def judge(self, cands: list[Candidate]) -> int:
         """Floor and gate ``cands`` (their cosine to the original query filled in); returns how many passed the floor."""
@@ -268,9 +282,7 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     kept = strongest[: config.beam]
     seeds = [c.row for c in kept if c.row.type == "atomic" and c.row.source_conversation]
     speakers = [c.row for c in strongest[: config.turns] if c.row.type == "atomic" and c.row.source_conversation]
-    rows = retriever.conversation_rows(
-        sorted({r.source_conversation for r in seeds + speakers}), include_archived=config.include_archived
-    )
+    rows = walk.conversation_rows(retriever, {r.source_conversation for r in seeds + speakers})
     found = neighbours(seeds, rows, config.radius) if config.radius else []
     hubs = [c.row for c in kept if c.row.type == "topic"]
     for hub in hubs:
@@ -301,6 +313,49 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
         "floor": passed,  # of both, past the floor
         "kept": survived,  # of both, past the floor and the gate
     }
+
+
+def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:
+    """Small-to-big: a turn two or more of whose surviving notes cost at least as much as the turn itself enters
+    verbatim in their place (each note repeats the turn's date and speaker; the turn also keeps
+    the words no note kept). Its notes then collapse into it (``rank.covered``). Only survivors'
+    own turns, no new search; the turn goes through the same floor and gate; traced."""
+    have = {(c.row.source_conversation, m) for c in walk.survivors() if c.row.type == "turn" for m in _msgs(c.row)}
+    groups: dict[tuple[str, str], list[Candidate]] = {}
+    for c in walk.survivors():
+        cited = _msgs(c.row)
+        if c.row.type == "atomic" and c.row.source_conversation and len(cited) == 1:
+            key = (c.row.source_conversation, cited[0])
+            if key not in have:
+                groups.setdefault(key, []).append(c)
+    groups = {key: notes for key, notes in groups.items() if len(notes) >= 2}  # one note never costs its turn
+    if not groups:
+        return {}
+    turns = turn_rows(walk.conversation_rows(retriever, {k[0] for k in groups}), set(groups))
+    known = {c.row.chunk_id for c in walk.considered}
+    new = []
+    for key, notes in sorted(groups.items()):
+        turn = turns.get(key)
+        if turn is None or turn.chunk_id in known:
+            continue
+        if estimate_tokens(block_content(turn)[0]) <= sum(estimate_tokens(walk._block(c)[1]) for c in notes):
+            best = max(notes, key=lambda c: (round(c.similarity, 9), c.row.chunk_id))
+            new.append(Candidate(turn, 0.0, ("turn",), (), best.similarity))
+            walk.expanded_from[turn.chunk_id] = best.row.note_id
+    if not new:
+        return {}
+    walk.judge(new)
+    kept = sum(1 for c in new if c.row.chunk_id in walk.passed and survives(walk.outcomes[c.row.chunk_id]))
+    return {"whole_turns": len(new), "whole_turns_kept": kept}
+
+
+def _msgs(row: Hit) -> list[str]:
+    """The message ids a row cites (stored as a JSON list string)."""
+    try:
+        value = json.loads(row.source_messages or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [str(m) for m in value] if isinstance(value, list) else []
 
 
 def _nearest(rows: Sequence[Hit], qvec: np.ndarray, k: int) -> list[Hit]:

@@ -47,6 +47,8 @@ class FunnelConfig:
     radius: int = 2
     # The ``turns`` strongest survivors' own turns enter verbatim when they carry what their notes lack.
     turns: int = 10
+    # Small-to-big: a survivor's whole turn replaces its notes when it costs no more than they do.
+    whole_turns: bool = True
     # Pseudo-relevance feedback: when fewer than ``feedback_below`` candidates survive, the kept
     # notes' most frequent content words (up to ``feedback_terms``) widen the query once.
     feedback_below: int = 3
