@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder, fake_row
+from vault_pipeline.cli import _depth_line
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts
@@ -296,6 +297,7 @@ def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(em
     }
     assert "a-7" in [b.item.note_id for b in package.blocks]  # a lone note stays a note
     assert package.stats["expansion"]["whole_turns"] == 1
+    assert "1 whole turns in place of their notes, 1 kept" in _depth_line(package)  # what --explain prints
     notes_only = run(SessionFake([*notes, other, session], embedder), embedder, whole_turns=False, **kwargs)
     assert {b.item.note_id for b in notes_only.blocks} == {"a-60", "a-61", "a-7"}
     # A turn that costs more than its notes stays out: the notes are the cheaper way to say it.

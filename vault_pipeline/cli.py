@@ -643,6 +643,8 @@ def _depth_line(package) -> str:
             f"; one hop from {len(hop.get('seeds', []))} seeds: {hop.get('neighbours', 0)} neighbours, "
             f"{hop.get('turns', 0)} verbatim turns, {hop.get('kept', 0)} kept"
         )
+    if hop.get("whole_turns"):
+        line += f"; {hop['whole_turns']} whole turns in place of their notes, {hop.get('whole_turns_kept', 0)} kept"
     return line
 
 
