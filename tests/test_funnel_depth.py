@@ -306,3 +306,33 @@ def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(em
     )
     package = run(SessionFake([*notes, other, long_turn], embedder), embedder, **kwargs)
     assert "turn" not in {b.item.type for b in package.blocks}
+
+
+class RelatedFake(SessionFake):
+    """``SessionFake`` plus the ``related`` links the nightly clean writes (path -> linked stems)."""
+
+    def __init__(self, rows, embedder, related):
+        super().__init__(rows, embedder)
+        self.related = related
+
+    def related_stems(self, paths):
+        return {p: self.related[p] for p in paths if p in self.related}
+
+
+def test_the_one_hop_follows_the_related_links_of_the_strongest_survivors(embedder):
+    rows = [
+        fake_row(note_id="e-paper", path="engrams/e-paper.md", text="Our paper goes to peer review in March."),
+        fake_row(note_id="e-refs", path="engrams/e-refs.md", text="Zotero holds every citation we used."),
+        fake_row(note_id="e-other", path="engrams/e-other.md", text="The office plant needs water."),
+    ]
+    kwargs = {"query": "paper peer review", "floor": -1.0, "beam": 1, "radius": 0, "turns": 0, "wide": 1, "per_list": 1}
+    linked = {"engrams/e-paper.md": ["e-refs"]}
+    package = run(RelatedFake(rows, embedder, linked), embedder, **kwargs)
+    trace = {t["id"]: t for t in package.trace}
+    assert trace["e-refs"]["expanded_from"] == "e-paper" and trace["e-refs"]["lanes"] == ["neighbour"]
+    assert "e-refs" in [b.item.note_id for b in package.blocks] and "e-other" not in trace
+    assert package.stats["expansion"]["related"] == 1 and package.stats["expansion"]["seeds"] == ["e-paper"]
+    assert "(1 by related links)" in _depth_line(package)
+    unlinked = run(RelatedFake(rows, embedder, {}), embedder, **kwargs)
+    assert "e-refs" not in [b.item.note_id for b in unlinked.blocks]
+    assert unlinked.stats["expansion"]["related"] == 0

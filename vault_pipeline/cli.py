@@ -640,7 +640,8 @@ def _depth_line(package) -> str:
         line += f"; feedback terms: {', '.join(hop['feedback_terms'])}"
     if hop:
         line += (
-            f"; one hop from {len(hop.get('seeds', []))} seeds: {hop.get('neighbours', 0)} neighbours, "
+            f"; one hop from {len(hop.get('seeds', []))} seeds: {hop.get('neighbours', 0)} neighbours "
+            f"({hop.get('related', 0)} by related links), "
             f"{hop.get('turns', 0)} verbatim turns, {hop.get('kept', 0)} kept"
         )
     if hop.get("whole_turns"):

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from functools import cache
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 import numpy as np
@@ -52,6 +53,7 @@ from vault_pipeline.retrieve.types import (
     FunnelRun,
     Hit,
     MultiVectorRetriever,
+    RelatedRetriever,
     Retriever,
     SessionRetriever,
     StoredVector,
@@ -291,6 +293,9 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
             sorted({link.target for link in wikilinks(hub.text)}), include_archived=config.include_archived
         )
         found += [(row, hub.note_id) for row in _nearest(members, walk.qvec, config.wide)]
+    linked, related = _related(kept, walk, retriever, config)
+    found += linked
+    via_related = {row.chunk_id for row, _ in linked}
     known = {c.row.chunk_id for c in walk.considered}
     unique: dict[str, tuple[Hit, str]] = {}
     for row, seed in found:
@@ -307,12 +312,36 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     passed = walk.judge(new)
     survived = sum(1 for c in new if c.row.chunk_id in walk.passed and survives(walk.outcomes[c.row.chunk_id]))
     return {
-        "seeds": [r.note_id for r in seeds + hubs],
-        "neighbours": near,  # neighbouring turns' notes and hub members
+        "seeds": list(dict.fromkeys(r.note_id for r in seeds + hubs + related)),
+        "neighbours": near,  # neighbouring turns' notes, hub members and related notes
+        "related": sum(1 for cid in unique if cid in via_related),  # of the neighbours, by ``related`` links
         "turns": len(turns),  # verbatim turns
         "floor": passed,  # of both, past the floor
         "kept": survived,  # of both, past the floor and the gate
     }
+
+
+def _related(
+    kept: list[Candidate], walk: _Walk, retriever: SessionRetriever, config: FunnelConfig
+) -> tuple[list[tuple[Hit, str]], list[Hit]]:
+    """The notes the nightly clean linked as ``related`` to the strongest survivors, credited to
+    the seed: per seed the ``wide`` nearest the query (a fixed beam); and the seeds that had links."""
+    if not isinstance(retriever, RelatedRetriever) or not kept:
+        return [], []
+    links = retriever.related_stems([c.row.path for c in kept])
+    stems = sorted({stem for found in links.values() for stem in found})
+    if not stems:
+        return [], []
+    members = retriever.rows_by_stem(stems, include_archived=config.include_archived)
+    out: list[tuple[Hit, str]] = []
+    seeds = []
+    for c in kept:
+        linked = set(links.get(c.row.path, []))
+        mine = [r for r in members if PurePosixPath(r.path).stem in linked and r.note_id != c.row.note_id]
+        if mine:
+            seeds.append(c.row)
+        out += [(row, c.row.note_id) for row in _nearest(mine, walk.qvec, config.wide)]
+    return out, seeds
 
 
 def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:

@@ -206,6 +206,15 @@ class SessionRetriever(Protocol):
         ...
 
 
+@runtime_checkable
+class RelatedRetriever(Protocol):
+    """A retriever that can read the ``related`` links the nightly clean wrote into notes."""
+
+    def related_stems(self, paths: Sequence[str]) -> dict[str, list[str]]:
+        """Vault-relative note path -> the file names (without ``.md``) its ``related`` property links to."""
+        ...
+
+
 # --------------------------------------------------------------------------- what the funnel decides
 
 
