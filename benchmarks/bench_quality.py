@@ -1,7 +1,10 @@
 """The Note Quality Gate against hand labels, and what `vault keep --all-passing` would promote.
 
     python benchmarks/bench_quality.py                 # figures with the shipped weights
-    python benchmarks/bench_quality.py --fit           # refit on the training split, print GATE
+    python benchmarks/bench_quality.py --fit           # refit (booleans + words) on the training split:
+                                                       # nested-CV curve, operating points, held-out figures
+    python benchmarks/bench_quality.py --fit --no-lexical   # the same with the boolean features only
+    python benchmarks/bench_quality.py --fit --write   # ... and write vault_pipeline/ingest/quality_gate.json
     python benchmarks/bench_quality.py --no-ingest     # labels only (no fresh ingest of the export)
 
 Labels: tests/data/quality_labels.jsonl and tests/data/quality_labels_current.jsonl (real ChatGPT
@@ -18,17 +21,31 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from vault_pipeline.ingest.quality import GATE, GateModel, features, fit, sentence_problems, unfaithful  # noqa: E402
+from vault_pipeline.ingest.quality import (  # noqa: E402
+    GATE,
+    GATE_FILE,
+    GateModel,
+    dump_gate,
+    features,
+    fit,
+    lexical,
+    sentence_problems,
+    unfaithful,
+)
 
 LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
 # Notes of the extractor after the fidelity work, labelled the same way; never fitted on.
@@ -80,32 +97,163 @@ def scores(rows: Sequence[Mapping[str, Any]], model: GateModel = GATE) -> dict[s
 
 # --------------------------------------------------------------------------- fitting
 
+FOLDS = 5
+TARGET_RECALL = 0.90
+# (L2 strength, value of a lexical sign); chosen by cross-validation on the training split only.
+GRID = tuple((l2, scale) for l2 in (0.1, 0.3, 1.0) for scale in (0.25, 0.5))
+_NO_MODEL = GateModel(weights={}, bias=100.0, threshold=0.5)  # sentence_problems() with it: hard rules only
 
-def _pr(probs: Sequence[float], labels: Sequence[bool], threshold: float) -> tuple[float, float]:
-    passed = [lab for p, lab in zip(probs, labels) if p >= threshold]
-    goods = sum(labels)
-    return (sum(passed) / len(passed) if passed else 1.0, sum(passed) / goods if goods else 1.0)
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the fit needs of each labelled note, computed once."""
+
+    feats: list[dict[str, bool]]
+    signs: list[set[str]]
+    hard_ok: np.ndarray  # passes the hard rules (word limit, one sentence, faithfulness ...)
+    y: np.ndarray
+    labels: list[str]
 
 
-def fit_gate(rows: Sequence[Mapping[str, Any]], folds: int = 5) -> GateModel:
-    """Weights fitted on ``rows``; threshold: the lowest whose out-of-fold precision reaches the target."""
-    feats = [features(str(r["text"]), r.get("source_excerpt")) for r in rows]
-    labels = [good(r) for r in rows]
-    probs = [0.0] * len(rows)
-    for k in range(folds):
-        train = [i for i in range(len(rows)) if i % folds != k]
-        model = fit([feats[i] for i in train], [labels[i] for i in train])
-        for i in range(k, len(rows), folds):
-            probs[i] = model.probability(feats[i])
-    candidates = sorted({round(p, 3) for p in probs})
-    reached = [t for t in candidates if _pr(probs, labels, t)[0] >= TARGET_PRECISION]
-    # Out of reach: the most precise threshold that still passes a quarter of the good notes.
-    usable = [t for t in candidates if _pr(probs, labels, t)[1] >= 0.25] or candidates
-    threshold = reached[0] if reached else max(usable, key=lambda t: (_pr(probs, labels, t)[0], -t))
-    final = fit(feats, labels)
-    # Never stricter than a note with no sign of a fragment at all (base rates differ across folds).
-    clean = final.probability(dict.fromkeys(final.weights, False))
-    return GateModel(final.weights, final.bias, round(min(threshold, clean - 1e-3), 3))
+def prepare(rows: Sequence[Mapping[str, Any]]) -> Prepared:
+    """Features, lexical signs, the hard rules' verdict and the label of each row."""
+    return Prepared(
+        [features(str(r["text"]), r.get("source_excerpt")) for r in rows],
+        [lexical(str(r["text"])) for r in rows],
+        np.array([passes(r, _NO_MODEL) for r in rows]),
+        np.array([good(r) for r in rows]),
+        [str(r["label"]) for r in rows],
+    )
+
+
+def folds(labels: Sequence[str], idx: Sequence[int], k: int, seed: int) -> list[list[int]]:
+    """``idx`` cut into k folds, stratified by label, shuffled by a seeded generator."""
+    order = list(idx)
+    random.Random(seed).shuffle(order)
+    order.sort(key=lambda i: labels[i])  # stable: shuffled within each label
+    return [order[j::k] for j in range(k)]
+
+
+def fit_on(data: Prepared, idx: Sequence[int], l2: float, scale: float) -> GateModel:
+    """The gate fitted on rows ``idx`` (booleans and lexical signs)."""
+    return fit(
+        [data.feats[i] for i in idx],
+        [bool(data.y[i]) for i in idx],
+        signs=[data.signs[i] for i in idx],
+        l2=l2,
+        scale=scale,
+    )
+
+
+def gated(data: Prepared, model: GateModel, idx: Sequence[int]) -> np.ndarray:
+    """Scores of rows ``idx``: the model's probability, -1 where a hard rule refuses the note."""
+    return np.array([model.probability(data.feats[i], data.signs[i]) if data.hard_ok[i] else -1.0 for i in idx])
+
+
+def out_of_fold(data: Prepared, idx: Sequence[int], l2: float, scale: float, seed: int) -> np.ndarray:
+    """Out-of-fold scores of rows ``idx`` (k-fold within ``idx``)."""
+    where = {i: n for n, i in enumerate(idx)}
+    scores = np.zeros(len(idx))
+    for fold in folds(data.labels, idx, FOLDS, seed):
+        model = fit_on(data, [i for i in idx if i not in set(fold)], l2, scale)
+        scores[[where[i] for i in fold]] = gated(data, model, fold)
+    return scores
+
+
+def average_precision(scores: np.ndarray, y: np.ndarray) -> float:
+    """Area under the precision-recall curve (notes refused by a hard rule are never passed)."""
+    order = np.argsort(-scores, kind="stable")
+    hits = np.cumsum(y[order]) * (scores[order] >= 0)
+    return float(np.sum(hits / np.arange(1, len(y) + 1) * y[order]) / max(int(y.sum()), 1))
+
+
+def choose(data: Prepared, idx: Sequence[int], seed: int) -> tuple[float, float]:
+    """The grid point with the best cross-validated average precision on rows ``idx``."""
+    y = data.y[list(idx)]
+    return max(GRID, key=lambda g: average_precision(out_of_fold(data, idx, g[0], g[1], seed), y))
+
+
+def nested_out_of_fold(data: Prepared, seed: int = 0) -> np.ndarray:
+    """Out-of-fold scores of every row; each outer fold's L2 and scale chosen on its own training part."""
+    everything = range(len(data.y))
+    scores = np.zeros(len(data.y))
+    for fold in folds(data.labels, everything, FOLDS, seed):
+        rest = [i for i in everything if i not in set(fold)]
+        model = fit_on(data, rest, *choose(data, rest, seed + 1))
+        scores[fold] = gated(data, model, fold)
+    return scores
+
+
+def curve(scores: np.ndarray, y: np.ndarray) -> list[tuple[float, float, float, int]]:
+    """(threshold, precision, recall, passed) at every distinct score a note passes at."""
+    points = []
+    for t in sorted({float(s) for s in scores if s >= 0}):
+        passed = scores >= t
+        hits = int((passed & y).sum())
+        points.append((t, hits / int(passed.sum()), hits / max(int(y.sum()), 1), int(passed.sum())))
+    return points
+
+
+def operating_points(points: Sequence[tuple[float, float, float, int]]) -> dict[str, float | None]:
+    """Thresholds on a precision-recall curve: the lowest reaching precision 0.95 (None if none
+    does), the most precise passing at least five notes, the highest keeping recall 0.90, and the
+    one of best F1."""
+    precise = [t for t, p, _, n in points if p >= TARGET_PRECISION and n >= 5]
+    recalled = [t for t, _, r, _ in points if r >= TARGET_RECALL]
+    f1 = max(points, key=lambda q: 2 * q[1] * q[2] / (q[1] + q[2]) if q[1] + q[2] else 0.0)
+    tight = max((q for q in points if q[3] >= 5), key=lambda q: (q[1], q[2]), default=f1)
+    return {
+        "precision 0.95": precise[0] if precise else None,
+        "most precise (5+ notes)": tight[0],
+        "recall 0.90": recalled[-1] if recalled else None,
+        "best F1": f1[0],
+    }
+
+
+def fit_gate(
+    rows: Sequence[Mapping[str, Any]], point: str = "best F1", *, with_lexical: bool = True
+) -> tuple[GateModel, dict[str, Any]]:
+    """The gate fitted on ``rows`` at an operating point chosen on their nested out-of-fold curve."""
+    data = prepare(rows)
+    if not with_lexical:
+        data.signs[:] = [set() for _ in data.signs]  # the scale then changes nothing
+    scores = nested_out_of_fold(data)
+    points = curve(scores, data.y)
+    thresholds = operating_points(points)
+    l2, scale = choose(data, range(len(rows)), seed=1)
+    final = fit_on(data, range(len(rows)), l2, scale)
+    threshold = thresholds[point]
+    if threshold is None:  # "precision 0.95" out of reach: fall back to the best F1
+        threshold = thresholds["best F1"]
+    assert threshold is not None
+    model = GateModel(final.weights, final.bias, threshold, final.lexicon)
+    report = {
+        "l2": l2,
+        "scale": scale if with_lexical else None,
+        "thresholds": thresholds,
+        "curve": points,
+        "average precision": average_precision(scores, data.y),
+    }
+    return model, report
+
+
+def print_fit(report: Mapping[str, Any], train: Sequence[Mapping[str, Any]]) -> None:
+    """The nested cross-validated precision-recall curve on the training split, coarsened."""
+    print(
+        f"training split: {len(train)} notes, {sum(good(r) for r in train)} good; chosen L2 {report['l2']}, "
+        f"lexical scale {report['scale']}"
+    )
+    print(f"nested {FOLDS}-fold out-of-fold average precision: {report['average precision']:.3f}")
+    print("threshold  precision  recall  passed   (out of fold, training split only)")
+    shown = None
+    for t, p, r, n in report["curve"]:
+        if shown is None or abs(r - shown) >= 0.05 or t in report["thresholds"].values():
+            print(f"{t:9.4f}  {p:9.3f}  {r:6.3f}  {n:6d}")
+            shown = r
+    print(f"operating points (thresholds, chosen on the training split): {report['thresholds']}")
+    tight = report["thresholds"]["most precise (5+ notes)"]
+    _, p, r, n = next(q for q in report["curve"] if q[0] == tight)
+    print(f"most precise out-of-fold point with 5+ notes passing: precision {p:.3f}, recall {r:.3f}, {n} notes")
 
 
 # --------------------------------------------------------------------------- fresh ingest
@@ -171,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export", type=Path, default=SHARED / "exports" / "chatgpt-pkuppens-2023.json")
     parser.add_argument("--locomo", type=Path, default=SHARED / "locomo" / "locomo-dev.json")
     parser.add_argument("--fit", action="store_true", help="refit on the training split and print the GATE")
+    parser.add_argument(
+        "--point", choices=("precision 0.95", "most precise (5+ notes)", "recall 0.90", "best F1"), default="best F1"
+    )
+    parser.add_argument("--no-lexical", action="store_true", help="with --fit: the boolean features only")
+    parser.add_argument("--write", action="store_true", help="with --fit: write the fitted gate to the package")
     parser.add_argument("--no-ingest", action="store_true", help="skip the fresh ingest of the export")
     args = parser.parse_args(argv)
     # Both real-export label files train and test: the same hash split cuts each of them.
@@ -180,8 +333,24 @@ def main(argv: list[str] | None = None) -> int:
     train = [r for rows in sets.values() for r in rows if not held_out(r)]
     model = GATE
     if args.fit:
-        model = fit_gate(train)
-        print(f"GATE = {model!r}")
+        model, report = fit_gate(train, args.point, with_lexical=not args.no_lexical)
+        print_fit(report, train)
+        print(f"GATE: bias {model.bias}, threshold {model.threshold}, {len(model.lexicon)} lexical weights")
+        if args.write:
+            note = (
+                f"fitted on {len(train)} training notes; L2 {report['l2']} and lexical scale {report['scale']} "
+                f"by {FOLDS}-fold CV (average precision); threshold: '{args.point}' on the nested out-of-fold curve"
+            )
+            dump_gate(model, GATE_FILE, note)
+            print(f"wrote {GATE_FILE.relative_to(REPO)}")
+        test = [r for rows in sets.values() for r in rows if held_out(r)]
+        locomo_at = locomo_rows(LOCOMO_LABELS, args.locomo)
+        for point, threshold in report["thresholds"].items():
+            if threshold is not None:
+                at = GateModel(model.weights, model.bias, threshold, model.lexicon)
+                print(f"held out at the '{point}' threshold {threshold:.4f}: {scores(test, at)}")
+                if locomo_at is not None:
+                    print(f"  LoCoMo at the same threshold: {scores(locomo_at, at)}")
     print(f"real export labels, training split ({len(train)} notes): {scores(train, model)}")
     for name, rows in sets.items():
         print(
