@@ -282,7 +282,8 @@ def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(em
         f"**Caroline:** {said if m == 'D1:6' else 'Nothing about it.'} ^{block_id(m)}" for m in MESSAGES
     )
     session = replace(session_row(), text=f"Caroline session 1 > Transcript\n\n## Transcript\n\n{turns}")
-    kwargs = {"query": "glazed bowls kiln", "floor": -1.0, "beam": 0, "turns": 0, "radius": 0, "budget": 2000}
+    # The hop reads the strongest survivor's session (beam 1); its turns are what may enter whole.
+    kwargs = {"query": "glazed bowls kiln", "floor": -1.0, "beam": 1, "turns": 0, "radius": 0, "budget": 2000}
     package = run(SessionFake([*notes, other, session], embedder), embedder, **kwargs)
     blocks = {b.item.type: b for b in package.blocks}
     # Two notes of one turn repeat its date and speaker; the turn says both for no more tokens.
@@ -300,6 +301,9 @@ def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(em
     assert "1 whole turns in place of their notes, 1 kept" in _depth_line(package)  # what --explain prints
     notes_only = run(SessionFake([*notes, other, session], embedder), embedder, whole_turns=False, **kwargs)
     assert {b.item.note_id for b in notes_only.blocks} == {"a-60", "a-61", "a-7"}
+    # No session read by the hop, no lookup of its own: the notes stay notes.
+    unread = run(SessionFake([*notes, other, session], embedder), embedder, **{**kwargs, "beam": 0})
+    assert "turn" not in {b.item.type for b in unread.blocks}
     # A turn that costs more than its notes stays out: the notes are the cheaper way to say it.
     long_turn = replace(
         session, text=session.text.replace(said, said + " " + "The studio was busy all afternoon. " * 6)

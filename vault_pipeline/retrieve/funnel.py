@@ -184,6 +184,10 @@ class _Walk:
         self._blocks: dict[str, tuple[str, str]] = {}  # chunk id -> (exact key, block text): one rendering each
         self._rows: dict[str, list[Hit]] = {}  # conversation -> its chunks, read once per walk
 
+    def has_read(self, conversation: str) -> bool:
+        """Whether this walk already read ``conversation``'s chunks."""
+        return conversation in self._rows
+
     def conversation_rows(self, retriever: SessionRetriever, conversations: set[str]) -> list[Hit]:
         """Every chunk of ``conversations`` (one index lookup for those not read yet in this walk)."""
         missing = sorted(c for c in conversations if c not in self._rows)
@@ -345,10 +349,11 @@ def _related(
 
 
 def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:
-    """Small-to-big: a turn two or more of whose surviving notes cost at least as much as the turn itself enters
-    verbatim in their place (each note repeats the turn's date and speaker; the turn also keeps
-    the words no note kept). Its notes then collapse into it (``rank.covered``). Only survivors'
-    own turns, no new search; the turn goes through the same floor and gate; traced."""
+    """Small-to-big: a turn two or more of whose surviving notes cost at least as much as the turn
+    itself enters verbatim in their place (each note repeats the turn's date and speaker; the turn
+    also keeps the words no note kept). Its notes then collapse into it (``rank.covered``). Only
+    survivors' own turns in the sessions the hop read, no new search or lookup; the turn goes
+    through the same floor and gate; traced."""
     have = {(c.row.source_conversation, m) for c in walk.survivors() if c.row.type == "turn" for m in _msgs(c.row)}
     groups: dict[tuple[str, str], list[Candidate]] = {}
     for c in walk.survivors():
@@ -357,7 +362,9 @@ def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig)
             key = (c.row.source_conversation, cited[0])
             if key not in have:
                 groups.setdefault(key, []).append(c)
-    groups = {key: notes for key, notes in groups.items() if len(notes) >= 2}  # one note never costs its turn
+    # One note never costs more than its turn; and only the sessions the hop already read are
+    # looked at (no index lookup of its own: on the real export a lookup per session cost ~40 ms).
+    groups = {key: notes for key, notes in groups.items() if len(notes) >= 2 and walk.has_read(key[0])}
     if not groups:
         return {}
     turns = turn_rows(walk.conversation_rows(retriever, {k[0] for k in groups}), set(groups))
