@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.fakes import HashEmbedder, note_text, write_file
+from tests.fakes import HashEmbedder, note_text, write_file, write_note
 from vault_pipeline.errors import IndexStateError, ModelError
 from vault_pipeline.index import sync as index_mod
 from vault_pipeline.index import table as index_table
@@ -18,6 +18,7 @@ from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest
 from vault_pipeline.index.search import Index
 from vault_pipeline.index.sync import sync, user_note_id
 from vault_pipeline.index.table import INDEX_DIR, TABLE, connect, note_columns
+from vault_pipeline.retrieve.types import HybridRetriever, RelatedRetriever
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
 # --------------------------------------------------------------------------- vault builders
@@ -443,6 +444,99 @@ def test_vector_search_many_equals_one_search_per_vector(vault, embedder):
     assert len(many) == 4 and all(len(hits) == 3 for hits in many)
 
 
+def _as_tuples(hits) -> list[tuple]:
+    """Every field of each hit, NaN as None and the vector as bytes (Row equality skips the vector)."""
+    out = []
+    for h in hits:
+        fields = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in vars(h).items() if k != "vector"}
+        out.append((tuple(sorted(fields.items())), None if h.vector is None else h.vector.tobytes()))
+    return out
+
+
+HYBRID_QUERIES = ["Where do we store vectors?", "raked gravel garden", "   ", "store vectors in parquet files"]
+
+
+def test_two_phase_lanes_return_what_one_phase_reads(vault, embedder):
+    # The lanes search slim rows, then take the top k's columns; the one-phase reads are the reference.
+    sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    qvecs = embedder.embed(HYBRID_QUERIES)
+    for archived in (False, True):
+        for with_vectors in (True, False):
+            many = index.vector_search_many(qvecs, 4, include_archived=archived, with_vectors=with_vectors)
+            alone = [index._vector_full(index._query_vector(q), 4, archived, with_vectors) for q in qvecs]
+            assert [_as_tuples(h) for h in many] == [_as_tuples(h) for h in alone]
+            for text, qvec in zip(HYBRID_QUERIES, (None, qvecs[1], None, None)):
+                got = index.text_search(text, 4, include_archived=archived, vector=qvec, with_vectors=with_vectors)
+                q = None if qvec is None else index._query_vector(qvec)
+                want = index._text_full(text, 4, archived, q, with_vectors) if text.strip() else []
+                assert _as_tuples(got) == _as_tuples(want)
+    assert any(len(h) == 4 for h in many) and all(h.vector is None for hits in many for h in hits)
+
+
+def test_hybrid_search_equals_each_lane_alone(vault, embedder):
+    sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    calls: list[list[str]] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        calls.append(texts)
+        return embedder.embed(texts)
+
+    for archived in (False, True):
+        calls.clear()
+        vectors, nearest, found = index.hybrid_search(HYBRID_QUERIES, embed, 3, include_archived=archived)
+        assert calls == [HYBRID_QUERIES]  # one embedding call for every query text
+        np.testing.assert_array_equal(vectors, embedder.embed(HYBRID_QUERIES))
+        assert [_as_tuples(h) for h in nearest] == [
+            _as_tuples(h) for h in index.vector_search_many(vectors, 3, include_archived=archived)
+        ]
+        assert [_as_tuples(h) for h in found] == [
+            _as_tuples(index.text_search(t, 3, include_archived=archived)) for t in HYBRID_QUERIES
+        ]
+    assert found[2] == [] and all(nearest) and any(found)
+    assert index.hybrid_search(HYBRID_QUERIES[:2], embed, 0)[1:] == ([[], []], [[], []])
+    assert index.hybrid_search([], lambda texts: np.zeros((0, embedder.dim)), 3)[1:] == ([], [])
+    with pytest.raises(IndexStateError, match="1 vectors for 2 texts"):
+        index.hybrid_search(HYBRID_QUERIES[:2], lambda texts: embedder.embed(texts[:1]), 3)
+
+
+class _LosingTable:
+    """The real table, except that a take by row id loses the first row (as after a compaction)."""
+
+    def __init__(self, table):
+        self._table = table
+        self.takes = 0
+
+    def __getattr__(self, name):
+        return getattr(self._table, name)
+
+    def take_row_ids(self, ids):
+        self.takes += 1
+        return self._table.take_row_ids(list(ids)[1:])
+
+
+def test_two_phase_reads_again_in_one_phase_when_the_take_misses_rows(vault, embedder):
+    sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    qvecs = embedder.embed(HYBRID_QUERIES)
+    want_vector = [_as_tuples(h) for h in index.vector_search_many(qvecs, 3)]
+    want_text = _as_tuples(index.text_search("vectors", 3))
+    want_hybrid = index.hybrid_search(HYBRID_QUERIES, embedder.embed, 3)
+    index.table = losing = _LosingTable(index.table)
+    assert [_as_tuples(h) for h in index.vector_search_many(qvecs, 3)] == want_vector
+    assert _as_tuples(index.text_search("vectors", 3)) == want_text
+    _, nearest, found = index.hybrid_search(HYBRID_QUERIES, embedder.embed, 3)
+    assert [_as_tuples(h) for h in nearest + found] == [_as_tuples(h) for h in want_hybrid[1] + want_hybrid[2]]
+    assert losing.takes == 3 and want_text
+
+
+def test_open_takes_the_vault_or_its_root_path(vault, embedder):
+    sync(vault, embedder)
+    for root in (vault, vault.root, str(vault.root)):
+        assert Index.open(root, embedder).root == Path(vault.root)
+
+
 def test_ties_are_ordered_by_chunk_id_and_repeatable(make_vault, embedder):
     vault = make_vault(
         notes={
@@ -597,3 +691,23 @@ def test_large_table_gets_an_ann_index_and_stays_exact_enough(make_vault, embedd
     write_file(vault, "inbox/000.md", _atomic("n-0000", "A changed sentence about tides."))
     report = sync(vault, embedder, verify=True)
     assert report.optimized and report.ann_index_built
+
+
+def test_related_stems_reads_the_links_the_clean_wrote(make_vault, embedder):
+    vault = make_vault()
+    write_note(
+        vault,
+        "engrams/paper.md",
+        "e-paper",
+        "Our paper goes to review.",
+        related=["[[refs]]", "[[inbox/plan|the plan]]"],
+    )
+    write_note(vault, "engrams/refs.md", "e-refs", "Zotero holds our citations.")
+    write_note(vault, "engrams/broken.md", "e-broken", "Body.")
+    (vault.root / "engrams/broken.md").write_text("---\nrelated: [unclosed\n", encoding="utf-8")
+    sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    paths = ["engrams/paper.md", "engrams/refs.md", "engrams/broken.md", "engrams/gone.md", "../outside.md"]
+    # Links as stems; a note without links, a broken one, a missing one or a path out of the vault: none.
+    assert index.related_stems(paths) == {"engrams/paper.md": ["refs", "plan"]}
+    assert isinstance(index, RelatedRetriever) and isinstance(index, HybridRetriever)

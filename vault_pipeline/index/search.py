@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import cache
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from vault_pipeline.errors import IndexStateError
+from vault_pipeline.errors import IndexStateError, VaultError
 from vault_pipeline.index.manifest import MANIFEST_FILE, manifest_count, read_meta
 from vault_pipeline.index.table import (
     ANN_MIN_ROWS,
@@ -33,7 +37,9 @@ from vault_pipeline.index.table import (
     table_exists,
     vectors_of,
 )
+from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import FOLDERS, STATE_DIR
+from vault_pipeline.vault.frontmatter import split_frontmatter
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,9 @@ class Index:
     @classmethod
     def open(cls, vault, embedder=None) -> Index:
         """Open the index of ``vault`` (a Vault or its root); IndexStateError when there is none."""
-        state = Path(getattr(vault, "root", vault)) / STATE_DIR
+        # A path is a vault root as it is (``Path.root`` is its anchor, "/", not the vault's).
+        root = vault if isinstance(vault, (str, os.PathLike)) else vault.root
+        state = Path(root) / STATE_DIR
         meta = read_meta(state / MANIFEST_FILE)
         db = connect(state / INDEX_DIR, strong=True) if (state / INDEX_DIR).is_dir() else None
         if not meta.get("embedder") or db is None or not table_exists(db):
@@ -105,46 +113,26 @@ class Index:
         self, vector: np.ndarray, k: int, *, include_archived: bool = False, with_vectors: bool = True
     ) -> list[Row]:
         """The ``k`` chunks nearest to ``vector``; similarity is the exact cosine."""
-        return self._vector_top(self._query_vector(vector), k, include_archived, with_vectors)
+        return self.vector_search_many(
+            np.asarray(vector).reshape(1, -1), k, include_archived=include_archived, with_vectors=with_vectors
+        )[0]
 
     def vector_search_many(
         self, vectors: np.ndarray, k: int, *, include_archived: bool = False, with_vectors: bool = True
     ) -> list[list[Row]]:
-        """``vector_search`` for several query vectors in one table query (one scan or probe set)."""
+        """``vector_search`` for several query vectors in one table query (one probe set each).
+
+        Two phases: the search reads only chunk ids and vectors (the exact re-score needs them),
+        then one ``take`` reads the other columns of every query's top ``k`` together. Reading all
+        columns of the whole page (3k + 10 rows a query) cost about half the vector lane at 100k rows.
+        """
         queries = [self._query_vector(v) for v in vectors]
-        if len(queries) <= 1 or k <= 0:
-            return [self._vector_top(q, k, include_archived, with_vectors) for q in queries]
-        rows = self._nearest(np.stack(queries), _page(k), include_archived)
-        which = rows["query_index"].to_numpy()
-        # Each query's share of the shared page is its first page; a later page is its own search.
-        return [
-            self._vector_top(q, k, include_archived, with_vectors, first=rows.filter(pa.array(which == i)))
-            for i, q in enumerate(queries)
-        ]
-
-    def _vector_top(
-        self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool, first: pa.Table | None = None
-    ) -> list[Row]:
-        def fetch(limit: int) -> pa.Table:
-            return first if first is not None and limit == _page(k) else self._nearest(query, limit, include_archived)
-
-        def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-            sims = self._cosines(rows, query)
-            return sims, sims
-
-        return _top(fetch, score, k, "vector", with_vectors)
-
-    def _nearest(self, query: np.ndarray, limit: int, include_archived: bool) -> pa.Table:
-        """Rows nearest to one query vector, or to each row of a 2-d array (``query_index`` says which)."""
-        # The probe settings only matter once the table has an ANN index; flat search ignores them.
-        search = (
-            self.table.search(query if query.ndim == 1 else list(query), vector_column_name=VECTOR_COLUMN)
-            .distance_type("dot")
-            .nprobes(ANN_PROBES)
-            .select([*ROW_COLUMNS, VECTOR_COLUMN])
-            .limit(limit)
+        if not queries or k <= 0:
+            return [[] for _ in queries]
+        tops = [(top, "vector") for top in self._vector_ranked(queries, k, include_archived)]
+        return self._complete(
+            tops, with_vectors, lambda: [self._vector_full(q, k, include_archived, with_vectors) for q in queries]
         )
-        return (search if include_archived else search.where("active", prefilter=True)).to_arrow()
 
     def text_search(
         self,
@@ -155,25 +143,180 @@ class Index:
         vector: np.ndarray | None = None,
         with_vectors: bool = True,
     ) -> list[Row]:
-        """The ``k`` best BM25 matches for ``query``; similarity is the cosine to ``vector`` if given."""
+        """The ``k`` best BM25 matches for ``query``; similarity is the cosine to ``vector`` if given.
+
+        Two phases, like ``vector_search_many``: the search reads chunk ids and scores only, one
+        ``take`` reads the top ``k``'s columns (and vectors).
+        """
         if not query.strip() or k <= 0:
             return []
         qvec = None if vector is None else self._query_vector(vector)
+        top = self._text_ranked(query, k, include_archived, qvec)
+        return self._complete(
+            [(top, "text")], with_vectors, lambda: [self._text_full(query, k, include_archived, qvec, with_vectors)]
+        )[0]
+
+    def hybrid_search(
+        self,
+        texts: Sequence[str],
+        embed: Callable[[list[str]], np.ndarray],
+        k: int,
+        *,
+        include_archived: bool = False,
+        with_vectors: bool = True,
+    ) -> tuple[np.ndarray, list[list[Row]], list[list[Row]]]:
+        """Both lanes for several query texts: (their vectors, vector hits, full-text hits) per text.
+
+        The full-text searches start first, on the search threads, and run while this thread calls
+        ``embed(texts)`` (unit vectors, one row a text) and runs the vector search; then one
+        ``take`` reads the columns of every list's top ``k`` at once (a take costs about the same
+        for 20 rows as for 150: it is per column). Each list equals ``vector_search_many`` /
+        ``text_search`` of the same query; full-text hits carry no similarity (NaN), as there.
+        """
+        texts = list(texts)
+        pool = _search_pool()
+        pending = [
+            pool.submit(self._text_ranked, text, k, include_archived, None) if text.strip() and k > 0 else None
+            for text in texts
+        ]
+        try:
+            vectors = embed(texts)
+            queries = [self._query_vector(v) for v in vectors]
+            if len(queries) != len(texts):
+                raise IndexStateError(f"embed returned {len(queries)} vectors for {len(texts)} texts")
+            nearest = self._vector_ranked(queries, k, include_archived) if k > 0 and queries else [None] * len(queries)
+        except BaseException:
+            for future in pending:  # the searches still queued need not run; a running one ends on its own
+                if future is not None:
+                    future.cancel()
+            raise
+        found = [None if p is None else p.result() for p in pending]
+        tops = [(top, "vector") for top in nearest] + [(top, "text") for top in found]
+
+        def fallback() -> list[list[Row]]:
+            return [self._vector_full(q, k, include_archived, with_vectors) if k > 0 else [] for q in queries] + [
+                self._text_full(text, k, include_archived, None, with_vectors) if top is not None else []
+                for text, top in zip(texts, found)
+            ]
+
+        lists = self._complete(tops, with_vectors, fallback)
+        return np.asarray(vectors), lists[: len(texts)], lists[len(texts) :]
+
+    # ------------------------------------------------------------------ the two phases
+
+    def _vector_ranked(self, queries: list[np.ndarray], k: int, include_archived: bool) -> list[_Ranked]:
+        """Each query's exact top ``k`` (slim rows), from one table query for all of them."""
+        first = self._nearest(np.stack(queries), _page(k), include_archived, _SLIM_VECTOR)
+        which = first["query_index"].to_numpy() if "query_index" in first.column_names else np.zeros(first.num_rows)
+
+        def fetch_for(i: int):
+            # Each query's share of the shared page is its first page; a later page is its own search.
+            def fetch(limit: int) -> pa.Table:
+                if limit == _page(k):
+                    return first.filter(pa.array(which == i)) if len(queries) > 1 else first
+                return self._nearest(queries[i], limit, include_archived, _SLIM_VECTOR)
+
+            return fetch
+
+        def score_for(i: int):
+            def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+                sims = self._cosines(rows, queries[i])
+                return sims, sims
+
+            return score
+
+        return [_ranked(fetch_for(i), score_for(i), k) for i in range(len(queries))]
+
+    def _text_ranked(self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None) -> _Ranked:
+        """The full-text top ``k`` (slim rows); the cosine needs the vectors in this phase, else they wait."""
+        return _ranked(
+            self._fts(query, include_archived, _SLIM if qvec is None else _SLIM_VECTOR),
+            _text_score(qvec, self._cosines),
+            k,
+        )
+
+    def _vector_full(self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool) -> list[Row]:
+        """One query's vector top ``k`` read in one phase (every column of the page): the fallback."""
+
+        def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+            sims = self._cosines(rows, query)
+            return sims, sims
+
+        return _top(
+            lambda limit: self._nearest(query, limit, include_archived, _FULL), score, k, "vector", with_vectors
+        )
+
+    def _text_full(
+        self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None, with_vectors: bool
+    ) -> list[Row]:
+        """One query's full-text top ``k`` read in one phase: the fallback."""
+        score = _text_score(qvec, self._cosines)
+        return _top(self._fts(query, include_archived, _FULL), score, k, "text", with_vectors)
+
+    def _nearest(self, query: np.ndarray, limit: int, include_archived: bool, columns: Sequence[str]) -> pa.Table:
+        """Rows nearest to one query vector, or to each row of a 2-d array (``query_index`` says which)."""
+        # The probe settings only matter once the table has an ANN index; flat search ignores them.
+        search = (
+            self.table.search(query if query.ndim == 1 else list(query), vector_column_name=VECTOR_COLUMN)
+            .distance_type("dot")
+            .nprobes(ANN_PROBES)
+            .select(list(columns))
+            .with_row_id(True)
+            .limit(limit)
+        )
+        return (search if include_archived else search.where("active", prefilter=True)).to_arrow()
+
+    def _fts(self, query: str, include_archived: bool, columns: Sequence[str]) -> Callable[[int], pa.Table]:
+        """A page fetcher for the full-text search of ``query``."""
 
         def fetch(limit: int) -> pa.Table:
             search = (
                 self.table.search(query, query_type="fts", fts_columns=TEXT_COLUMN)
-                .select([*ROW_COLUMNS, VECTOR_COLUMN])
+                .select(list(columns))
+                .with_row_id(True)
                 .limit(limit)
             )
             return (search if include_archived else search.where("active", prefilter=True)).to_arrow()
 
-        def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-            bm25 = rows["_score"].to_numpy().astype(np.float64)
-            sims = np.full(rows.num_rows, np.nan) if qvec is None else self._cosines(rows, qvec)
-            return bm25, sims
+        return fetch
 
-        return _top(fetch, score, k, "text", with_vectors)
+    def _complete(
+        self, tops: Sequence[tuple[_Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
+    ) -> list[list[Row]]:
+        """Rows for each ranked top (None: no search, no rows): one ``take`` of the missing columns
+        for all of them together.
+
+        Row ids belong to a table version; if a sync committed between the search and the take
+        (the chunk ids read back differ), the searches run again in one phase (``fallback``).
+        """
+        ids = sorted({int(r) for top, _ in tops if top is not None for r in top.rows["_rowid"].to_pylist()})
+        if not ids:
+            return [[] for _ in tops]
+        need_vectors = with_vectors and any(
+            top is not None and VECTOR_COLUMN not in top.rows.column_names for top, _ in tops
+        )
+        columns = [*ROW_COLUMNS, *([VECTOR_COLUMN] if need_vectors else [])]
+        try:
+            taken = self.table.take_row_ids(ids).select(columns).with_row_id().to_arrow()
+        except (OSError, RuntimeError, ValueError):  # a file of that version went (compaction): read again
+            return fallback()
+        where = {int(r): i for i, r in enumerate(taken["_rowid"].to_pylist())}
+        chunk_ids = taken["chunk_id"].to_pylist()
+        out: list[list[Row]] = []
+        for top, lane in tops:
+            if top is None:
+                out.append([])
+                continue
+            positions = [where.get(int(r), -1) for r in top.rows["_rowid"].to_pylist()]
+            if any(p < 0 or chunk_ids[p] != c for p, c in zip(positions, top.rows["chunk_id"].to_pylist())):
+                return fallback()
+            rows = taken.take(pa.array(positions, type=pa.int64()))
+            vectors = None
+            if with_vectors:
+                source = top.rows if VECTOR_COLUMN in top.rows.column_names else rows
+                vectors = vectors_of(source[VECTOR_COLUMN], self.dim)
+            out.append(_build_rows(rows, top.scores, top.sims, lane, vectors))
+        return out
 
     def rows(self, note_ids, *, with_vectors: bool = False) -> list[Row]:
         """Every chunk of ``note_ids`` (any status), in the order given, then by ordinal."""
@@ -206,6 +349,26 @@ class Index:
             )
         ]
         return sorted(out, key=lambda r: r.chunk_id)
+
+    def related_stems(self, paths: Sequence[str]) -> dict[str, list[str]]:
+        """Vault-relative note path -> the file names its ``related`` property links to: the links
+        the nightly clean writes, read from the notes themselves (the index holds no frontmatter
+        lists). A note that is gone, unreadable or outside the vault has none."""
+        out: dict[str, list[str]] = {}
+        root = self.root.resolve()
+        for path in dict.fromkeys(paths):
+            file = (root / path).resolve()
+            try:
+                file.relative_to(root)
+                frontmatter, _ = split_frontmatter(file.read_text(encoding="utf-8"), path)
+            except (OSError, UnicodeDecodeError, ValueError, VaultError):
+                continue
+            value = frontmatter.get("related")
+            values = value if isinstance(value, list) else [value] if value else []
+            stems = [PurePosixPath(link_target(v)).stem for v in values if link_target(v)]
+            if stems:
+                out[path] = list(dict.fromkeys(stems))
+        return out
 
     def rows_by_stem(self, stems, *, include_archived: bool = False) -> list[Row]:
         """Every chunk of the notes whose file name (without ``.md``) is one of ``stems``, in any
@@ -285,6 +448,31 @@ def _lookup(search) -> tuple[pa.Table, np.ndarray, np.ndarray, str, bool]:
     return rows, np.zeros(rows.num_rows), np.full(rows.num_rows, np.nan), "lookup", True
 
 
+_FULL = (*ROW_COLUMNS, VECTOR_COLUMN)  # a one-phase page: every column
+_SLIM = ("chunk_id",)  # a first phase: what ranking needs (LanceDB adds ``_rowid`` and the score)
+_SLIM_VECTOR = ("chunk_id", VECTOR_COLUMN)  # ... and the vector, for the exact cosine
+
+
+SEARCH_WORKERS = 5  # full-text searches at once in ``hybrid_search`` (the prompt and up to four variants)
+
+
+@cache
+def _search_pool() -> ThreadPoolExecutor:
+    """The search threads, started once per process (a new pool per query cost more than a search)."""
+    return ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-index-search")
+
+
+def _text_score(qvec: np.ndarray | None, cosines):
+    """A full-text page's scores: (BM25, cosine to ``qvec`` or NaN)."""
+
+    def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        bm25 = rows["_score"].to_numpy().astype(np.float64)
+        sims = np.full(rows.num_rows, np.nan) if qvec is None else cosines(rows, qvec)
+        return bm25, sims
+
+    return score
+
+
 def _page(k: int) -> int:
     """Rows fetched for a top ``k``: a margin, since the library's cut and our exact re-score may
     disagree by float noise, and room for BM25 ties (templated notes tie often: with k + 5 rows
@@ -292,23 +480,51 @@ def _page(k: int) -> int:
     return 3 * k + 10
 
 
-def _top(fetch, score, k: int, lane: str, with_vectors: bool) -> list[Row]:
+@dataclass(frozen=True)
+class _Ranked:
+    """A lane's top ``k`` before its columns are read: the searched (slim) rows, scores, cosines."""
+
+    rows: pa.Table  # chunk_id, _rowid (and the vector when the lane searched with it)
+    scores: np.ndarray
+    sims: np.ndarray
+
+
+def _order(rows: pa.Table, scores: np.ndarray) -> list[int]:
+    """Row positions by score desc, then chunk id asc."""
+    ids = rows["chunk_id"].to_pylist()
+    return sorted(range(len(ids)), key=lambda i: (-float(scores[i]), ids[i]))
+
+
+def _ranked(fetch, score, k: int) -> _Ranked:
     """Top ``k`` by score desc, then chunk id asc, fetching more while ties cross the cut."""
-    if k <= 0:
-        return []
     limit = _page(k)
     while True:
         rows = fetch(limit)
         scores, sims = score(rows)
-        out = sorted(_to_rows(rows, scores, sims, lane, with_vectors), key=lambda r: (-r.score, r.chunk_id))
+        order = _order(rows, scores)
         # A full page whose last score still equals the k-th may hide tied rows with smaller ids.
-        if rows.num_rows < limit or len(out) <= k or out[k - 1].score != out[-1].score:
-            return out[:k]
+        if rows.num_rows < limit or len(order) <= k or float(scores[order[k - 1]]) != float(scores[order[-1]]):
+            keep = order[:k]
+            return _Ranked(rows.take(pa.array(keep, type=pa.int64())), scores[keep], sims[keep])
         limit *= 4
+
+
+def _top(fetch, score, k: int, lane: str, with_vectors: bool) -> list[Row]:
+    """``_ranked`` over pages that carry every column: the rows themselves."""
+    if k <= 0:
+        return []
+    top = _ranked(fetch, score, k)
+    return _to_rows(top.rows, top.scores, top.sims, lane, with_vectors)
 
 
 def _to_rows(rows: pa.Table, scores: np.ndarray, sims: np.ndarray, lane: str, with_vectors: bool) -> list[Row]:
     vectors = vectors_of(rows[VECTOR_COLUMN], rows.schema.field(VECTOR_COLUMN).type.list_size) if with_vectors else None
+    return _build_rows(rows, scores, sims, lane, vectors)
+
+
+def _build_rows(
+    rows: pa.Table, scores: np.ndarray, sims: np.ndarray, lane: str, vectors: np.ndarray | None
+) -> list[Row]:
     values = rows.select(list(ROW_COLUMNS)).to_pylist()
     return [
         Row(
