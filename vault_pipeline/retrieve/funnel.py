@@ -52,6 +52,7 @@ from vault_pipeline.retrieve.types import (
     FunnelConfig,
     FunnelRun,
     Hit,
+    HybridRetriever,
     MultiVectorRetriever,
     RelatedRetriever,
     Retriever,
@@ -461,19 +462,26 @@ def _retrieve(
     query vector when the retriever offers ``vector_search_many``). Their hits' cosines to the
     original query are filled in afterwards, for the candidates that go on.
     """
-    pool = _search_pool()
-    texts = [
-        pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived)
-        for _, text in queries
-    ]
-    vectors = l2_normalise(embedder.embed([text for _, text in queries]))
-    if isinstance(retriever, MultiVectorRetriever):
-        nearest = retriever.vector_search_many(vectors, config.k, include_archived=config.include_archived)
+    words = [text for _, text in queries]
+    if isinstance(retriever, HybridRetriever):  # the index: both lanes, one read of the hits' columns
+        vectors, nearest, found = retriever.hybrid_search(
+            words, lambda texts: l2_normalise(embedder.embed(texts)), config.k, include_archived=config.include_archived
+        )
     else:
-        nearest = [retriever.vector_search(v, config.k, include_archived=config.include_archived) for v in vectors]
+        pool = _search_pool()
+        pending = [
+            pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived)
+            for text in words
+        ]
+        vectors = l2_normalise(embedder.embed(words))
+        if isinstance(retriever, MultiVectorRetriever):
+            nearest = retriever.vector_search_many(vectors, config.k, include_archived=config.include_archived)
+        else:
+            nearest = [retriever.vector_search(v, config.k, include_archived=config.include_archived) for v in vectors]
+        found = [future.result() for future in pending]
     lists = []
-    for (kind, _), hits, text in zip(queries, nearest, texts):
-        lists += [(kind, "vector", list(hits)), (kind, "text", list(text.result()))]
+    for (kind, _), hits, text in zip(queries, nearest, found):
+        lists += [(kind, "vector", list(hits)), (kind, "text", list(text))]
     return fuse(lists), vectors
 
 

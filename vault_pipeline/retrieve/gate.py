@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal, assert_never
 
 import numpy as np
@@ -183,17 +184,32 @@ def run_gate(
         return {}
     prompt = load_prompt("gate")
     extra = {"relevance_model": relevance.to_dict()} if relevance is not None else {}
-    pool = ThreadPoolExecutor(max_workers=min(len(batches), MAX_WORKERS), thread_name_prefix="vault-gate")
+    # A remote model's call may hang past the deadline and hold its thread: such calls get a pool
+    # of their own, so a hung call never delays a later query. Local gates share one pool.
+    remote = bool(getattr(llm, "remote", True))
+    pool = (
+        ThreadPoolExecutor(min(len(batches), MAX_WORKERS), thread_name_prefix="vault-gate") if remote else _gate_pool()
+    )
+    futures = [pool.submit(_judge, llm, prompt, intent, query, batch, extra) for batch in batches]
     try:
-        futures = [pool.submit(_judge, llm, prompt, intent, query, batch, extra) for batch in batches]
         deadline = time.monotonic() + timeout
         outcomes: dict[str, GateOutcome] = {}
         for batch, future in zip(batches, futures):
             outcomes.update(_collect(batch, future, deadline, timeout))
         return outcomes
     finally:
-        # A call past the deadline keeps running in its thread; nobody waits for it.
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Batches still queued past the deadline need not run; a call already running keeps its
+        # thread until it returns, and nobody waits for it.
+        for future in futures:
+            future.cancel()
+        if remote:
+            pool.shutdown(wait=False)
+
+
+@cache
+def _gate_pool() -> ThreadPoolExecutor:
+    """The local gate's threads, started once per process (a pool per query started ~4 threads a query)."""
+    return ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="vault-gate")
 
 
 def gate_rows(

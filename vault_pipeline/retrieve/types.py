@@ -8,7 +8,7 @@ reads gate, types and metering. No module imports a later one, not even for type
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -203,6 +203,22 @@ class SessionRetriever(Protocol):
 
     def rows_by_stem(self, stems: Sequence[str], *, include_archived: bool = False) -> Sequence[Hit]:
         """Every chunk of the notes with these file names (a topic hub's links), with stored vectors."""
+        ...
+
+
+@runtime_checkable
+class HybridRetriever(Protocol):
+    """A retriever that runs both lanes of several queries at once (``Index.hybrid_search``)."""
+
+    def hybrid_search(
+        self,
+        texts: Sequence[str],
+        embed: Callable[[list[str]], np.ndarray],
+        k: int,
+        *,
+        include_archived: bool = False,
+    ) -> tuple[np.ndarray, Sequence[Sequence[Hit]], Sequence[Sequence[Hit]]]:
+        """(unit vectors of ``texts``, vector hits per text, full-text hits per text)."""
         ...
 
 
