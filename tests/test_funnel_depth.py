@@ -15,6 +15,7 @@ from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.funnel import run_query
+from vault_pipeline.retrieve.rank import duplicate_key
 from vault_pipeline.retrieve.types import FunnelConfig
 
 CONV = "conv-7:session_1"
@@ -340,3 +341,21 @@ def test_the_one_hop_follows_the_related_links_of_the_strongest_survivors(embedd
     unlinked = run(RelatedFake(rows, embedder, {}), embedder, **kwargs)
     assert "e-refs" not in [b.item.note_id for b in unlinked.blocks]
     assert unlinked.stats["expansion"]["related"] == 0
+
+
+def test_the_same_sentence_is_one_block_unless_two_named_people_said_it(embedder):
+    said = "Expertise in Waterfall/V-model, Agile/Scrum/Kanban methodologies."
+    pasted = [
+        fake_row(note_id=f"cv-{i}", text=f"{said}\n\nContext: {day}.\n\nSource: [[cv-{i}#^m-1]]", tier="chat")
+        for i, day in enumerate(("7 June 2023", "14 April 2023"))
+    ]
+    # The same line in two conversations (no person named): one key, so one block.
+    assert duplicate_key(pasted[0]) == duplicate_key(pasted[1]) != duplicate_key(note(1, said))
+    caroline = note(1, "I moved to Berlin.")
+    melanie = replace(caroline, note_id="m-1", text=caroline.text.replace("Caroline", "Melanie"))
+    assert duplicate_key(caroline) != duplicate_key(melanie)  # two people, two facts
+    package = run(
+        SessionFake([*pasted, pottery_rows(1)[0]], embedder), embedder, query="Agile Scrum Kanban", floor=-1.0
+    )
+    kept = [b.item.note_id for b in package.blocks if b.item.note_id.startswith("cv-")]
+    assert len(kept) == 1 and package.stats["deduped"] == 1

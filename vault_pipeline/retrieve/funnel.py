@@ -44,7 +44,15 @@ from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts, turn_rows
 from vault_pipeline.retrieve.gate import GateOutcome, Skipped, gate_rows, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level
-from vault_pipeline.retrieve.rank import block_content, covered, dedup, rank, reference_time, selection
+from vault_pipeline.retrieve.rank import (
+    block_content,
+    covered,
+    dedup,
+    duplicate_key,
+    rank,
+    reference_time,
+    selection,
+)
 from vault_pipeline.retrieve.trace import build_package
 from vault_pipeline.retrieve.types import (
     MAX_VARIANTS,
@@ -59,7 +67,7 @@ from vault_pipeline.retrieve.types import (
     SessionRetriever,
     StoredVector,
 )
-from vault_pipeline.text import estimate_tokens, exact_key, wikilinks
+from vault_pipeline.text import estimate_tokens, wikilinks
 
 VariantKind = Literal["concept", "methodology", "continuity", "authority"]
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
@@ -223,7 +231,7 @@ class _Walk:
         if found is None:
             text = block_content(c.row)[0]
             text = first_level(text) if c.row.type in STRUCTURAL_TYPES else text
-            found = self._blocks[c.row.chunk_id] = (exact_key(c.row.text), text)
+            found = self._blocks[c.row.chunk_id] = (duplicate_key(c.row), text)
         return found
 
 

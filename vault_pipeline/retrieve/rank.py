@@ -15,7 +15,7 @@ from typing import Any
 
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.retrieve.blocks import atomic_text, header, structural_text
+from vault_pipeline.retrieve.blocks import atomic_text, header, parse_atomic, structural_text
 from vault_pipeline.retrieve.package import Selected
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Scored
 from vault_pipeline.text import exact_key
@@ -76,11 +76,24 @@ def rank(survivors: Sequence[Candidate], reference: datetime | None, config: Fun
 # --------------------------------------------------------------------------- 6. dedup
 
 
+def duplicate_key(row: Hit) -> str:
+    """What makes two chunks one for the package: their text, and for an atomic note its sentence
+    (the same sentence in two conversations, or pasted twice, is one block) with the person its
+    ``Context:`` line names (the same words from two named people are two facts)."""
+    if row.type == "atomic":
+        parsed = parse_atomic(row.text)
+        if parsed.sentence:
+            return (
+                f"{exact_key(parsed.who)}\n{exact_key(parsed.sentence)}" if parsed.who else exact_key(parsed.sentence)
+            )
+    return exact_key(row.text)
+
+
 def dedup(ranked: list[Scored]) -> tuple[list[Scored], dict[str, str]]:
     """Collapse exact duplicates into the highest-provenance copy; returns (kept, loser -> winner chunk id)."""
     groups: dict[str, list[tuple[int, Scored]]] = {}
     for position, s in enumerate(ranked):
-        groups.setdefault(exact_key(s.candidate.row.text), []).append((position, s))
+        groups.setdefault(duplicate_key(s.candidate.row), []).append((position, s))
     collapsed: dict[str, str] = {}
     for group in groups.values():
         # Provenance first (tier weight), then the rank order the list already has.
