@@ -299,6 +299,8 @@ def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(em
     }
     assert "a-7" in [b.item.note_id for b in package.blocks]  # a lone note stays a note
     assert package.stats["expansion"]["whole_turns"] == 1
+    turn_trace = next(t for t in package.trace if t["lanes"] == ["turn"])
+    assert turn_trace["gate"] == "keep" and turn_trace["reason"].startswith("whole turn: its 2 notes passed")
     assert "1 whole turns in place of their notes, 1 kept" in _depth_line(package)  # what --explain prints
     notes_only = run(SessionFake([*notes, other, session], embedder), embedder, whole_turns=False, **kwargs)
     assert {b.item.note_id for b in notes_only.blocks} == {"a-60", "a-61", "a-7"}

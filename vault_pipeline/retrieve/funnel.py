@@ -42,7 +42,7 @@ from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts, turn_rows
-from vault_pipeline.retrieve.gate import GateOutcome, Skipped, gate_rows, survives
+from vault_pipeline.retrieve.gate import GateOutcome, Keep, Skipped, gate_rows, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level
 from vault_pipeline.retrieve.rank import (
     block_content,
@@ -216,6 +216,13 @@ class _Walk:
         self.considered += cands
         return len(passed)
 
+    def admit(self, cands: list[tuple[Candidate, str]]) -> None:
+        """Let ``cands`` in as judged already (each with the reason): a whole turn whose notes passed."""
+        for c, reason in cands:
+            self.passed.add(c.row.chunk_id)
+            self.outcomes[c.row.chunk_id] = Keep(reason)
+            self.considered.append(c)
+
     def survivors(self) -> list[Candidate]:
         """Candidates past the floor that the gate did not drop, in the order they went on."""
         return [c for c in self.considered if c.row.chunk_id in self.passed and survives(self.outcomes[c.row.chunk_id])]
@@ -361,8 +368,7 @@ def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig)
     """Small-to-big: a turn two or more of whose surviving notes cost at least as much as the turn
     itself enters verbatim in their place (each note repeats the turn's date and speaker; the turn
     also keeps the words no note kept). Its notes then collapse into it (``rank.covered``). Only
-    survivors' own turns in the sessions the hop read, no new search or lookup; the turn goes
-    through the same floor and gate; traced."""
+    survivors' own turns in the sessions the hop read, no new search or lookup; traced."""
     have = {(c.row.source_conversation, m) for c in walk.survivors() if c.row.type == "turn" for m in _msgs(c.row)}
     groups: dict[tuple[str, str], list[Candidate]] = {}
     for c in walk.survivors():
@@ -385,13 +391,15 @@ def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig)
             continue
         if estimate_tokens(block_content(turn)[0]) <= sum(estimate_tokens(walk._block(c)[1]) for c in notes):
             best = max(notes, key=lambda c: (round(c.similarity, 9), c.row.chunk_id))
-            new.append(Candidate(turn, 0.0, ("turn",), (), best.similarity))
+            reason = f"whole turn: its {len(notes)} notes passed the floor and the gate and cost as much"
+            new.append((Candidate(turn, 0.0, ("turn",), (), best.similarity), reason))
             walk.expanded_from[turn.chunk_id] = best.row.note_id
     if not new:
         return {}
-    walk.judge(new)
-    kept = sum(1 for c in new if c.row.chunk_id in walk.passed and survives(walk.outcomes[c.row.chunk_id]))
-    return {"whole_turns": len(new), "whole_turns_kept": kept}
+    # No judging of its own: the turn says what its surviving notes say, plus the rest of the turn
+    # (embedding each turn for the gate's signals cost ~50 ms a query on LoCoMo).
+    walk.admit(new)
+    return {"whole_turns": len(new), "whole_turns_kept": len(new)}
 
 
 def _msgs(row: Hit) -> list[str]:
