@@ -13,8 +13,9 @@ the package trace:
 3. drop those below a cosine floor against the ORIGINAL query (a noise backstop);
 4. the fit-gate (``gate.py``) keeps or drops each survivor against the intent;
    then associative recall (``expand.py``): pseudo-relevance feedback when few survive, and one
-   hop from the strongest survivors (neighbouring turns, hub members, verbatim turns), through
-   the same floor and gate;
+   hop from the strongest survivors (neighbouring turns, hub members, the clean's ``related``
+   links, verbatim turns), through the same floor and gate; then whole turns in place of
+   several notes of one turn when the turn costs no more (``_consolidate``);
 5. rank the survivors, gate first: similarity x tier weight x recency;
 6. collapse exact duplicates into the highest-provenance copy (steps 5-6: ``rank.py``);
 7-8. the token-cap backstop and tiered budget assembly (``package.py``).
