@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
@@ -215,3 +216,16 @@ def test_role_only_exports_get_a_date_only_when_the_note_has_a_time_expression()
         merge_context("for the prototype.", "Caroline, 1 March 2024.") == "for the prototype. Caroline, 1 March 2024."
     )
     assert merge_context(None, None) is None
+
+
+def test_a_title_the_parser_made_up_gives_no_topic_note(tmp_path):
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps([_sample()]), encoding="utf-8")
+    convs = list(read_export(path))
+    assert [c.titled for c in convs] == [False, False] and convs[0].title == "Anouk and Bram, session 1"
+    atomic, _ = _notes(convs)
+    assert not [n for n in atomic if n.frontmatter.get("category") == "topic"]
+    # The same session under a title a person gave it says what it is about.
+    titled = replace(convs[0], title="Pottery and marathons", titled=True)
+    topics = [n.body.splitlines()[0] for n in _notes([titled])[0] if n.frontmatter.get("category") == "topic"]
+    assert topics == ["The conversation is about Pottery and marathons."]

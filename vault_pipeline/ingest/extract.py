@@ -286,7 +286,13 @@ def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
     parts = windows(conv.messages)
     for part, window in enumerate(parts, 1):
         context = {"message_ids": sorted({m.id for m in window}), "roles": roles}
-        variables = {**_variables(conv.title, window), "part": part, "parts": len(parts), **PROMPT_LIMITS}
+        variables = {
+            **_variables(conv.title, window),
+            "titled": conv.titled,
+            "part": part,
+            "parts": len(parts),
+            **PROMPT_LIMITS,
+        }
         batch = llm.call(load_prompt("extract"), variables, UnitBatch, context=context)
         units, skipped = units + batch.units, skipped + batch.skipped
     # Deterministic order: by the first source message, then by the order the windows gave.

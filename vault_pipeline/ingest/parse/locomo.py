@@ -45,6 +45,7 @@ def parse_sample(record: Any, source: str, notes: list[str]) -> list[Conversatio
                 messages=messages,
                 source=source,
                 thread=sample_id,
+                titled=False,  # LoCoMo names no session: the title is ours
             )
         )
     return out

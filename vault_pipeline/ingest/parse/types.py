@@ -34,6 +34,7 @@ class Conversation:
     source: str
     thread: str | None = None
     alternates: int = 0
+    titled: bool = True  # False when the parser made the title up ("Caroline and Melanie, session 3")
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,7 +232,8 @@ def extract_units(variables: Mapping[str, Any]) -> dict:
     """
     messages = list(variables.get("messages", []))
     limits = int(variables["max_words"]), int(variables["max_context_words"])
-    units = _topics(str(variables.get("title", "")), messages, int(variables.get("part", 1)), limits[0])
+    title = str(variables.get("title", "")) if variables.get("titled", True) else ""  # a made-up title says nothing
+    units = _topics(title, messages, int(variables.get("part", 1)), limits[0])
     skipped = 0
     for message in messages:
         found, n = _units_of(message, *limits)
