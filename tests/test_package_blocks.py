@@ -70,7 +70,7 @@ def test_an_atomic_block_reads_as_one_dated_line_with_its_speaker(tmp_path):
 def test_atomic_blocks_cost_at_most_one_and_a_half_times_their_sentence(tmp_path):
     _, _, atomic = _notes(tmp_path)
     rows = [_row(n) for n in atomic]
-    assert len(rows) >= 6
+    assert len(rows) >= 5  # the turns' notes (a LoCoMo session's made-up title gives no topic note)
     sentence = sum(estimate_tokens(parse_atomic(r.text).sentence) for r in rows)
     block = sum(estimate_tokens(block_content(r)[0]) for r in rows)
     stored = sum(estimate_tokens(r.text) for r in rows)
