@@ -361,3 +361,19 @@ def test_the_same_sentence_is_one_block_unless_two_named_people_said_it(embedder
     )
     kept = [b.item.note_id for b in package.blocks if b.item.note_id.startswith("cv-")]
     assert len(kept) == 1 and package.stats["deduped"] == 1
+
+
+def test_a_verbatim_turn_is_gated_with_its_seed_notes_vector_not_embedded_again(embedder):
+    seen: list[str] = []
+
+    class Counting(HashEmbedder):
+        def embed(self, texts):
+            seen.extend(texts)
+            return super().embed(texts)
+
+    counting = Counting(dim=512)
+    retriever = conversation(counting)
+    seen.clear()
+    package = run(retriever, counting, floor=-1.0, beam=0, turns=1, wide=1, per_list=1, gate=True)
+    assert [b.item.type for b in package.blocks if b.item.type == "turn"] == ["turn"]
+    assert not [t for t in seen if TURN in t]  # the turn's text never went to the embedder
