@@ -16,10 +16,12 @@ turns; it cites the turns it actually holds (found by their block ids), never th
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from vault_pipeline.ingest.context import long_date
 from vault_pipeline.ingest.notes import block_id
@@ -141,3 +143,14 @@ def structural_text(text: str, heading: str, created: str, messages: Sequence[st
     title = heading.rsplit(" > ", 1)[0] if heading else ""
     lead = header(created, title)
     return (f"{lead} {body}" if lead else body), held
+
+
+def cited_messages(raw: Any) -> list[str]:
+    """The message ids a chunk cites: the index stores them as a JSON list string."""
+    if isinstance(raw, (list, tuple)):
+        return [str(m) for m in raw]
+    try:
+        value = json.loads(raw) if raw else []
+    except (TypeError, ValueError):
+        return [str(raw)]
+    return [str(m) for m in value] if isinstance(value, list) else [str(value)]

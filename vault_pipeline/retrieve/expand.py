@@ -20,17 +20,9 @@ from collections.abc import Sequence
 from dataclasses import is_dataclass, replace
 
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.retrieve.blocks import mark_times, parse_atomic
+from vault_pipeline.retrieve.blocks import cited_messages, mark_times, parse_atomic
 from vault_pipeline.retrieve.types import Hit
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, tokens
-
-
-def _messages(row: Hit) -> list[str]:
-    try:
-        value = json.loads(row.source_messages or "[]")
-    except (TypeError, ValueError):
-        return []
-    return [str(m) for m in value] if isinstance(value, list) else []
 
 
 def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[tuple[Hit, str]]:
@@ -43,14 +35,14 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[t
     order: dict[str, dict[str, int]] = {}
     for row in rows:
         if row.type == "session":
-            for position, message in enumerate(_messages(row)):
+            for position, message in enumerate(cited_messages(row.source_messages)):
                 order.setdefault(row.source_conversation, {}).setdefault(message, position)
     by_turn: dict[tuple[str, int], list[Hit]] = {}
     for row in rows:
         if row.type != "atomic":
             continue
         turns = order.get(row.source_conversation, {})
-        for message in _messages(row):
+        for message in cited_messages(row.source_messages):
             if message in turns:
                 by_turn.setdefault((row.source_conversation, turns[message]), []).append(row)
     seen = {s.chunk_id for s in seeds}
@@ -58,7 +50,11 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[t
     for seed in seeds:
         turns = order.get(seed.source_conversation, {})
         near = sorted(
-            {p + d for p in (turns[m] for m in _messages(seed) if m in turns) for d in range(-radius, radius + 1)}
+            {
+                p + d
+                for p in (turns[m] for m in cited_messages(seed.source_messages) if m in turns)
+                for d in range(-radius, radius + 1)
+            }
         )
         found = [r for p in near for r in by_turn.get((seed.source_conversation, p), [])]
         for row in sorted(found, key=lambda r: r.chunk_id):
@@ -96,18 +92,20 @@ def turn_excerpts(seeds: Sequence[Hit], rows: Sequence[Hit]) -> list[tuple[Hit, 
     """(turn row, seed note id): each seed's own turns, verbatim from the session transcript, when
     they carry words the turn's atomic notes lack. A turn row is the transcript chunk's row with
     ``type`` "turn", the turn's text (``Speaker: text``) and the one message it cites."""
-    wanted = {(s.source_conversation, m) for s in seeds for m in _messages(s)}
+    wanted = {(s.source_conversation, m) for s in seeds for m in cited_messages(s.source_messages)}
     turns = turn_rows(rows, wanted)
     noted: dict[tuple[str, str], set[str]] = {}
     for row in rows:  # only the notes of the wanted turns are read
-        keys = [(row.source_conversation, m) for m in _messages(row)] if row.type == "atomic" else []
+        keys = (
+            [(row.source_conversation, m) for m in cited_messages(row.source_messages)] if row.type == "atomic" else []
+        )
         if any(k in turns for k in keys):
             words = set(tokens(row.text))
             for key in keys:
                 noted.setdefault(key, set()).update(words)
     out, seen = [], set()
     for seed in seeds:
-        for message in _messages(seed):
+        for message in cited_messages(seed.source_messages):
             key = (seed.source_conversation, message)
             turn = turns.get(key)
             if turn is None or key in seen:
@@ -126,14 +124,14 @@ def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[s
     times: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for row in rows:  # the relative times the turn's notes resolved ("yesterday" is 7 May 2023)
         if row.type == "atomic":
-            for message in _messages(row):
+            for message in cited_messages(row.source_messages):
                 if (row.source_conversation, message) in wanted:
                     found = times.setdefault((row.source_conversation, message), [])
                     found += [t for t in parse_atomic(row.text).times if t not in found]
     for row in rows:
         if row.type != "session" or not is_dataclass(row):
             continue
-        ids = {block_id(m): m for m in _messages(row) if (row.source_conversation, m) in wanted}
+        ids = {block_id(m): m for m in cited_messages(row.source_messages) if (row.source_conversation, m) in wanted}
         if not ids or "^m-" not in row.text:
             continue
         for paragraph in re.split(r"\n\s*\n", row.text):

@@ -25,7 +25,6 @@ The funnel's types are in ``types.py``; ``trace.py`` writes its stats and per-ca
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +41,7 @@ from vault_pipeline.errors import ConfigError, ModelError
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.retrieve.blocks import cited_messages
 from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts, turn_rows
 from vault_pipeline.retrieve.gate import GateOutcome, Keep, Skipped, gate_rows, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level
@@ -62,7 +62,6 @@ from vault_pipeline.retrieve.types import (
     FunnelRun,
     Hit,
     HybridRetriever,
-    MultiVectorRetriever,
     RelatedRetriever,
     Retriever,
     SessionRetriever,
@@ -139,7 +138,7 @@ def run_query(
     # Associative recall: feedback terms for a prompt whose words found little, then one hop.
     expansion = _associate(walk, fused, query, retriever, embedder, config)
     if config.adaptive and config.whole_turns and isinstance(retriever, SessionRetriever):
-        expansion.update(_consolidate(walk, retriever, config))
+        expansion.update(_consolidate(walk, retriever))
     went_on = {c.row.chunk_id for c in walk.considered}
     reference = reference_time(walk.considered, reference_date)
     # A topic hub is a list of links: its members went on in the one hop; it is no block itself.
@@ -376,15 +375,21 @@ def _related(
     return out, seeds
 
 
-def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:
+def _consolidate(walk: _Walk, retriever: SessionRetriever) -> dict[str, Any]:
     """Small-to-big: a turn two or more of whose surviving notes cost at least as much as the turn
     itself enters verbatim in their place (each note repeats the turn's date and speaker; the turn
     also keeps the words no note kept). Its notes then collapse into it (``rank.covered``). Only
     survivors' own turns in the sessions the hop read, no new search or lookup; traced."""
-    have = {(c.row.source_conversation, m) for c in walk.survivors() if c.row.type == "turn" for m in _msgs(c.row)}
+    survivors = walk.survivors()
+    have = {
+        (c.row.source_conversation, m)
+        for c in survivors
+        if c.row.type == "turn"
+        for m in cited_messages(c.row.source_messages)
+    }
     groups: dict[tuple[str, str], list[Candidate]] = {}
-    for c in walk.survivors():
-        cited = _msgs(c.row)
+    for c in survivors:
+        cited = cited_messages(c.row.source_messages)
         if c.row.type == "atomic" and c.row.source_conversation and len(cited) == 1:
             key = (c.row.source_conversation, cited[0])
             if key not in have:
@@ -412,15 +417,6 @@ def _consolidate(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig)
     # (embedding each turn for the gate's signals cost ~50 ms a query on LoCoMo).
     walk.admit(new)
     return {"whole_turns": len(new), "whole_turns_kept": len(new)}
-
-
-def _msgs(row: Hit) -> list[str]:
-    """The message ids a row cites (stored as a JSON list string)."""
-    try:
-        value = json.loads(row.source_messages or "[]")
-    except (TypeError, ValueError):
-        return []
-    return [str(m) for m in value] if isinstance(value, list) else []
 
 
 def _nearest(rows: Sequence[Hit], qvec: np.ndarray, k: int) -> list[Hit]:
@@ -485,10 +481,10 @@ def _retrieve(
 ) -> tuple[list[Candidate], np.ndarray]:
     """Both lanes of every query, fused; also returns the queries' unit vectors (the original first).
 
-    The full-text searches need no vector, so they start first, on the search threads, and run
-    while this thread embeds the queries and runs the vector lane (one table query for every
-    query vector when the retriever offers ``vector_search_many``). Their hits' cosines to the
-    original query are filled in afterwards, for the candidates that go on.
+    The index runs both lanes of every query at once (``hybrid_search``); any other retriever's
+    full-text searches start first, on the search threads, and run while this thread embeds the
+    queries and runs the vector lane. Full-text hits' cosines to the original query are filled
+    in afterwards, for the candidates that go on.
     """
     words = [text for _, text in queries]
     if isinstance(retriever, HybridRetriever):  # the index: both lanes, one read of the hits' columns
@@ -502,10 +498,7 @@ def _retrieve(
             for text in words
         ]
         vectors = l2_normalise(embedder.embed(words))
-        if isinstance(retriever, MultiVectorRetriever):
-            nearest = retriever.vector_search_many(vectors, config.k, include_archived=config.include_archived)
-        else:
-            nearest = [retriever.vector_search(v, config.k, include_archived=config.include_archived) for v in vectors]
+        nearest = [retriever.vector_search(v, config.k, include_archived=config.include_archived) for v in vectors]
         found = [future.result() for future in pending]
     lists = []
     for (kind, _), hits, text in zip(queries, nearest, found):

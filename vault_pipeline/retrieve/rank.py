@@ -7,15 +7,13 @@ recency decays only conversational tiers. Dedup keeps the highest-provenance cop
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
-from typing import Any
 
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.retrieve.blocks import atomic_text, header, parse_atomic, structural_text
+from vault_pipeline.retrieve.blocks import atomic_text, cited_messages, header, parse_atomic, structural_text
 from vault_pipeline.retrieve.package import Selected
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Scored
 from vault_pipeline.text import exact_key
@@ -110,12 +108,12 @@ def covered(ranked: list[Scored], collapsed: dict[str, str]) -> tuple[list[Score
         (s.candidate.row.source_conversation, m): s.candidate.row.chunk_id
         for s in ranked
         if s.candidate.row.type == "turn"
-        for m in _messages(s.candidate.row.source_messages)
+        for m in cited_messages(s.candidate.row.source_messages)
     }
     collapsed = dict(collapsed)
     for s in ranked:
         row = s.candidate.row
-        keys = [(row.source_conversation, m) for m in _messages(row.source_messages)]
+        keys = [(row.source_conversation, m) for m in cited_messages(row.source_messages)]
         if row.type == "atomic" and keys and all(k in turns for k in keys):
             collapsed[row.chunk_id] = turns[keys[0]]
     return [s for s in ranked if s.candidate.row.chunk_id not in collapsed], collapsed
@@ -152,7 +150,7 @@ def selection(ranked: Sequence[Scored]) -> list[Selected]:
 def block_content(row: Hit) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(block text, cited message ids, source links) of a row: atomic notes as one dated line,
     session and thread chunks without their markup, citing the turns they hold; others as stored."""
-    messages = tuple(_messages(row.source_messages))
+    messages = tuple(cited_messages(row.source_messages))
     if row.type == "atomic":
         text, links = atomic_text(row.text, row.created, getattr(row, "speaker", ""))
         return text, messages, links
@@ -164,14 +162,3 @@ def block_content(row: Hit) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         text, held = structural_text(row.text, row.heading or "", row.created, messages)
         return text, held, ()
     return row.text, messages, ()
-
-
-def _messages(raw: Any) -> list[str]:
-    """Source message ids: the index stores them as a JSON list string."""
-    if isinstance(raw, (list, tuple)):
-        return [str(m) for m in raw]
-    try:
-        value = json.loads(raw) if raw else []
-    except (TypeError, ValueError):
-        return [str(raw)]
-    return [str(m) for m in value] if isinstance(value, list) else [str(value)]

@@ -183,17 +183,6 @@ class Retriever(Protocol):
 
 
 @runtime_checkable
-class MultiVectorRetriever(Protocol):
-    """A retriever that answers several query vectors in one table query; the funnel then asks once."""
-
-    def vector_search_many(
-        self, vectors: np.ndarray, k: int, *, include_archived: bool = False
-    ) -> Sequence[Sequence[Hit]]:
-        """One list of nearest chunks per row of ``vectors``."""
-        ...
-
-
-@runtime_checkable
 class SessionRetriever(Protocol):
     """A retriever that can look up a session's other turns and a topic hub's members (the one hop)."""
 
