@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -319,3 +323,19 @@ def write_note(vault, relpath: str, note_id: str, body: str, **frontmatter):
     record). Returns the path.
     """
     return write_file(vault, relpath, note_text(note_id, body, **frontmatter))
+
+
+def run_vault(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``vault ARGS`` in a fresh process run from ``cwd``, this checkout first on the path and no
+    ``VAULT_*`` setting of the caller's environment leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_")}
+    repo = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "vault_pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import REPO
 
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, run_vault
 from vault_pipeline.errors import ModelError, VaultError
 from vault_pipeline.models.build import build_llm
 from vault_pipeline.models.calllog import CallLog
@@ -174,23 +171,10 @@ def test_tokens_come_from_the_backends_call_log(tmp_path):
 # --------------------------------------------------------------------------- CLI
 
 
-def _vault(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", "vault_pipeline.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-
-
 @pytest.mark.slow
 def test_cli_gate_calibrate(tmp_path):
     small = _small_labels(tmp_path)
-    done = _vault("gate-calibrate", str(small), tmp_path=tmp_path)
+    done = run_vault("gate-calibrate", str(small), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].startswith("offline gate: the fitted relevance model")
     assert "fit-gate (offline)" in done.stdout and "suggested floor for minilm-l6-v2-int8" in done.stdout
@@ -200,7 +184,7 @@ def test_cli_gate_calibrate(tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(small.read_text().splitlines()[0] + "\n[1, 2]\n")
-    done = _vault("gate-calibrate", str(bad), tmp_path=tmp_path)
+    done = run_vault("gate-calibrate", str(bad), cwd=tmp_path)
     assert done.returncode == 1 and f"{bad}:2: expected a JSON object" in done.stderr
 
 
@@ -209,9 +193,7 @@ def test_cli_gate_calibrate_with_a_vault_prints_json(tmp_path):
     from vault_pipeline.vault.files import Vault
 
     vault = Vault.init(tmp_path / "v")
-    done = _vault(
-        "gate-calibrate", str(_small_labels(tmp_path)), "--vault", str(vault.root), "--json", tmp_path=tmp_path
-    )
+    done = run_vault("gate-calibrate", str(_small_labels(tmp_path)), "--vault", str(vault.root), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["model"] == "offline" and summary["queries"] == 3

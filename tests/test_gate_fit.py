@@ -5,17 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import REPO
 
-from tests.fakes import HashEmbedder
+from tests.fakes import HashEmbedder, run_vault
 from vault_pipeline.errors import ConfigError, VaultError
 from vault_pipeline.models.embed import build_embedder
 from vault_pipeline.models.offline import OfflineBackend
@@ -259,32 +255,19 @@ def test_the_shipped_default_is_what_the_fit_reproduces_and_holds_out_well():
     assert held["contamination"] < held["contaminants"] / held["candidates"]
 
 
-def _vault_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", "vault_pipeline.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
-
-
 @pytest.mark.slow
 def test_cli_fit_stores_the_fitted_gate_in_the_vault(tmp_path):
     from vault_pipeline.vault.files import Vault
 
     vault = Vault.init(tmp_path / "v")
     labels = [str(p) for p in SHIPPED]
-    done = _vault_cli("gate-calibrate", "--fit", *labels, "--vault", str(vault.root), "--json", cwd=tmp_path)
+    done = run_vault("gate-calibrate", "--fit", *labels, "--vault", str(vault.root), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     stored = load_relevance(vault.root)
     assert summary["stored"] == str(relevance_path(vault.root)) and stored is not None
     assert stored.to_dict() == summary["fitted_gate"]["model"]
     assert summary["fitted_gate"]["held_out"]["candidates"] == summary["candidates"]
-    again = _vault_cli("gate-calibrate", *labels, "--vault", str(vault.root), cwd=tmp_path)
+    again = run_vault("gate-calibrate", *labels, "--vault", str(vault.root), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "stored the fitted gate" not in again.stdout and "held out: leave-one-query-out" in again.stdout
