@@ -117,6 +117,12 @@ def test_a_burst_is_batched(watched):
     for i in range(files):
         write_file(root, f"inbox/burst-{i:03d}.md", note_text(f"b-{i}", f"Burst note number {i} about herons."))
     assert wait_until(lambda: len(indexed_paths(root)) == 2 + files, TIMEOUT)
+
+    def added() -> int:
+        return sum(e.report.added for e in [e for e in events if e.kind == "synced"][syncs_before:] if e.report)
+
+    # The rows are readable as soon as a sync commits; its event is reported just after.
+    wait_until(lambda: added() == files, TIMEOUT)
     synced = [e for e in events if e.kind == "synced"][syncs_before:]
     assert sum(e.report.added for e in synced if e.report) == files
     assert len(synced) < files / 10  # batches, not a sync per file
