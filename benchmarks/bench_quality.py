@@ -43,6 +43,7 @@ from vault_pipeline.ingest.quality import (  # noqa: E402
     features,
     fit,
     lexical,
+    meaning_vectors,
     sentence_problems,
     unfaithful,
 )
@@ -73,17 +74,20 @@ def good(row: Mapping[str, Any]) -> bool:
     return row["label"] == "good"
 
 
-def passes(row: Mapping[str, Any], model: GateModel = GATE) -> bool:
+def passes(row: Mapping[str, Any], model: GateModel = GATE, vector: Sequence[float] | None = None) -> bool:
     """The gate's verdict on a labelled note (faithfulness checked against its source excerpt, if any)."""
     text, category, source = str(row["text"]), str(row.get("category") or "fact"), row.get("source_excerpt")
-    if sentence_problems(text, category, model, source=str(source) if source else None):
+    if sentence_problems(text, category, model, source=str(source) if source else None, vector=vector):
         return False
     return not (source and unfaithful(text, str(source)))
 
 
 def scores(rows: Sequence[Mapping[str, Any]], model: GateModel = GATE) -> dict[str, float | None]:
     """Precision on what passes, recall of the good notes, and counts."""
-    passed = [r for r in rows if passes(r, model)]
+    vectors: Sequence[Sequence[float] | None] = (
+        meaning_vectors([str(r["text"]) for r in rows]) if model.meaning else [None] * len(rows)
+    )
+    passed = [r for r, v in zip(rows, vectors) if passes(r, model, v)]
     hits = sum(good(r) for r in passed)
     goods = sum(good(r) for r in rows)
     return {
@@ -99,8 +103,9 @@ def scores(rows: Sequence[Mapping[str, Any]], model: GateModel = GATE) -> dict[s
 
 FOLDS = 5
 TARGET_RECALL = 0.90
-# (L2 strength, value of a lexical sign); chosen by cross-validation on the training split only.
-GRID = tuple((l2, scale) for l2 in (0.1, 0.3, 1.0) for scale in (0.25, 0.5))
+# (L2 strength, value of a lexical sign, scale of the meaning vector); chosen by cross-validation on
+# the training split only. A larger meaning scale shrinks the 384 meaning weights less.
+GRID = tuple((l2, scale, meaning) for l2 in (0.3, 1.0, 3.0) for scale in (0.25, 0.5) for meaning in (1.0, 2.0, 4.0))
 _NO_MODEL = GateModel(weights={}, bias=100.0, threshold=0.5)  # sentence_problems() with it: hard rules only
 
 
@@ -110,16 +115,18 @@ class Prepared:
 
     feats: list[dict[str, bool]]
     signs: list[set[str]]
+    vectors: list[list[float]] | None  # meaning_vectors of each note; None: the fit reads no meaning
     hard_ok: np.ndarray  # passes the hard rules (word limit, one sentence, faithfulness ...)
     y: np.ndarray
     labels: list[str]
 
 
-def prepare(rows: Sequence[Mapping[str, Any]]) -> Prepared:
-    """Features, lexical signs, the hard rules' verdict and the label of each row."""
+def prepare(rows: Sequence[Mapping[str, Any]], *, with_meaning: bool = True) -> Prepared:
+    """Features, lexical signs, meaning vectors, the hard rules' verdict and the label of each row."""
     return Prepared(
         [features(str(r["text"]), r.get("source_excerpt")) for r in rows],
         [lexical(str(r["text"])) for r in rows],
+        meaning_vectors([str(r["text"]) for r in rows]) if with_meaning else None,
         np.array([passes(r, _NO_MODEL) for r in rows]),
         np.array([good(r) for r in rows]),
         [str(r["label"]) for r in rows],
@@ -134,28 +141,33 @@ def folds(labels: Sequence[str], idx: Sequence[int], k: int, seed: int) -> list[
     return [order[j::k] for j in range(k)]
 
 
-def fit_on(data: Prepared, idx: Sequence[int], l2: float, scale: float) -> GateModel:
-    """The gate fitted on rows ``idx`` (booleans and lexical signs)."""
+def fit_on(data: Prepared, idx: Sequence[int], l2: float, scale: float, meaning: float = 1.0) -> GateModel:
+    """The gate fitted on rows ``idx`` (booleans, lexical signs and, if prepared, meaning vectors)."""
     return fit(
         [data.feats[i] for i in idx],
         [bool(data.y[i]) for i in idx],
         signs=[data.signs[i] for i in idx],
+        vectors=[data.vectors[i] for i in idx] if data.vectors is not None else None,
         l2=l2,
         scale=scale,
+        meaning_scale=meaning,
     )
 
 
 def gated(data: Prepared, model: GateModel, idx: Sequence[int]) -> np.ndarray:
     """Scores of rows ``idx``: the model's probability, -1 where a hard rule refuses the note."""
-    return np.array([model.probability(data.feats[i], data.signs[i]) if data.hard_ok[i] else -1.0 for i in idx])
+    vector = (lambda i: data.vectors[i]) if data.vectors is not None else (lambda i: None)
+    return np.array(
+        [model.probability(data.feats[i], data.signs[i], vector(i)) if data.hard_ok[i] else -1.0 for i in idx]
+    )
 
 
-def out_of_fold(data: Prepared, idx: Sequence[int], l2: float, scale: float, seed: int) -> np.ndarray:
+def out_of_fold(data: Prepared, idx: Sequence[int], l2: float, scale: float, meaning: float, seed: int) -> np.ndarray:
     """Out-of-fold scores of rows ``idx`` (k-fold within ``idx``)."""
     where = {i: n for n, i in enumerate(idx)}
     scores = np.zeros(len(idx))
     for fold in folds(data.labels, idx, FOLDS, seed):
-        model = fit_on(data, [i for i in idx if i not in set(fold)], l2, scale)
+        model = fit_on(data, [i for i in idx if i not in set(fold)], l2, scale, meaning)
         scores[[where[i] for i in fold]] = gated(data, model, fold)
     return scores
 
@@ -167,10 +179,12 @@ def average_precision(scores: np.ndarray, y: np.ndarray) -> float:
     return float(np.sum(hits / np.arange(1, len(y) + 1) * y[order]) / max(int(y.sum()), 1))
 
 
-def choose(data: Prepared, idx: Sequence[int], seed: int) -> tuple[float, float]:
+def choose(data: Prepared, idx: Sequence[int], seed: int) -> tuple[float, float, float]:
     """The grid point with the best cross-validated average precision on rows ``idx``."""
     y = data.y[list(idx)]
-    return max(GRID, key=lambda g: average_precision(out_of_fold(data, idx, g[0], g[1], seed), y))
+    lexical_on = any(data.signs)
+    grid = [g for g in GRID if (lexical_on or g[1] == GRID[0][1]) and (data.vectors is not None or g[2] == GRID[0][2])]
+    return max(grid, key=lambda g: average_precision(out_of_fold(data, idx, *g, seed), y))
 
 
 def nested_out_of_fold(data: Prepared, seed: int = 0) -> np.ndarray:
@@ -211,25 +225,30 @@ def operating_points(points: Sequence[tuple[float, float, float, int]]) -> dict[
 
 
 def fit_gate(
-    rows: Sequence[Mapping[str, Any]], point: str = "best F1", *, with_lexical: bool = True
+    rows: Sequence[Mapping[str, Any]],
+    point: str = "best F1",
+    *,
+    with_lexical: bool = True,
+    with_meaning: bool = True,
 ) -> tuple[GateModel, dict[str, Any]]:
     """The gate fitted on ``rows`` at an operating point chosen on their nested out-of-fold curve."""
-    data = prepare(rows)
+    data = prepare(rows, with_meaning=with_meaning)
     if not with_lexical:
         data.signs[:] = [set() for _ in data.signs]  # the scale then changes nothing
     scores = nested_out_of_fold(data)
     points = curve(scores, data.y)
     thresholds = operating_points(points)
-    l2, scale = choose(data, range(len(rows)), seed=1)
-    final = fit_on(data, range(len(rows)), l2, scale)
+    l2, scale, meaning = choose(data, range(len(rows)), seed=1)
+    final = fit_on(data, range(len(rows)), l2, scale, meaning)
     threshold = thresholds[point]
     if threshold is None:  # "precision 0.95" out of reach: fall back to the best F1
         threshold = thresholds["best F1"]
     assert threshold is not None
-    model = GateModel(final.weights, final.bias, threshold, final.lexicon)
+    model = GateModel(final.weights, final.bias, threshold, final.lexicon, final.meaning)
     report = {
         "l2": l2,
         "scale": scale if with_lexical else None,
+        "meaning scale": meaning if with_meaning else None,
         "thresholds": thresholds,
         "curve": points,
         "average precision": average_precision(scores, data.y),
@@ -241,7 +260,7 @@ def print_fit(report: Mapping[str, Any], train: Sequence[Mapping[str, Any]]) -> 
     """The nested cross-validated precision-recall curve on the training split, coarsened."""
     print(
         f"training split: {len(train)} notes, {sum(good(r) for r in train)} good; chosen L2 {report['l2']}, "
-        f"lexical scale {report['scale']}"
+        f"lexical scale {report['scale']}, meaning scale {report['meaning scale']}"
     )
     print(f"nested {FOLDS}-fold out-of-fold average precision: {report['average precision']:.3f}")
     print("threshold  precision  recall  passed   (out of fold, training split only)")
@@ -322,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--point", choices=("precision 0.95", "most precise (5+ notes)", "recall 0.90", "best F1"), default="best F1"
     )
-    parser.add_argument("--no-lexical", action="store_true", help="with --fit: the boolean features only")
+    parser.add_argument("--no-lexical", action="store_true", help="with --fit: no word weights")
+    parser.add_argument("--no-meaning", action="store_true", help="with --fit: no meaning (MiniLM vector) weights")
     parser.add_argument("--write", action="store_true", help="with --fit: write the fitted gate to the package")
     parser.add_argument("--no-ingest", action="store_true", help="skip the fresh ingest of the export")
     args = parser.parse_args(argv)
@@ -333,13 +353,17 @@ def main(argv: list[str] | None = None) -> int:
     train = [r for rows in sets.values() for r in rows if not held_out(r)]
     model = GATE
     if args.fit:
-        model, report = fit_gate(train, args.point, with_lexical=not args.no_lexical)
+        model, report = fit_gate(train, args.point, with_lexical=not args.no_lexical, with_meaning=not args.no_meaning)
         print_fit(report, train)
-        print(f"GATE: bias {model.bias}, threshold {model.threshold}, {len(model.lexicon)} lexical weights")
+        print(
+            f"GATE: bias {model.bias}, threshold {model.threshold}, {len(model.lexicon)} lexical weights, "
+            f"{len(model.meaning)} meaning weights"
+        )
         if args.write:
             note = (
-                f"fitted on {len(train)} training notes; L2 {report['l2']} and lexical scale {report['scale']} "
-                f"by {FOLDS}-fold CV (average precision); threshold: '{args.point}' on the nested out-of-fold curve"
+                f"fitted on {len(train)} training notes; L2 {report['l2']}, lexical scale {report['scale']} and "
+                f"meaning scale {report['meaning scale']} by {FOLDS}-fold CV (average precision); threshold: "
+                f"'{args.point}' on the nested out-of-fold curve"
             )
             dump_gate(model, GATE_FILE, note)
             print(f"wrote {GATE_FILE.relative_to(REPO)}")
@@ -347,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         locomo_at = locomo_rows(LOCOMO_LABELS, args.locomo)
         for point, threshold in report["thresholds"].items():
             if threshold is not None:
-                at = GateModel(model.weights, model.bias, threshold, model.lexicon)
+                at = GateModel(model.weights, model.bias, threshold, model.lexicon, model.meaning)
                 print(f"held out at the '{point}' threshold {threshold:.4f}: {scores(test, at)}")
                 if locomo_at is not None:
                     print(f"  LoCoMo at the same threshold: {scores(locomo_at, at)}")

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from vault_pipeline.ingest.extract import MAX_WORDS, PROMPT_LIMITS, AtomicUnit
 from vault_pipeline.ingest.keep import quality_problems
+from vault_pipeline.ingest.quality import GATE
 from vault_pipeline.models.offline.extraction import extract_units
 from vault_pipeline.models.offline.text import compress, sentences
 from vault_pipeline.text import (
@@ -47,8 +48,11 @@ def validator(sentence: str) -> str | None:
 
 
 def gate(sentence: str) -> list[str]:
-    """The keep gate's problems with a note holding the sentence."""
-    return quality_problems(FRONTMATTER, f"{sentence}\n\nSource: x\n", set())
+    """The keep gate's problems with a note holding the sentence, its form only.
+
+    A zero meaning vector holds the gate's meaning term at 0: the extraction validator judges a
+    sentence's form, and only that part of the two verdicts has to agree."""
+    return quality_problems(FRONTMATTER, f"{sentence}\n\nSource: x\n", set(), vector=[0.0] * len(GATE.meaning))
 
 
 def counted(reason: str | None) -> int | None:

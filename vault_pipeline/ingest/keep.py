@@ -18,7 +18,7 @@ from typing import Any
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.ingest.quality import sentence_problems, unfaithful
+from vault_pipeline.ingest.quality import GATE, meaning_vectors, sentence_problems, unfaithful
 from vault_pipeline.text import link_target, normalise_text, sentence_count
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import frontmatter_span, source_messages, source_properties
@@ -98,18 +98,23 @@ def note_sentence(body: str) -> str:
 
 
 def quality_problems(
-    frontmatter: Mapping[str, Any], body: str, engram_texts: set[str] | EngramIndex, source: str | None = None
+    frontmatter: Mapping[str, Any],
+    body: str,
+    engram_texts: set[str] | EngramIndex,
+    source: str | None = None,
+    vector: Sequence[float] | None = None,
 ) -> list[str]:
     """Why a note fails the Note Quality Gate; an empty list means it passes.
 
     ``source`` is the text of the note's source message(s) where it can be read: then every
     literal token of the sentence (identifiers, paths, numbers, code) must appear there verbatim.
+    ``vector`` is the sentence's meaning vector if the caller embedded it already.
     """
     problems: list[str] = []
     sentence = note_sentence(body)
     category = str(frontmatter.get("category") or "")
     if sentence:
-        problems += sentence_problems(sentence, category, source=source)
+        problems += sentence_problems(sentence, category, source=source, vector=vector)
         missing = unfaithful(sentence, source) if source is not None else []
         if missing:
             problems.append("not in its source: " + ", ".join(missing[:3]))
@@ -216,9 +221,12 @@ def keep(
         inbox = {p: _load(vault, p) for p in paths if p.startswith(INBOX)}
         modes = _select(vault, inbox, paths, targets, all_passing, report)
         run = _Run(vault, engrams, SourceTexts(vault, paths), force, dry_run, (today or date.today()).isoformat())
-        for done, relpath in enumerate(sorted(modes)):
+        order = sorted(modes)
+        for done, relpath in enumerate(order):
             if progress:
                 progress(done, len(modes), relpath.rsplit("/", 1)[-1])
+            if GATE.meaning and done % _EMBED_BATCH == 0:  # the gate reads meaning: embed the next batch at once
+                run.embed([inbox[p] for p in order[done : done + _EMBED_BATCH]])
             run.keep_one(inbox[relpath], modes[relpath], report)
         if progress:
             progress(len(modes), len(modes), "")
@@ -296,6 +304,9 @@ def _resolve(vault: Vault, target: str, inbox: dict[str, _Entry], paths: list[st
     return None, "no such note in inbox/"
 
 
+_EMBED_BATCH = 256  # notes embedded per call when the gate reads meaning (progress stays live)
+
+
 @dataclass
 class _Run:
     vault: Vault
@@ -304,13 +315,26 @@ class _Run:
     force: bool
     dry_run: bool
     stamp: str
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+
+    def embed(self, entries: Sequence[_Entry]) -> None:
+        """Meaning vectors of these candidates' sentences, in one embedder call."""
+        sentences = {e.relpath: note_sentence(e.body) for e in entries if not e.error}
+        sentences = {p: s for p, s in sentences.items() if s}
+        self.vectors = dict(zip(sentences, meaning_vectors(list(sentences.values()))))
 
     def keep_one(self, entry: _Entry, mode: str, report: KeepReport) -> None:
         """Gate one candidate, record the verdict on it, and keep it if it passes (or the user insists)."""
         if entry.error:
             report.refused.append((entry.relpath, [entry.error]))
             return
-        problems = quality_problems(entry.frontmatter, entry.body, self.engrams, self.sources.text(entry.frontmatter))
+        problems = quality_problems(
+            entry.frontmatter,
+            entry.body,
+            self.engrams,
+            self.sources.text(entry.frontmatter),
+            self.vectors.get(entry.relpath),
+        )
         changes = {"quality": verdict(problems)}
         if problems and (mode == "passing" or (mode == "named" and not self.force)):
             report.refused.append((entry.relpath, problems))
