@@ -7,8 +7,8 @@
     python benchmarks/bench_quality.py --fit --write   # ... and write vault_pipeline/ingest/quality_gate.json
     python benchmarks/bench_quality.py --no-ingest     # labels only (no fresh ingest of the export)
 
-Labels: tests/data/quality_labels.jsonl and tests/data/quality_labels_current.jsonl (real ChatGPT
-export, the previous and the current extractor's notes; `label` good / mangled / fragment / meaningless) and benchmarks/data/quality_locomo_labels.jsonl (keys and labels; the note text is
+Labels: tests/data/quality_labels.jsonl, quality_labels_current.jsonl and quality_labels_round3.jsonl (real
+ChatGPT export, the previous extractor's notes and two samples of the current one's; `label` good / mangled / fragment / meaningless) and benchmarks/data/quality_locomo_labels.jsonl (keys and labels; the note text is
 re-derived by ingesting ../shared/data/locomo; skipped where that data is absent). A note counts
 as good only when labelled `good`. The split is by a hash of the note text: 30 % of each file held
 out, never seen by the fit or the threshold choice. Precision = share of passed notes labelled good; recall
@@ -51,6 +51,8 @@ from vault_pipeline.ingest.quality import (  # noqa: E402
 LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
 # Notes of the extractor after the fidelity work, labelled the same way; never fitted on.
 CURRENT_LABELS = REPO / "tests" / "data" / "quality_labels_current.jsonl"
+# A third sample of the current extractor's notes (2026-11-25), split and used the same way.
+ROUND3_LABELS = REPO / "tests" / "data" / "quality_labels_round3.jsonl"
 LOCOMO_LABELS = REPO / "benchmarks" / "data" / "quality_locomo_labels.jsonl"
 SHARED = Path(os.environ.get("VAULT_SHARED_DATA", REPO.parent / "shared" / "data"))
 HELD_OUT_SHARE = 30  # percent
@@ -348,8 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Both real-export label files train and test: the same hash split cuts each of them.
     sets = {args.labels.name: load(args.labels)}
-    if CURRENT_LABELS.exists():
-        sets[CURRENT_LABELS.name] = load(CURRENT_LABELS)
+    for extra in (CURRENT_LABELS, ROUND3_LABELS):
+        if extra.exists():
+            sets[extra.name] = load(extra)
     train = [r for rows in sets.values() for r in rows if not held_out(r)]
     model = GATE
     if args.fit:

@@ -245,13 +245,14 @@ LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
 @pytest.mark.skipif(not LABELS.exists(), reason="no labels")
 def test_gate_on_held_out_labels_stays_above_its_measured_floor():
     sys.path.insert(0, str(REPO))
-    from benchmarks.bench_quality import CURRENT_LABELS, held_out, load, scores
+    from benchmarks.bench_quality import CURRENT_LABELS, ROUND3_LABELS, held_out, load, scores
 
-    test = [r for path in (LABELS, CURRENT_LABELS) for r in load(path) if held_out(r)]
+    test = [r for path in (LABELS, CURRENT_LABELS, ROUND3_LABELS) for r in load(path) if held_out(r)]
     figures = scores(test)
-    # The targets are precision 0.95 / recall 0.90; the offline features reach 0.54 / 0.59
-    # on the held-out split of both label files (benchmarks/bench_quality.py). A regression guard.
-    assert figures["precision"] >= 0.52 and figures["recall"] >= 0.56, figures
+    # The targets are precision 0.95 / recall 0.90; the shipped gate (signs and meaning)
+    # reaches 0.56 / 0.67 on the held-out split of the three label files, the signs alone 0.49 /
+    # 0.59 (benchmarks/bench_quality.py). A regression guard that the signs alone would fail.
+    assert figures["precision"] >= 0.53 and figures["recall"] >= 0.63, figures
 
 
 @pytest.mark.parametrize(
