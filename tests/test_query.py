@@ -282,12 +282,15 @@ def test_gate_verdicts_need_exactly_one_verdict_per_key():
 # --------------------------------------------------------------------------- decomposition and fusion
 
 
-def test_decomposition_runs_the_original_and_four_variants_concurrently_fused(embedder):
+def test_decomposition_runs_the_original_and_its_distinct_variants_concurrently_fused(embedder):
     retriever = garden(embedder)
     package = run(retriever, embedder)
     kinds = [v["kind"] for v in package.stats["variants"]]
     assert kinds == ["original", "concept", "methodology", "continuity", "authority"]
-    assert len(retriever.calls) == 10  # 5 queries x 2 lanes
+    # The offline plan's last three variants frame the concept phrase ("facts and sources about
+    # <concept>"): they run no lanes of their own; the original and the concept run both.
+    assert [v["searched"] for v in package.stats["variants"]] == [True, True, False, False, False]
+    assert len(retriever.calls) == 4  # 2 searched queries x 2 lanes
     assert package.intent == "negative space, emptiness, Japanese garden design"
     assert package.stats["intent_source"] == "plan"
     ids = [t["chunk_id"] for t in package.trace]
@@ -295,6 +298,20 @@ def test_decomposition_runs_the_original_and_four_variants_concurrently_fused(em
     entry = trace_of(package, "garden-gravel")
     assert entry["lanes"] == ["vector", "text"] and entry["variants"][0] == "original"
     assert entry["rrf"] > 0
+
+
+def test_a_variant_that_frames_an_earlier_query_is_not_searched_again():
+    from vault_pipeline.retrieve.funnel import searched
+
+    offline = ["What is our peer review plan?", "peer review plan", "facts and sources about peer review plan"]
+    assert searched(offline) == [True, True, False]
+    # Rewrites that say something else (as a model planner writes them) each run their own lanes.
+    rewrites = ["What is our peer review plan?", "peer review plan", "referee reports for the manuscript"]
+    assert searched(rewrites) == [True, True, True]
+    # Whole words only ("reviewers" is not "review"), and the same words are no frame of themselves
+    # (the plan never repeats a text: ``_queries`` drops repeats first).
+    assert searched(["peer review", "peer reviewers guide", "Peer Review"]) == [True, True, True]
+    assert searched(["plan", "the plan"]) == [True, False]
 
 
 def test_retrieve_wider_keeps_the_top_fused_and_traces_the_rest(embedder):

@@ -4,9 +4,9 @@ Steps, in the seed's order, each configurable in ``FunnelConfig`` and visible in
 the package trace:
 
 1. decompose the prompt into up to four variants (concept, methodology,
-   continuity, authority); the original always runs too; every query's vector and
-   full-text lanes run (the full-text searches concurrently) and are fused by
-   reciprocal rank fusion;
+   continuity, authority); the original always runs too; the vector and full-text
+   lanes of every query that is not a frame around an earlier one (``searched``) run
+   (the full-text searches concurrently) and are fused by reciprocal rank fusion;
 2. depth by budget: the fused candidates go on in widening steps (``wide``, then doubling)
    until the survivors of steps 3-4 carry the budget, the next ones all fall below the floor,
    the fused list runs out, or ``max_wide`` is reached (``_deepen``; the trace says which);
@@ -162,6 +162,7 @@ def run_query(
         depth,
         expansion,
         walk.expanded_from,
+        {text for (_, text), run in zip(queries, searched([t for _, t in queries])) if not run},
     )
     assembly = assemble(selection(ranked), budget=config.budget, window=config.window, max_fraction=config.max_fraction)
     return build_package(run, assembly)
@@ -479,31 +480,67 @@ def _queries(query: str, plan: QueryPlan | None, config: FunnelConfig) -> list[t
 def _retrieve(
     queries: list[tuple[str, str]], retriever: Retriever, embedder: Embedder, config: FunnelConfig
 ) -> tuple[list[Candidate], np.ndarray]:
-    """Both lanes of every query, fused; also returns the queries' unit vectors (the original first).
+    """Both lanes of every searched query (``searched``), fused; also returns every query's unit
+    vector (the original first: the floor and the gate's signals read them all).
 
-    The index runs both lanes of every query at once (``hybrid_search``); any other retriever's
-    full-text searches start first, on the search threads, and run while this thread embeds the
-    queries and runs the vector lane. Full-text hits' cosines to the original query are filled
-    in afterwards, for the candidates that go on.
+    The index runs both lanes of the searched queries at once (``hybrid_search``); any other
+    retriever's full-text searches start first, on the search threads, and run while this thread
+    embeds the queries and runs the vector lane. Full-text hits' cosines to the original query are
+    filled in afterwards, for the candidates that go on.
     """
     words = [text for _, text in queries]
+    runs = searched(words)
+    words_run = [w for w, run in zip(words, runs) if run]
+    embedded: list[np.ndarray] = []
+
+    def embed_all(texts: list[str]) -> np.ndarray:
+        # One embedder call for every query (the gate needs the unsearched ones' vectors too).
+        embedded.append(l2_normalise(embedder.embed(words)))
+        return embedded[0][runs]
+
     if isinstance(retriever, HybridRetriever):  # the index: both lanes, one read of the hits' columns
-        vectors, nearest, found = retriever.hybrid_search(
-            words, lambda texts: l2_normalise(embedder.embed(texts)), config.k, include_archived=config.include_archived
+        _, nearest, found = retriever.hybrid_search(
+            words_run, embed_all, config.k, include_archived=config.include_archived
         )
     else:
         pool = _search_pool()
         pending = [
             pool.submit(retriever.text_search, text, config.k, include_archived=config.include_archived)
-            for text in words
+            for text in words_run
         ]
-        vectors = l2_normalise(embedder.embed(words))
-        nearest = [retriever.vector_search(v, config.k, include_archived=config.include_archived) for v in vectors]
+        nearest = [
+            retriever.vector_search(v, config.k, include_archived=config.include_archived) for v in embed_all(words_run)
+        ]
         found = [future.result() for future in pending]
+    vectors = embedded[0] if embedded else l2_normalise(embedder.embed(words))
     lists = []
-    for (kind, _), hits, text in zip(queries, nearest, found):
+    for (kind, _), hits, text in zip([q for q, run in zip(queries, runs) if run], nearest, found):
         lists += [(kind, "vector", list(hits)), (kind, "text", list(text))]
     return fuse(lists), vectors
+
+
+def searched(texts: Sequence[str]) -> list[bool]:
+    """Which queries run lanes of their own: all but one that holds an earlier searched query's
+    whole text inside more words. Such a variant is a frame around the same phrase (the offline
+    planner's "facts and sources about <concept>"): its vector sits next to the phrase's and its
+    extra words are the frame's, so its searches repeat the phrase's (on LoCoMo's tuning part
+    searching them changed evidence and answer words by under a point, and cost three of five
+    searches; README, "LoCoMo retrieval")."""
+    runs: list[bool] = []
+    done: list[list[str]] = []
+    for text in texts:
+        words = text.casefold().split()
+        framed = any(len(words) > len(w) and _holds(words, w) for w in done)
+        runs.append(not framed)
+        if not framed:
+            done.append(words)
+    return runs
+
+
+def _holds(words: list[str], part: list[str]) -> bool:
+    """Whether ``part`` occurs in ``words`` as a run of whole words."""
+    n = len(part)
+    return n > 0 and any(words[i : i + n] == part for i in range(len(words) - n + 1))
 
 
 @cache

@@ -45,7 +45,9 @@ def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
         "window": run.config.window,
         "dropped_for_budget": list(assembly.dropped),
         "truncated": sum(b.truncated for b in assembly.blocks),
-        "variants": [{"kind": kind, "text": text} for kind, text in run.queries],
+        "variants": [
+            {"kind": kind, "text": text, "searched": text not in run.unsearched} for kind, text in run.queries
+        ],
         "intent_source": run.intent_source,
         "floor": run.config.floor,
         "wide": run.config.wide,

@@ -269,3 +269,4 @@ class FunnelRun:
     depth: dict[str, Any] = field(default_factory=dict)  # how deep the walk went and why it stopped
     expansion: dict[str, Any] = field(default_factory=dict)  # what the one hop and the feedback added
     expanded_from: dict[str, str] = field(default_factory=dict)  # expansion chunk id -> its seed note id
+    unsearched: set[str] = field(default_factory=set)  # query texts that ran no lanes of their own
