@@ -291,6 +291,11 @@ def test_decomposition_runs_the_original_and_its_distinct_variants_concurrently_
     # <concept>"): they run no lanes of their own; the original and the concept run both.
     assert [v["searched"] for v in package.stats["variants"]] == [True, True, False, False, False]
     assert len(retriever.calls) == 4  # 2 searched queries x 2 lanes
+    from vault_pipeline.cli import _depth_line  # what --explain prints
+
+    assert _depth_line(package).startswith(
+        "queries: 2 of 5 searched (methodology, continuity, authority: a frame around an earlier query); depth: "
+    )
     assert package.intent == "negative space, emptiness, Japanese garden design"
     assert package.stats["intent_source"] == "plan"
     ids = [t["chunk_id"] for t in package.trace]

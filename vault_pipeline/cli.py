@@ -635,7 +635,12 @@ def _shown(value) -> str:
 def _depth_line(package) -> str:
     """How deep the funnel went, why it stopped, and what the one hop and the feedback added."""
     depth, hop = package.stats.get("depth") or {}, package.stats.get("expansion") or {}
-    line = f"depth: {depth.get('candidates', '-')} candidates in steps {depth.get('steps', [])}; {depth.get('stopped', '')}"
+    variants = package.stats.get("variants") or []
+    framed = [v["kind"] for v in variants if v.get("searched") is False]
+    line = f"queries: {len(variants) - len(framed)} of {len(variants)} searched"
+    if framed:
+        line += f" ({', '.join(framed)}: a frame around an earlier query)"
+    line += f"; depth: {depth.get('candidates', '-')} candidates in steps {depth.get('steps', [])}; {depth.get('stopped', '')}"
     if hop.get("feedback_terms"):
         line += f"; feedback terms: {', '.join(hop['feedback_terms'])}"
     if hop:
