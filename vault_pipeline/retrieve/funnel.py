@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import is_dataclass, replace
 from datetime import datetime
@@ -129,7 +130,8 @@ def run_query(
     plan, plan_error = _plan(query, user_intent, llm_plan, config)
     the_intent, source = _intent(query, user_intent, plan)
     queries = _queries(query, plan, config)
-    fused, vectors = _retrieve(queries, retriever, embedder, config)
+    unsearched = {text for (_, text), run in zip(queries, searched([t for _, t in queries])) if not run}
+    fused, vectors = _retrieve(queries, retriever, embedder, config, unsearched)
     walk = _Walk(vectors[0], embedder, llm_gate, the_intent, query, config)
     walk.queries = list(queries)
     walk.query_vectors = {text: vec for (_, text), vec in zip(queries, vectors)}
@@ -162,7 +164,7 @@ def run_query(
         depth,
         expansion,
         walk.expanded_from,
-        {text for (_, text), run in zip(queries, searched([t for _, t in queries])) if not run},
+        unsearched,
     )
     assembly = assemble(selection(ranked), budget=config.budget, window=config.window, max_fraction=config.max_fraction)
     return build_package(run, assembly)
@@ -478,10 +480,14 @@ def _queries(query: str, plan: QueryPlan | None, config: FunnelConfig) -> list[t
 
 
 def _retrieve(
-    queries: list[tuple[str, str]], retriever: Retriever, embedder: Embedder, config: FunnelConfig
+    queries: list[tuple[str, str]],
+    retriever: Retriever,
+    embedder: Embedder,
+    config: FunnelConfig,
+    unsearched: AbstractSet[str] = frozenset(),
 ) -> tuple[list[Candidate], np.ndarray]:
-    """Both lanes of every searched query (``searched``), fused; also returns every query's unit
-    vector (the original first: the floor and the gate's signals read them all).
+    """Both lanes of every query but the ``unsearched`` ones (``searched``), fused; also returns
+    every query's unit vector (the original first: the floor and the gate's signals read them all).
 
     The index runs both lanes of the searched queries at once (``hybrid_search``); any other
     retriever's full-text searches start first, on the search threads, and run while this thread
@@ -489,11 +495,11 @@ def _retrieve(
     filled in afterwards, for the candidates that go on.
     """
     words = [text for _, text in queries]
-    runs = searched(words)
+    runs = [text not in unsearched for text in words]
     words_run = [w for w, run in zip(words, runs) if run]
     embedded: list[np.ndarray] = []
 
-    def embed_all(texts: list[str]) -> np.ndarray:
+    def embed_all(_: list[str]) -> np.ndarray:
         # One embedder call for every query (the gate needs the unsearched ones' vectors too).
         embedded.append(l2_normalise(embedder.embed(words)))
         return embedded[0][runs]
