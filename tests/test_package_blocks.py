@@ -9,9 +9,9 @@ from vault_pipeline.ingest.extract import extract_conversation
 from vault_pipeline.ingest.notes import atomic_note, session_note
 from vault_pipeline.ingest.parse.read import read_export
 from vault_pipeline.models.offline import OfflineBackend
-from vault_pipeline.retrieve.blocks import atomic_text, parse_atomic, structural_text
-from vault_pipeline.retrieve.package import ContextPackage, Selected, assemble
-from vault_pipeline.retrieve.rank import block_content
+from vault_pipeline.retrieve.blocks import atomic_text, parse_atomic, structural_text, transcript_parts
+from vault_pipeline.retrieve.package import ContextPackage, Part, Selected, assemble, pick_parts
+from vault_pipeline.retrieve.rank import block_content, transcript_content
 from vault_pipeline.text import estimate_tokens
 
 # A made-up two-person chat in LoCoMo's shape (LoCoMo's own text is never committed).
@@ -108,6 +108,75 @@ def test_a_transcript_chunk_cites_only_the_turns_it_holds(tmp_path):
     assert "^m-" not in text and "**" not in text and "##" not in text
     summary_text, summary_held = structural_text("A summary of the talk.", "", "", ["D1:1"])
     assert summary_held == () and summary_text == "A summary of the talk."
+
+
+def _transcript_row(tmp_path):
+    conv, session, _ = _notes(tmp_path)
+    heading = f"{conv.title} > Transcript"
+    transcript = session.body[session.body.index("## Transcript") :]
+    return fake_row(
+        note_id="s-1",
+        chunk_id="s-1:2",
+        path=session.relpath,
+        type="session",
+        heading=heading,
+        text=f"{heading}\n\n{transcript}",
+        tier="chat",
+        created="2023-05-08T13:56:00+00:00",
+        source_conversation="conv-x:session_1",
+        source_messages=[i for _, i, _ in TURNS],
+    )
+
+
+def test_a_transcript_keeps_its_turns_apart_as_parts(tmp_path):
+    row = _transcript_row(tmp_path)
+    text, held = block_content(row)[:2]
+    # One blank line between turns (the block id at a turn's end used to swallow it), one part per turn.
+    assert text.count("\n\n") == len(TURNS) - 1 and held == tuple(i for _, i, _ in TURNS)
+    parts = transcript_parts(row.text, row.heading, held, "When did Ben adopt the rescue dog Pepper?")
+    assert [p.messages for p in parts] == [(i,) for _, i, _ in TURNS]
+    assert [p.text.split(":")[0] for p in parts] == [who for who, _, _ in TURNS]
+    assert max(parts, key=lambda p: p.share).messages == ("D1:6",)
+    assert all(p.share == 0.0 for p in transcript_parts(row.text, row.heading, held))
+    # Paragraphs before a turn's block id belong to that turn; a summary is cut by paragraph.
+    two = "**Ada:** First paragraph.\n\nSecond paragraph. ^m-D1-1-x\n\n**Ben:** Reply. ^m-D1-2-y"
+    assert [p.text for p in transcript_parts(two, "", [])] == [
+        "Ada: First paragraph.\n\nSecond paragraph.",
+        "Ben: Reply.",
+    ]
+    assert [p.text for p in transcript_parts("One.\n\nTwo.", "", [])] == ["One.", "Two."]
+
+
+def test_a_cut_keeps_the_run_of_turns_around_the_best_match_and_cites_only_it():
+    parts = [Part(f"turn {i} " + "w" * 36, (f"D1:{i}",), share) for i, share in enumerate((0.0, 0.1, 0.9, 0.3, 0.0))]
+    alone, cited = pick_parts("[S]", parts, 0)  # no room: the best turn alone, over the room
+    assert alone == f"[S] {parts[2].text}" and cited == ("D1:2",)
+    two, cited = pick_parts("[S]", parts, 25)  # room for two turns: the neighbour carrying more of the query
+    assert two == f"[S] {parts[2].text}\n\n{parts[3].text}" and cited == ("D1:2", "D1:3")
+    tie = [Part(p.text, p.messages, 0.0) for p in parts]
+    assert pick_parts("", tie, 25)[1] == ("D1:0", "D1:1")  # no match: the head, by whole turns
+    everything, cited = pick_parts("[S]", parts, 1000)
+    assert cited == tuple(p.messages[0] for p in parts) and everything.count("\n\n") == len(parts) - 1
+
+
+def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
+    row = _transcript_row(tmp_path)
+    text, messages, _ = block_content(row)
+    lead, parts = transcript_content(row, "When did Ben adopt the rescue dog Pepper?")
+    item = Selected(row.chunk_id, row.note_id, row.path, "chat", "session", 0.5, 1, text, row.heading,
+                    row.source_conversation, messages, (), lead, parts)  # fmt: skip
+    room = estimate_tokens(text) - 20
+    (block,) = assemble([item], budget=room, window=8000, max_fraction=0.78).blocks
+    assert block.truncated and block.tokens <= room
+    source = block.to_dict()["source"]
+    assert "D1:6" in source["messages"] and len(source["messages"]) < len(TURNS)
+    assert block.text.startswith(lead) and "Pepper" in block.text
+    # Each kept turn is whole, and cited; a turn left out is not.
+    for _, turn_id, said in TURNS:
+        assert (said in block.text) == (turn_id in source["messages"])
+    # The full block, when it fits, cites every turn as before.
+    (whole,) = assemble([item], budget=estimate_tokens(text), window=8000, max_fraction=0.78).blocks
+    assert not whole.truncated and whole.to_dict()["source"]["messages"] == list(messages)
 
 
 def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):

@@ -8,8 +8,10 @@ limit and the categories live in ``ingest.extract``, the extraction schema.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any, NamedTuple
 
@@ -322,6 +324,30 @@ def stem(word: str) -> str:
             word = word[: len(word) - len(suffix)] + repl
             break
     return word[:-1] if word.endswith("e") and len(word) >= 3 else word
+
+
+def stem_runs(text: str) -> list[list[str]]:
+    """Runs of adjacent content stems (stopwords and question words break a run)."""
+    runs: list[list[str]] = [[]]
+    for word in tokens(text):
+        if word in STOPWORDS or word in QUERY_STOPWORDS:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append(stem(word))
+    return [r for r in runs if r]
+
+
+def idf_overlap(terms: Sequence[str], docs: Sequence[set[str]]) -> list[float]:
+    """Share of the terms' IDF mass (BM25's IDF over ``docs``) each document carries."""
+    unique = list(dict.fromkeys(terms))
+    n = len(docs)
+    idf = {}
+    for t in unique:
+        df = sum(t in d for d in docs)
+        idf[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    total = sum(idf.values())
+    return [sum(idf[t] for t in unique if t in d) / total if total else 0.0 for d in docs]
 
 
 def content_stems(text: str) -> frozenset[str]:

@@ -12,6 +12,8 @@ qualifier stays. The links move to the block's JSON ``source`` and the Markdown 
 
 A session or transcript chunk loses its heading lines and Obsidian block ids and keeps its
 turns; it cites the turns it actually holds (found by their block ids), never the whole session.
+When the budget binds it is cut by whole turns, those that carry most of the query first
+(``transcript_parts``, ``package.pick_parts``), and cites only the turns it kept.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 
 from vault_pipeline.ingest.context import long_date
 from vault_pipeline.ingest.notes import block_id
+from vault_pipeline.retrieve.package import Part
+from vault_pipeline.text import idf_overlap, stem_runs
 
 _CONTEXT = "context:"
 _SOURCE = "source:"
@@ -36,6 +40,7 @@ _LINK = re.compile(r"\[\[([^\]|]+)(?:\|[^\]]*)?\]\]")
 _BLOCK_ID = re.compile(r"\s*\^(m-[A-Za-z0-9-]+)\s*$", re.MULTILINE)
 _HEADING_LINE = re.compile(r"^#{1,6} .*$\n?", re.MULTILINE)
 _BOLD_SPEAKER = re.compile(r"^\*\*([^*\n]{1,80}):\*\*", re.MULTILINE)
+_PARAGRAPHS = re.compile(r"\n[ \t]*\n\s*")
 
 
 @dataclass(frozen=True)
@@ -131,18 +136,47 @@ def structural_text(text: str, heading: str, created: str, messages: Sequence[st
 
     The messages are those of ``messages`` (the session's) whose Obsidian block ids the chunk
     holds; a chunk with no block ids (a summary) cites none: it stands for no particular turn.
+    Turns stay apart by a blank line, so a cut keeps whole turns (``transcript_parts``).
+    """
+    parts = transcript_parts(text, heading, messages)
+    body = "\n\n".join(part.text for part in parts)
+    held = {m for part in parts for m in part.messages}
+    lead = structural_lead(heading, created)
+    return (f"{lead} {body}" if lead else body), tuple(m for m in messages if m in held)
+
+
+def structural_lead(heading: str, created: str) -> str:
+    """``[Caroline and Melanie, session 7, 12 July 2023]``: a transcript chunk's conversation and day."""
+    return header(created, heading.rsplit(" > ", 1)[0] if heading else "")
+
+
+def transcript_parts(text: str, heading: str, messages: Sequence[str], query: str = "") -> tuple[Part, ...]:
+    """A session/transcript chunk's turns as cuttable parts, each citing the turns it holds.
+
+    A turn ends at the paragraph carrying its block id (the paragraphs before it belong to the
+    same message); a chunk without block ids (a summary) is cut by paragraph. With ``query``,
+    each part's ``share`` is the part of the query's IDF-weighted content stems it carries, IDF
+    taken over the chunk's own parts, so a word every turn shares weighs little.
     """
     body = text.strip()
     if heading and body.startswith(heading):  # chunk.py's heading-path line
         body = body[len(heading) :]
-    found = set(_BLOCK_ID.findall(body))
-    held = tuple(m for m in messages if block_id(m) in found)
-    body = _BLOCK_ID.sub("", _HEADING_LINE.sub("", body))
-    body = _BOLD_SPEAKER.sub(r"\1:", body)
-    body = re.sub(r"\n\s*\n+", "\n\n", body).strip()  # paragraphs stay apart: a cut keeps whole turns
-    title = heading.rsplit(" > ", 1)[0] if heading else ""
-    lead = header(created, title)
-    return (f"{lead} {body}" if lead else body), held
+    pieces: list[tuple[str, tuple[str, ...]]] = []
+    waiting: list[str] = []
+    for paragraph in _PARAGRAPHS.split(_HEADING_LINE.sub("", body)):
+        ids = set(_BLOCK_ID.findall(paragraph))
+        clean = _BOLD_SPEAKER.sub(r"\1:", _BLOCK_ID.sub("", paragraph)).strip()
+        if clean:
+            waiting.append(clean)
+        if ids and waiting:
+            pieces.append(("\n\n".join(waiting), tuple(m for m in messages if block_id(m) in ids)))
+            waiting = []
+    pieces += [(p, ()) for p in waiting]
+    shares = [0.0] * len(pieces)
+    terms = [t for run in stem_runs(query) for t in run]
+    if terms and pieces:
+        shares = idf_overlap(terms, [{t for run in stem_runs(p) for t in run} for p, _ in pieces])
+    return tuple(Part(p, held, share) for (p, held), share in zip(pieces, shares))
 
 
 def cited_messages(raw: Any) -> list[str]:

@@ -45,7 +45,7 @@ from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.blocks import cited_messages
 from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts, turn_rows
 from vault_pipeline.retrieve.gate import GateOutcome, Keep, Skipped, gate_rows, survives
-from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level
+from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level, pick_parts
 from vault_pipeline.retrieve.rank import (
     block_content,
     covered,
@@ -54,6 +54,7 @@ from vault_pipeline.retrieve.rank import (
     rank,
     reference_time,
     selection,
+    transcript_content,
 )
 from vault_pipeline.retrieve.trace import build_package
 from vault_pipeline.retrieve.types import (
@@ -166,7 +167,9 @@ def run_query(
         walk.expanded_from,
         unsearched,
     )
-    assembly = assemble(selection(ranked), budget=config.budget, window=config.window, max_fraction=config.max_fraction)
+    assembly = assemble(
+        selection(ranked, query), budget=config.budget, window=config.window, max_fraction=config.max_fraction
+    )
     return build_package(run, assembly)
 
 
@@ -240,7 +243,9 @@ class _Walk:
         found = self._blocks.get(c.row.chunk_id)
         if found is None:
             text = block_content(c.row)[0]
-            text = first_level(text) if c.row.type in STRUCTURAL_TYPES else text
+            if c.row.type in STRUCTURAL_TYPES:
+                lead, parts = transcript_content(c.row, self.query)
+                text = pick_parts(lead, parts, 0)[0] if parts else first_level(text)
             found = self._blocks[c.row.chunk_id] = (duplicate_key(c.row), text)
         return found
 

@@ -6,7 +6,10 @@ gets a level:
 * core: the top-ranked chunk of each note that is atomic or an engram (a kept
   note). Cut only after everything else has been cut.
 * structural: chunks of session, thread, resource and topic notes. Cut to their
-  first level (heading plus first paragraph) before any core text is cut.
+  first level (heading plus first paragraph) before any core text is cut. A transcript
+  chunk that carries its turns as ``parts`` is cut by whole turns instead: the run of turns
+  around the one carrying most of the query, as long as the room allows (at least that one),
+  and it then cites only the turns it kept (``pick_parts``).
 * peripheral: the lowest-provenance remainder (web tier, further chunks of an
   engram, unknown types). Cut first.
 
@@ -86,6 +89,43 @@ def first_level(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One turn (or paragraph) of a transcript chunk: what a cut keeps whole or leaves out."""
+
+    text: str
+    messages: tuple[str, ...] = ()  # the turns it holds
+    share: float = 0.0  # how much of the query it carries (0-1); the higher, the later it is cut
+
+
+def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[str, ...]]:
+    """(text, cited messages) of the run of whole parts that fits ``room`` tokens around the part
+    with the highest ``share`` (ties: the earlier), which is kept even alone over ``room``.
+
+    The run grows one neighbour at a time, the one carrying more of the query first (ties: the
+    following turn, where a reply stands), so a cut keeps the thread around what matched."""
+    if not parts:
+        return lead, ()
+    best = min(range(len(parts)), key=lambda i: (-parts[i].share, i))
+    lo = hi = best
+    size = (_utf8(lead) + 1 if lead else 0) + _utf8(parts[best].text)
+    while True:
+        sides = [i for i in (hi + 1, lo - 1) if 0 <= i < len(parts)]
+        sides.sort(key=lambda i: -parts[i].share)  # stable: the following turn first on a tie
+        fits = [i for i in sides if math.ceil((size + _utf8(parts[i].text) + 2) / 4) <= room]
+        if not fits:
+            break
+        i = fits[0]
+        lo, hi, size = min(lo, i), max(hi, i), size + _utf8(parts[i].text) + 2
+    body = "\n\n".join(part.text for part in parts[lo : hi + 1])
+    cited = tuple(dict.fromkeys(m for part in parts[lo : hi + 1] for m in part.messages))
+    return (f"{lead} {body}" if lead else body), cited
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True)
 class Selected:
     """A ranked, gate-kept, deduplicated chunk on its way into the package."""
 
@@ -101,6 +141,8 @@ class Selected:
     conversation: str = ""
     messages: tuple[str, ...] = ()
     links: tuple[str, ...] = ()  # the note's own source links (``[[session#^block]]``)
+    lead: str = ""  # a transcript chunk's lead (``[conversation, day]``) before its ``parts``
+    parts: tuple[Part, ...] = ()  # a transcript chunk's turns: ``text`` is the lead and all of them
 
     @property
     def stem(self) -> str:
@@ -116,6 +158,7 @@ class Block:
     level: Level
     text: str
     truncated: bool
+    messages: tuple[str, ...] | None = None  # what a cut transcript chunk still cites; None: the item's
 
     @property
     def tokens(self) -> int:
@@ -140,7 +183,7 @@ class Block:
             "truncated": self.truncated,
             "source": {
                 "conversation": item.conversation,
-                "messages": list(item.messages),
+                "messages": list(item.messages if self.messages is None else self.messages),
                 "path": item.path,
                 "links": list(item.links),
             },
@@ -176,6 +219,7 @@ class _Work:
     text: str
     truncated: bool = False
     dropped: bool = False
+    messages: tuple[str, ...] | None = None  # narrowed by a cut by parts
     tokens: int = -1  # what this block costs now (0 once dropped); kept in step with ``text``
 
     def __post_init__(self) -> None:
@@ -184,6 +228,13 @@ class _Work:
     def set_text(self, text: str) -> None:
         """Replace the text (a cut) and its cost."""
         self.text, self.truncated, self.tokens = text, True, estimate_tokens(text)
+
+    def cut_parts(self, room: int) -> None:
+        """Cut a transcript chunk to the whole turns that fit ``room`` (at least one; see ``pick_parts``)."""
+        text, cited = pick_parts(self.item.lead, self.item.parts, room)
+        if text != self.text:
+            self.set_text(text)
+            self.messages = cited
 
     def drop(self) -> None:
         """Leave the block out (it is listed in ``dropped_for_budget``)."""
@@ -231,7 +282,7 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
     # The backstop fires only when the cap, not the configured budget, is what binds.
     cap_fired = total > cap and cap < budget
     _cut_to(work, limit)
-    blocks = tuple(Block(w.item, w.level, w.text, w.truncated) for w in work if not w.dropped)
+    blocks = tuple(Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped)
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
         {
@@ -257,8 +308,12 @@ def _cut_to(work: list[_Work], limit: int) -> None:
     for w in by_level["peripheral"]:
         _fit(w, work, limit)
     for w in by_level["structural"]:
-        if _total(work) <= limit:
+        excess = _total(work) - limit
+        if excess <= 0:
             return
+        if w.item.parts:
+            w.cut_parts(w.tokens - excess)
+            continue
         short = first_level(w.text)
         if short != w.text.strip():
             w.set_text(short)
@@ -276,6 +331,10 @@ def _fit(w: _Work, work: list[_Work], limit: int) -> None:
     if excess <= 0 or w.dropped:
         return
     room = w.tokens - excess
+    if w.item.parts and room > 0:
+        w.cut_parts(room)
+        if w.tokens <= room:
+            return
     text = cut_text(w.text, room) if room > 0 else ""
     if not text.strip():
         w.drop()

@@ -13,8 +13,16 @@ from pathlib import PurePosixPath
 
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.retrieve.blocks import atomic_text, cited_messages, header, parse_atomic, structural_text
-from vault_pipeline.retrieve.package import Selected
+from vault_pipeline.retrieve.blocks import (
+    atomic_text,
+    cited_messages,
+    header,
+    parse_atomic,
+    structural_lead,
+    structural_text,
+    transcript_parts,
+)
+from vault_pipeline.retrieve.package import Part, Selected
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Scored
 from vault_pipeline.text import exact_key
 from vault_pipeline.vault.note import TIER_WEIGHTS
@@ -122,12 +130,14 @@ def covered(ranked: list[Scored], collapsed: dict[str, str]) -> tuple[list[Score
 # --------------------------------------------------------------------------- to the package
 
 
-def selection(ranked: Sequence[Scored]) -> list[Selected]:
-    """The ranked, deduplicated survivors as package items (rank 1 first), each block self-contained."""
+def selection(ranked: Sequence[Scored], query: str = "") -> list[Selected]:
+    """The ranked, deduplicated survivors as package items (rank 1 first), each block self-contained;
+    a transcript chunk carries its turns as parts, weighed against ``query`` for a cut."""
     out = []
     for position, s in enumerate(ranked, 1):
         row = s.candidate.row
         text, messages, links = block_content(row)
+        lead, parts = transcript_content(row, query)
         out.append(
             Selected(
                 row.chunk_id,
@@ -142,9 +152,22 @@ def selection(ranked: Sequence[Scored]) -> list[Selected]:
                 row.source_conversation or "",
                 messages,
                 links,
+                lead,
+                parts,
             )
         )
     return out
+
+
+def transcript_content(row: Hit, query: str = "") -> tuple[str, tuple[Part, ...]]:
+    """(lead, turns as parts) of a session or thread chunk, as ``block_content`` renders it;
+    ("", ()) for any other row."""
+    if row.type not in TRANSCRIPT_TYPES or not row.source_conversation:
+        return "", ()
+    messages = cited_messages(row.source_messages)
+    return structural_lead(row.heading or "", row.created), transcript_parts(
+        row.text, row.heading or "", messages, query
+    )
 
 
 def block_content(row: Hit) -> tuple[str, tuple[str, ...], tuple[str, ...]]:

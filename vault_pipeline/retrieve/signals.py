@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -23,7 +22,7 @@ import numpy as np
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.offline.relevance import FEATURES, RelevanceModel
-from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, stem, tokens
+from vault_pipeline.text import idf_overlap, stem_runs
 from vault_pipeline.vault.files import STATE_DIR
 from vault_pipeline.vault.state import atomic_write
 
@@ -61,10 +60,10 @@ def gate_signals(
     cos = cand.astype(np.float64) @ queries.astype(np.float64).T  # (candidates, queries)
     cos_query, cos_intent = cos[:, 0], cos[:, 1]
     agreement = np.delete(cos, 1, axis=1).mean(axis=1)  # the prompt and its variants, not the intent
-    prompt_runs = _stem_runs(query) + _stem_runs(intent)
+    prompt_runs = stem_runs(query) + stem_runs(intent)
     # Each candidate's text is tokenised and stemmed once: its stems weigh the overlap, its pairs the phrases.
-    runs = [_stem_runs(" ".join((title_of(path), heading, text))) for _, path, heading, text in rows]
-    overlap = _idf_overlap([t for run in prompt_runs for t in run], [{t for run in r for t in run} for r in runs])
+    runs = [stem_runs(" ".join((title_of(path), heading, text))) for _, path, heading, text in rows]
+    overlap = idf_overlap([t for run in prompt_runs for t in run], [{t for run in r for t in run} for r in runs])
     phrases = {pair for run in prompt_runs for pair in itertools.pairwise(run)}
     anchor = _anchor(cand.astype(np.float64), cos_query + cos_intent)
     out: dict[str, dict[str, float]] = {}
@@ -138,30 +137,6 @@ def _candidate_vectors(
     embedded = dict(zip(missing, l2_normalise(embedder.embed([rows[i][3] for i in missing])))) if missing else {}
     out = [embedded[i] if i in embedded else np.asarray(vectors[row[0]], np.float32) for i, row in enumerate(rows)]
     return l2_normalise(np.vstack(out))
-
-
-def _stem_runs(text: str) -> list[list[str]]:
-    """Runs of adjacent content stems (stopwords and question words break a run)."""
-    runs: list[list[str]] = [[]]
-    for word in tokens(text):
-        if word in STOPWORDS or word in QUERY_STOPWORDS:
-            if runs[-1]:
-                runs.append([])
-            continue
-        runs[-1].append(stem(word))
-    return [r for r in runs if r]
-
-
-def _idf_overlap(terms: Sequence[str], docs: Sequence[set[str]]) -> list[float]:
-    """Share of the prompt's IDF mass (BM25's IDF over the pool) each document carries."""
-    unique = list(dict.fromkeys(terms))
-    n = len(docs)
-    idf = {}
-    for t in unique:
-        df = sum(t in d for d in docs)
-        idf[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    total = sum(idf.values())
-    return [sum(idf[t] for t in unique if t in d) / total if total else 0.0 for d in docs]
 
 
 def _anchor(vectors: np.ndarray, strength: np.ndarray) -> np.ndarray:
