@@ -14,7 +14,9 @@ all at the same token budget (`--budget`, default 1500, counted with `text.estim
     reciprocal-rank fusion (k=60) of MiniLM cosine (all turns embedded once per sample,
     L2-normalised) and BM25 Okapi (k1=1.2, b=0.75, tokens: lowercase `\w+` split, no stopwords),
     then filled greedily (a turn that does not fit is skipped, later ones may still fit);
-  - raw turns, MiniLM only and BM25 only: the same with one ranking.
+  - raw turns, MiniLM only and BM25 only: the same with one ranking;
+  - a bound beside them, not a method: each question's gold evidence turns alone, in the raw-turn
+    form. Its answer words say how often the evidence itself holds half of the answer's words.
 
 For every method and every part of the data it prints:
   - evidence hit: share of questions with at least one gold evidence turn in the package, and
@@ -384,6 +386,23 @@ def raw_turn_baselines(
     return {name: [r if r is not None else missing for r in rows] for name, rows in results.items()}
 
 
+def gold_turns_alone(turns_by_sample: dict[str, list[dict]], qs: list[dict], turn_words: dict) -> list[dict]:
+    """Not a method: each question's gold evidence turns, `[session date] Speaker: text`, and nothing else.
+
+    Its answer words are what the evidence itself carries in the answer's own words: a package
+    can pass them only with text beyond the gold turns (a resolved date, a neighbouring turn)."""
+    text = {(sample, t["id"]): t["text"] for sample, turns in turns_by_sample.items() for t in turns}
+    results = []
+    for q in qs:
+        blocks = [
+            {"text": text[(q["sample"], g)], "type": "turn", "source": {"conversation": q["sample"], "messages": [g]}}
+            for g in q["gold"]
+            if (q["sample"], g) in text
+        ]
+        results.append(score(blocks, sum(estimate_tokens(b["text"]) for b in blocks), q, turn_words))
+    return results
+
+
 def summarise(name: str, results: list[dict], qs: list[dict], samples: tuple[str, ...] | None) -> None:
     """One method's row over the questions of ``samples`` (all when None), with a per-category line."""
     pairs = [(r, q) for r, q in zip(results, qs) if samples is None or q["sample"] in samples]
@@ -450,6 +469,7 @@ def main() -> None:
     started = time.perf_counter()
     methods.update(raw_turn_baselines(turns_by_sample, qs, args.embedder, args.budget, turn_words))
     print(f"raw-turn baselines: {time.perf_counter() - started:.1f}s")
+    methods["gold evidence turns alone (a bound, not a method)"] = gold_turns_alone(turns_by_sample, qs, turn_words)
     parts = [REPORTED_SAMPLES, None] if args.dev_split else [None]
     if args.dev_split:
         print(f"dev split: tuning {', '.join(TUNE_SAMPLES)}; reported {', '.join(REPORTED_SAMPLES)}")
