@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from ipaddress import ip_address
@@ -38,6 +39,26 @@ def _import_litellm():
     litellm.suppress_debug_info = True  # the banners are print()s, not log records
     quiet_library_logs()
     return litellm
+
+
+_BRACE = re.compile(r"[{}]")
+_AS_JINJA = {"{": '{{ "{" }}', "}": '{{ "}" }}'}
+
+
+def _literal(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages whose text survives instructor's templating unchanged.
+
+    Given a ``context`` (our validation context), instructor renders every message as a Jinja
+    template. Our prompts are rendered already and carry the user's text, which may hold
+    ``{{ ... }}`` or ``{% translate %}`` (a Django template in a chat): each brace becomes a Jinja
+    expression that prints that brace, so the model reads the text exactly as written.
+    """
+    return [
+        {**m, "content": _BRACE.sub(lambda b: _AS_JINJA[b[0]], m["content"])}
+        if isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
 
 
 def quiet_library_logs() -> None:
@@ -134,7 +155,7 @@ class LiteLLMBackend:
         try:
             result, raw = self._client.chat.completions.create_with_completion(
                 model=self.model,
-                messages=prompt.render(variables),
+                messages=_literal(prompt.render(variables)) if context else prompt.render(variables),
                 response_model=response_model,
                 max_retries=self.max_reasks,
                 context=dict(context or {}),
