@@ -42,11 +42,13 @@ from vault_pipeline.ingest.quality import (  # noqa: E402
     dump_gate,
     features,
     fit,
+    hard_problems,
     lexical,
     meaning_vectors,
     sentence_problems,
     unfaithful,
 )
+from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of  # noqa: E402
 
 LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
 # Notes of the extractor after the fidelity work, labelled the same way; never fitted on.
@@ -98,6 +100,37 @@ def scores(rows: Sequence[Mapping[str, Any]], model: GateModel = GATE) -> dict[s
         "passed": len(passed),
         "precision": round(hits / len(passed), 3) if passed else None,
         "recall": round(hits / goods, 3) if goods else None,
+    }
+
+
+def model_scores(rows: Sequence[Mapping[str, Any]], llm: Any) -> dict[str, Any]:
+    """A quality model's judgement (``[models] quality``) on labelled notes, hard rules included,
+    scored like the fitted gate; a note the model could not judge counts as not passed."""
+    items = [
+        QualityItem(f"n{i:03d}", str(r["text"]), str(r.get("category") or "fact"), r.get("source_excerpt"))
+        for i, r in enumerate(rows, 1)
+    ]
+    started = time.perf_counter()
+    verdicts, errors = judge_notes(items, llm)
+    seconds = time.perf_counter() - started
+    passed = []
+    for item, r in zip(items, rows):
+        verdict = verdicts.get(item.key)
+        source = r.get("source_excerpt")
+        if verdict is None or problems_of(verdict) or hard_problems(item.sentence, item.category):
+            continue
+        if not (source and unfaithful(item.sentence, str(source))):
+            passed.append(r)
+    hits, goods = sum(good(r) for r in passed), sum(good(r) for r in rows)
+    return {
+        "notes": len(rows),
+        "good": goods,
+        "passed": len(passed),
+        "precision": round(hits / len(passed), 3) if passed else None,
+        "recall": round(hits / goods, 3) if goods else None,
+        "judged": len(verdicts),
+        "errors": errors,
+        "seconds": round(seconds, 1),
     }
 
 
@@ -347,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-meaning", action="store_true", help="with --fit: no meaning (MiniLM vector) weights")
     parser.add_argument("--write", action="store_true", help="with --fit: write the fitted gate to the package")
     parser.add_argument("--no-ingest", action="store_true", help="skip the fresh ingest of the export")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="also judge the held-out labels with this quality model (a LiteLLM model string, as [models] quality)",
+    )
     args = parser.parse_args(argv)
     # Both real-export label files train and test: the same hash split cuts each of them.
     sets = {args.labels.name: load(args.labels)}
@@ -385,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     test = [r for rows in sets.values() for r in rows if held_out(r)]
     print(f"all real-export labels, held out: {scores(test, model)}")
+    if args.model:
+        from vault_pipeline.models.build import build_llm
+
+        llm = build_llm(args.model, api_base=os.environ.get("VAULT_API_BASE") or None)
+        print(f"quality model {args.model} on the same held-out labels: {model_scores(test, llm)}")
     locomo = locomo_rows(LOCOMO_LABELS, args.locomo)
     if locomo is None:
         print("LoCoMo labels: skipped (labels or ../shared/data/locomo absent)")

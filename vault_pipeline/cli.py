@@ -407,8 +407,11 @@ def keep(
     \b
     Example:  vault keep --all-passing --dry-run"""
     from vault_pipeline.ingest.keep import keep as run_keep
+    from vault_pipeline.models.protocol import OFFLINE_MODEL
 
-    vault, _, _ = _open(vault_path)
+    vault, settings, log = _open(vault_path)
+    # The offline judge is the fitted gate itself; a model string puts a model in its place.
+    judge = None if settings.quality_model == OFFLINE_MODEL else _llm(settings, settings.quality_model, log)
     with _progress() as progress:
         task = progress.add_task("keep", total=None)
         report = run_keep(
@@ -419,6 +422,7 @@ def keep(
             dry_run=dry_run,
             wait=wait,
             progress=_callback(progress, task),
+            llm=judge,
         )
     problems = _keep_problems(report, all_passing)
     _print_keep(report, json_out, dry_run, _exit_for(problems))
@@ -442,6 +446,7 @@ def _print_keep(report, json_out: bool, dry_run: bool, code: int = EXIT_OK) -> N
                 "kept": report.kept,
                 "refused": [{"path": p, "reasons": r} for p, r in report.refused],
                 "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+                "judge": {"by": report.judge, "model_judged": report.model_judged, "errors": report.model_errors},
                 "dry_run": dry_run,
                 "exit_code": code,
             }
@@ -454,6 +459,8 @@ def _print_keep(report, json_out: bool, dry_run: bool, code: int = EXIT_OK) -> N
         err.print(f"... and {len(report.refused) - KEEP_SHOWN} more not kept (--json lists all); reasons:")
         for reason, count in tally.most_common():
             err.print(f"  {count:>6}  {reason}", markup=False)
+    for error in report.model_errors:
+        err.print(f"quality model: {error}; the fitted gate judged these notes", markup=False)
     verb = "would keep" if dry_run else "kept"
     out.print(f"{verb} {len(report.kept)} note(s) into engrams/; refused {len(report.refused)}")
 

@@ -27,11 +27,12 @@ DEFAULT_TOML = """\
 # Model strings are LiteLLM's: "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest",
 # "ollama/llama3.1", or "openai/<name>" with api_base for a llama.cpp / vLLM server.
 # "offline" is the deterministic built-in baseline: no key, no network, modest quality.
-# Environment overrides: VAULT_EXTRACT_MODEL, VAULT_GATE_MODEL, VAULT_EMBED_MODEL, VAULT_API_BASE,
-# VAULT_FLOOR.
+# Environment overrides: VAULT_EXTRACT_MODEL, VAULT_GATE_MODEL, VAULT_QUALITY_MODEL,
+# VAULT_EMBED_MODEL, VAULT_API_BASE, VAULT_FLOOR.
 [models]
 extract = "offline"   # extraction, summaries, thread maps, query decomposition, sweep judgements
 gate = "offline"      # the small fast fit-gate model
+quality = "offline"   # the Note Quality Gate's judge in `vault keep` (offline: the fitted gate)
 embed = "minilm"      # offline all-MiniLM-L6-v2 (int8 ONNX), or a LiteLLM embedding model string
 api_base = ""
 # api_key_env = "OPENAI_API_KEY"  # the environment variable holding the key (a key is never
@@ -58,6 +59,7 @@ payloads = true       # include prompt variables and outputs in the call log
 _ENV = {
     "VAULT_EXTRACT_MODEL": ("models", "extract"),
     "VAULT_GATE_MODEL": ("models", "gate"),
+    "VAULT_QUALITY_MODEL": ("models", "quality"),
     "VAULT_EMBED_MODEL": ("models", "embed"),
     "VAULT_API_BASE": ("models", "api_base"),
     "VAULT_FLOOR": ("retrieval", "floor"),
@@ -77,6 +79,7 @@ class Settings:
 
     extract_model: str = "offline"
     gate_model: str = "offline"
+    quality_model: str = "offline"
     embed_model: str = "minilm"
     api_base: str | None = None
     api_key_env: str | None = None  # the name of the environment variable holding the key
@@ -103,6 +106,7 @@ class Settings:
 _TABLE_KEYS = {
     ("models", "extract"): "extract_model",
     ("models", "gate"): "gate_model",
+    ("models", "quality"): "quality_model",
     ("models", "embed"): "embed_model",
     ("models", "api_base"): "api_base",
     ("models", "api_key_env"): "api_key_env",
@@ -131,6 +135,7 @@ def _schema() -> Any:
         model_config = strict
         extract: str = Field(default=d.extract_model, min_length=1, description="a model string")
         gate: str = Field(default=d.gate_model, min_length=1, description="a model string")
+        quality: str = Field(default=d.quality_model, min_length=1, description="a model string")
         embed: str = Field(default=d.embed_model, min_length=1, description="a model string")
         api_base: str = Field(default="", pattern=r"^(https?://\S+)?$", description='"" or an http(s):// URL')
         api_key_env: str | None = Field(

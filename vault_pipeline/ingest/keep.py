@@ -18,7 +18,9 @@ from typing import Any
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.ingest.quality import GATE, meaning_vectors, sentence_problems, unfaithful
+from vault_pipeline.ingest.quality import GATE, hard_problems, meaning_vectors, sentence_problems, unfaithful
+from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
+from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import link_target, normalise_text, sentence_count
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import frontmatter_span, source_messages, source_properties
@@ -41,6 +43,9 @@ class KeepReport:
     refused: list[tuple[str, list[str]]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     flagged: list[tuple[str, list[str]]] = field(default_factory=list)  # kept despite problems
+    judge: str = "fitted gate"  # who judged the notes beyond the hard rules: the fitted gate or a model
+    model_judged: int = 0  # notes the model judged (the rest, the fitted gate)
+    model_errors: list[str] = field(default_factory=list)  # batches the model could not answer
 
 
 # --------------------------------------------------------------------------- the gate
@@ -103,17 +108,22 @@ def quality_problems(
     engram_texts: set[str] | EngramIndex,
     source: str | None = None,
     vector: Sequence[float] | None = None,
+    judged: Sequence[str] | None = None,
 ) -> list[str]:
     """Why a note fails the Note Quality Gate; an empty list means it passes.
 
     ``source`` is the text of the note's source message(s) where it can be read: then every
     literal token of the sentence (identifiers, paths, numbers, code) must appear there verbatim.
-    ``vector`` is the sentence's meaning vector if the caller embedded it already.
+    ``vector`` is the sentence's meaning vector if the caller embedded it already. ``judged``
+    is a quality model's problems with the sentence (``quality_model.problems_of``): given, they
+    stand in for the fitted gate's, and the hard rules still apply.
     """
     problems: list[str] = []
     sentence = note_sentence(body)
     category = str(frontmatter.get("category") or "")
-    if sentence:
+    if sentence and judged is not None:
+        problems += hard_problems(sentence, category) + list(judged)
+    elif sentence:
         problems += sentence_problems(sentence, category, source=source, vector=vector)
         missing = unfaithful(sentence, source) if source is not None else []
         if missing:
@@ -208,13 +218,16 @@ def keep(
     today: date | None = None,
     wait: float = 0,
     progress: Progress | None = None,
+    llm: StructuredLLM | None = None,
 ) -> KeepReport:
     """Keep named (or all passing, or user-flipped) inbox notes: gate, mark kept, move to engrams/.
 
     Every note the gate evaluates gets its verdict in its ``quality`` property (a key-level
     frontmatter edit that leaves the rest of the file alone); ``dry_run`` writes nothing.
+    ``llm``: a quality model (``[models] quality``) judges the notes beyond the hard rules;
+    where it cannot answer, the fitted gate does.
     """
-    report = KeepReport()
+    report = KeepReport(judge=llm.model if llm is not None else "fitted gate")
     with vault.lock("keep", wait=wait):
         paths = vault.iter_note_paths()
         engrams = EngramIndex(_engram_sentences(vault, paths))
@@ -225,8 +238,12 @@ def keep(
         for done, relpath in enumerate(order):
             if progress:
                 progress(done, len(modes), relpath.rsplit("/", 1)[-1])
-            if GATE.meaning and done % _EMBED_BATCH == 0:  # the gate reads meaning: embed the next batch at once
-                run.embed([inbox[p] for p in order[done : done + _EMBED_BATCH]])
+            if done % _EMBED_BATCH == 0:  # judge (a model) and embed (the fitted gate) the next batch at once
+                batch = [inbox[p] for p in order[done : done + _EMBED_BATCH]]
+                if llm is not None:
+                    run.judge(batch, llm, report)
+                if GATE.meaning:
+                    run.embed([e for e in batch if e.relpath not in run.judged])
             run.keep_one(inbox[relpath], modes[relpath], report)
         if progress:
             progress(len(modes), len(modes), "")
@@ -316,12 +333,29 @@ class _Run:
     dry_run: bool
     stamp: str
     vectors: dict[str, list[float]] = field(default_factory=dict)
+    judged: dict[str, list[str]] = field(default_factory=dict)  # relpath -> a quality model's problems
 
     def embed(self, entries: Sequence[_Entry]) -> None:
         """Meaning vectors of these candidates' sentences, in one embedder call."""
         sentences = {e.relpath: note_sentence(e.body) for e in entries if not e.error}
         sentences = {p: s for p, s in sentences.items() if s}
         self.vectors = dict(zip(sentences, meaning_vectors(list(sentences.values()))))
+
+    def judge(self, entries: Sequence[_Entry], llm: StructuredLLM, report: KeepReport) -> None:
+        """A quality model's problems with these candidates' sentences (``judged``), in batched calls."""
+        items: list[QualityItem] = []
+        paths: dict[str, str] = {}  # short key -> relpath
+        for e in entries:
+            sentence = note_sentence(e.body) if not e.error else ""
+            if sentence:
+                key = f"n{len(paths) + 1:03d}"
+                paths[key] = e.relpath
+                category = str(e.frontmatter.get("category") or "")
+                items.append(QualityItem(key, sentence, category, self.sources.text(e.frontmatter)))
+        verdicts, errors = judge_notes(items, llm)  # short keys: a model echoes them reliably
+        self.judged = {paths[key]: problems_of(v) for key, v in verdicts.items()}
+        report.model_judged += len(verdicts)
+        report.model_errors += errors
 
     def keep_one(self, entry: _Entry, mode: str, report: KeepReport) -> None:
         """Gate one candidate, record the verdict on it, and keep it if it passes (or the user insists)."""
@@ -334,6 +368,7 @@ class _Run:
             self.engrams,
             self.sources.text(entry.frontmatter),
             self.vectors.get(entry.relpath),
+            self.judged.get(entry.relpath),
         )
         changes = {"quality": verdict(problems)}
         if problems and (mode == "passing" or (mode == "named" and not self.force)):

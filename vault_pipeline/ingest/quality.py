@@ -384,6 +384,11 @@ def sentence_problems(
     sentence itself when it is not given (callers gating many notes embed them in one batch)."""
     if model.meaning and vector is None:
         vector = meaning_vectors([sentence])[0]
+    return hard_problems(sentence, category) + model.reasons(features(sentence, source), lexical(sentence), vector)
+
+
+def hard_problems(sentence: str, category: str) -> list[str]:
+    """The rules that fail a note outright, whoever judges the rest (the fitted gate or a model)."""
     problems = []
     words = word_count(sentence)
     if words > MAX_WORDS:
@@ -396,7 +401,7 @@ def sentence_problems(
         problems.append("not a declarative sentence")
     if category == "open-question" and not sentence.endswith("?"):
         problems.append("an open question that is not a question")
-    return problems + model.reasons(features(sentence, source), lexical(sentence), vector)
+    return problems
 
 
 _INNER_EXCLAMATION = re.compile(r"^[^`]*?\w[!?]\s+\S")
