@@ -338,7 +338,7 @@ def stem_runs(text: str) -> list[list[str]]:
     return [r for r in runs if r]
 
 
-def idf_overlap(terms: Sequence[str], docs: Sequence[set[str]]) -> list[float]:
+def idf_overlap(terms: Sequence[str], docs: Sequence[set[str] | frozenset[str]]) -> list[float]:
     """Share of the terms' IDF mass (BM25's IDF over ``docs``) each document carries."""
     unique = list(dict.fromkeys(terms))
     n = len(docs)

@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 from typing import Any
 
 from vault_pipeline.ingest.context import long_date
@@ -158,6 +159,19 @@ def transcript_parts(text: str, heading: str, messages: Sequence[str], query: st
     each part's ``share`` is the part of the query's IDF-weighted content stems it carries, IDF
     taken over the chunk's own parts, so a word every turn shares weighs little.
     """
+    pieces = _pieces(text, heading, tuple(messages))
+    shares: Sequence[float] = [0.0] * len(pieces)
+    terms = [t for run in stem_runs(query) for t in run]
+    if terms and pieces:
+        shares = idf_overlap(terms, _piece_stems(text, heading, tuple(messages)))
+    return tuple(Part(p, held, share) for (p, held), share in zip(pieces, shares))
+
+
+# A query's funnel meets the same transcript chunks in its walk and again in its package, and the
+# next query meets many of them again: their turns and stems are parsed once (the query's share is
+# all that changes).
+@lru_cache(maxsize=4096)
+def _pieces(text: str, heading: str, messages: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     body = text.strip()
     if heading and body.startswith(heading):  # chunk.py's heading-path line
         body = body[len(heading) :]
@@ -171,12 +185,12 @@ def transcript_parts(text: str, heading: str, messages: Sequence[str], query: st
         if ids and waiting:
             pieces.append(("\n\n".join(waiting), tuple(m for m in messages if block_id(m) in ids)))
             waiting = []
-    pieces += [(p, ()) for p in waiting]
-    shares = [0.0] * len(pieces)
-    terms = [t for run in stem_runs(query) for t in run]
-    if terms and pieces:
-        shares = idf_overlap(terms, [{t for run in stem_runs(p) for t in run} for p, _ in pieces])
-    return tuple(Part(p, held, share) for (p, held), share in zip(pieces, shares))
+    return tuple(pieces + [(p, ()) for p in waiting])
+
+
+@lru_cache(maxsize=4096)
+def _piece_stems(text: str, heading: str, messages: tuple[str, ...]) -> tuple[frozenset[str], ...]:
+    return tuple(frozenset(t for run in stem_runs(p) for t in run) for p, _ in _pieces(text, heading, messages))
 
 
 def cited_messages(raw: Any) -> list[str]:
