@@ -145,6 +145,20 @@ def test_a_transcript_keeps_its_turns_apart_as_parts(tmp_path):
         "Ben: Reply.",
     ]
     assert [p.text for p in transcript_parts("One.\n\nTwo.", "", [])] == ["One.", "Two."]
+    # A turn the chunk cuts off before its block id is still one part.
+    cut = "**Ada:** Done. ^m-D1-1-x\n\n**Ben:** Start of a long reply.\n\nMore of it."
+    assert [p.text for p in transcript_parts(cut, "", [])] == [
+        "Ada: Done.",
+        "Ben: Start of a long reply.\n\nMore of it.",
+    ]
+    # Words of the chunk's title, which its lead always shows, earn a part no share.
+    summary = "Session “Pottery class”: 2 turns.\n\nAda: I glazed a bowl.\n\nBen: Nice."
+    shares = [p.share for p in transcript_parts(summary, "Pottery class > Summary", [], "pottery class bowl")]
+    assert shares[1] > 0 and shares[0] == shares[2] == 0
+    # With no word beyond the title, the cut keeps the first turn, not the summary's opening line.
+    parts = transcript_parts(summary, "Pottery class > Summary", [], "pottery class")
+    assert [p.turn for p in parts] == [False, True, True]
+    assert pick_parts("[Pottery class]", parts, 0)[0] == "[Pottery class] Ada: I glazed a bowl."
 
 
 def test_a_cut_keeps_the_run_of_turns_around_the_best_match_and_cites_only_it():
@@ -177,6 +191,17 @@ def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
     # The full block, when it fits, cites every turn as before.
     (whole,) = assemble([item], budget=estimate_tokens(text), window=8000, max_fraction=0.78).blocks
     assert not whole.truncated and whole.to_dict()["source"]["messages"] == list(messages)
+
+
+def test_a_transcript_cut_to_its_speaker_label_is_left_out():
+    parts = (Part("assistant: " + "A long answer sentence that goes on. " * 20, ("m1",), 1.0),)
+    text = f"[T, 4 May 2023] {parts[0].text}"
+    item = Selected("c1", "n1", "sessions/t.md", "chat", "session", 0.5, 1, text, "T > Transcript",
+                    "conv", ("m1",), (), "[T, 4 May 2023]", parts)  # fmt: skip
+    assembly = assemble([item], budget=12, window=8000, max_fraction=0.78)
+    assert assembly.blocks == () and [d["chunk_id"] for d in assembly.dropped] == ["c1"]
+    (kept,) = assemble([item], budget=40, window=8000, max_fraction=0.78).blocks  # a sentence fits: kept
+    assert kept.truncated and kept.text.startswith("[T, 4 May 2023] assistant: A long answer")
 
 
 def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):

@@ -54,7 +54,13 @@ def test_init_creates_folders_state_and_config(tmp_path):
         assert (vault.root / folder).is_dir()
     assert (vault.root / STATE_DIR / "state.sqlite").is_file()
     config = tomllib.loads((vault.root / "vault.toml").read_text())
-    assert config["models"] == {"extract": "offline", "gate": "offline", "embed": "minilm", "api_base": ""}
+    assert config["models"] == {
+        "extract": "offline",
+        "gate": "offline",
+        "quality": "offline",
+        "embed": "minilm",
+        "api_base": "",
+    }
     assert {k: config["retrieval"][k] for k in ("wide", "budget", "window")} == {
         "wide": 15,
         "budget": 2000,

@@ -42,6 +42,7 @@ _BLOCK_ID = re.compile(r"\s*\^(m-[A-Za-z0-9-]+)\s*$", re.MULTILINE)
 _HEADING_LINE = re.compile(r"^#{1,6} .*$\n?", re.MULTILINE)
 _BOLD_SPEAKER = re.compile(r"^\*\*([^*\n]{1,80}):\*\*", re.MULTILINE)
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n\s*")
+_SPEAKER = re.compile(r"^[^\W\d][\w .'-]{0,39}: ")  # "Caroline: ...", "User: ...": a turn, not framing
 
 
 @dataclass(frozen=True)
@@ -154,17 +155,21 @@ def structural_lead(heading: str, created: str) -> str:
 def transcript_parts(text: str, heading: str, messages: Sequence[str], query: str = "") -> tuple[Part, ...]:
     """A session/transcript chunk's turns as cuttable parts, each citing the turns it holds.
 
-    A turn ends at the paragraph carrying its block id (the paragraphs before it belong to the
-    same message); a chunk without block ids (a summary) is cut by paragraph. With ``query``,
-    each part's ``share`` is the part of the query's IDF-weighted content stems it carries, IDF
-    taken over the chunk's own parts, so a word every turn shares weighs little.
+    A turn opens with its speaker label and ends at the paragraph carrying its block id (the
+    paragraphs between belong to the same message); a chunk without block ids (a summary) is cut
+    by paragraph. With ``query``, each part's ``share`` is the part of the query's IDF-weighted
+    content stems it carries, IDF taken over the chunk's own parts, so a word every turn shares
+    weighs little; the words of the chunk's title do not count, since the lead shows them anyway.
     """
     pieces = _pieces(text, heading, tuple(messages))
     shares: Sequence[float] = [0.0] * len(pieces)
-    terms = [t for run in stem_runs(query) for t in run]
+    shown = {t for run in stem_runs(heading.rsplit(" > ", 1)[0]) for t in run}  # the lead's title: always kept
+    terms = [t for run in stem_runs(query) for t in run if t not in shown]
     if terms and pieces:
         shares = idf_overlap(terms, _piece_stems(text, heading, tuple(messages)))
-    return tuple(Part(p, held, share) for (p, held), share in zip(pieces, shares))
+    return tuple(
+        Part(p, held, share, bool(held) or bool(_SPEAKER.match(p))) for (p, held), share in zip(pieces, shares)
+    )
 
 
 # A query's funnel meets the same transcript chunks in its walk and again in its package, and the
@@ -175,17 +180,25 @@ def _pieces(text: str, heading: str, messages: tuple[str, ...]) -> tuple[tuple[s
     body = text.strip()
     if heading and body.startswith(heading):  # chunk.py's heading-path line
         body = body[len(heading) :]
+    paragraphs = [p for p in _PARAGRAPHS.split(_HEADING_LINE.sub("", body)) if p.strip()]
+    if not any(_BLOCK_ID.search(p) for p in paragraphs):  # a summary: each paragraph stands alone
+        return tuple((_BOLD_SPEAKER.sub(r"\1:", p).strip(), ()) for p in paragraphs)
+    # A transcript: a turn opens with its **Speaker:** label and ends at its block id; a turn the
+    # chunk cuts off (its id in the next chunk) is still one part.
     pieces: list[tuple[str, tuple[str, ...]]] = []
-    waiting: list[str] = []
-    for paragraph in _PARAGRAPHS.split(_HEADING_LINE.sub("", body)):
+    turn: list[str] = []
+    for paragraph in paragraphs:
+        if turn and _BOLD_SPEAKER.match(paragraph.lstrip()):
+            pieces.append(("\n\n".join(turn), ()))
+            turn = []
         ids = set(_BLOCK_ID.findall(paragraph))
         clean = _BOLD_SPEAKER.sub(r"\1:", _BLOCK_ID.sub("", paragraph)).strip()
         if clean:
-            waiting.append(clean)
-        if ids and waiting:
-            pieces.append(("\n\n".join(waiting), tuple(m for m in messages if block_id(m) in ids)))
-            waiting = []
-    return tuple(pieces + [(p, ()) for p in waiting])
+            turn.append(clean)
+        if ids and turn:
+            pieces.append(("\n\n".join(turn), tuple(m for m in messages if block_id(m) in ids)))
+            turn = []
+    return tuple(pieces + ([("\n\n".join(turn), ())] if turn else []))
 
 
 @lru_cache(maxsize=4096)

@@ -95,17 +95,19 @@ class Part:
     text: str
     messages: tuple[str, ...] = ()  # the turns it holds
     share: float = 0.0  # how much of the query it carries (0-1); the higher, the later it is cut
+    turn: bool = True  # someone's words; False: the chunk's own framing (a summary's opening line)
 
 
 def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[str, ...]]:
     """(text, cited messages) of the run of whole parts that fits ``room`` tokens around the part
-    with the highest ``share`` (ties: the earlier), which is kept even alone over ``room``.
+    with the highest ``share`` (ties: a turn before framing, then the earlier), which is kept even
+    alone over ``room``.
 
     The run grows one neighbour at a time, the one carrying more of the query first (ties: the
     following turn, where a reply stands), so a cut keeps the thread around what matched."""
     if not parts:
         return lead, ()
-    best = min(range(len(parts)), key=lambda i: (-parts[i].share, i))
+    best = min(range(len(parts)), key=lambda i: (-parts[i].share, not parts[i].turn, i))
     lo = hi = best
     size = (_utf8(lead) + 1 if lead else 0) + _utf8(parts[best].text)
     while True:
@@ -336,10 +338,18 @@ def _fit(w: _Work, work: list[_Work], limit: int) -> None:
         if w.tokens <= room:
             return
     text = cut_text(w.text, room) if room > 0 else ""
-    if not text.strip():
+    if not text.strip() or (w.item.parts and _only_a_label(text[len(w.item.lead) :])):
         w.drop()
         return
     w.set_text(text)
+
+
+_LABEL_ONLY = re.compile(r"^\s*[^\s:]{1,40}:?\s*$")
+
+
+def _only_a_label(rest: str) -> bool:
+    """Whether a transcript cut kept nothing after its lead but a speaker's label ("assistant:")."""
+    return bool(_LABEL_ONLY.match(rest))
 
 
 # --------------------------------------------------------------------------- the package
