@@ -111,7 +111,8 @@ def model_scores(rows: Sequence[Mapping[str, Any]], llm: Any) -> dict[str, Any]:
         for i, r in enumerate(rows, 1)
     ]
     started = time.perf_counter()
-    verdicts, errors = judge_notes(items, llm)
+    judged = judge_notes(items, llm)
+    verdicts, errors = judged.verdicts, judged.errors
     seconds = time.perf_counter() - started
     passed = []
     for item, r in zip(items, rows):

@@ -92,8 +92,8 @@ def test_the_model_reads_the_part_of_a_long_source_where_the_note_stands():
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
     source = "Filler words come first here. " * 40 + "We chose Postgres for the notes store. " + "More after. " * 40
     items = [QualityItem("n001", "We chose Postgres for the notes store.", "decision", source)]
-    verdicts, errors = judge_notes(items, llm)
-    assert set(verdicts) == {"n001"} and errors == []
+    judged = judge_notes(items, llm)
+    assert set(judged.verdicts) == {"n001"} and judged.errors == []
     shown = re.search(r"^Source: (.*)$", calls[0]["messages"][-1]["content"], re.M)[1]
     assert "We chose Postgres for the notes store." in shown and len(shown) < len(source) / 2
     assert shown.startswith("… ") and shown.endswith(" …")
@@ -135,7 +135,24 @@ def test_the_model_reads_template_syntax_in_a_note_exactly_as_written():
     llm = LiteLLMBackend("openai/gpt-4o-mini", completion=completion)
     source = "Use {% translate 'Hello' %} in the template and {{ user.name }} for the name; {# a comment #} {x}."
     items = [QualityItem("n001", "The template greets with {% translate %}.", "fact", source)]
-    verdicts, errors = judge_notes(items, llm)
-    assert errors == [] and set(verdicts) == {"n001"}
+    judged = judge_notes(items, llm)
+    assert judged.errors == [] and set(judged.verdicts) == {"n001"}
     user = calls[0]["messages"][-1]["content"]
     assert f"Source: {source}" in user and "Note [n001] (fact): The template greets with {% translate %}." in user
+
+
+def test_a_model_out_of_reach_is_asked_once_and_the_fitted_gate_judges_the_rest():
+    calls = []
+
+    def refused(**kwargs):
+        calls.append(kwargs)
+        raise ConnectionError("[Errno 111] Connection refused")
+
+    llm = LiteLLMBackend("ollama/llama3.2:3b", completion=refused, max_reasks=0, transient_attempts=1)
+    items = [QualityItem(f"n{i:03d}", f"Note number {i} is a plain fact.", "fact", None) for i in range(1, 46)]
+    judged = judge_notes(items, llm)
+    # Three batches of 20 would each wait on the same refusal: one call, then no more.
+    assert len(calls) == 1 and judged.unreachable and judged.verdicts == {}
+    (error,) = judged.errors
+    assert error.startswith("45 note(s) from n001 on: ollama/llama3.2:3b: ") and error.endswith("; not asked again")
+    assert "Connection refused" in error

@@ -460,7 +460,8 @@ def _print_keep(report, json_out: bool, dry_run: bool, code: int = EXIT_OK) -> N
         for reason, count in tally.most_common():
             err.print(f"  {count:>6}  {reason}", markup=False)
     for error in report.model_errors:
-        err.print(f"quality model: {error}; the fitted gate judged these notes", markup=False)
+        rest = "the remaining notes of the run" if error.endswith("not asked again") else "these notes"
+        err.print(f"quality model: {error}; the fitted gate judged {rest}", markup=False)
     verb = "would keep" if dry_run else "kept"
     out.print(f"{verb} {len(report.kept)} note(s) into engrams/; refused {len(report.refused)}")
 

@@ -52,6 +52,9 @@ class LockError(VaultError):
         super().__init__(f"vault is locked by {holder} ({self.path}); try again when it finishes")
 
 
+NEVER_VALIDATED = "output never validated"  # ModelError.reason when the model answered, but never in shape
+
+
 class ModelError(VaultError):
     """A model call failed for good: retries exhausted or output never validated."""
 

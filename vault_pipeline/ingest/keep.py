@@ -240,8 +240,10 @@ def keep(
                 progress(done, len(modes), relpath.rsplit("/", 1)[-1])
             if done % _EMBED_BATCH == 0:  # judge (a model) and embed (the fitted gate) the next batch at once
                 batch = [inbox[p] for p in order[done : done + _EMBED_BATCH]]
-                if llm is not None:
+                if llm is not None and not run.model_down:
                     run.judge(batch, llm, report)
+                elif run.model_down:
+                    run.judged = {}
                 if GATE.meaning:
                     run.embed([e for e in batch if e.relpath not in run.judged])
             run.keep_one(inbox[relpath], modes[relpath], report)
@@ -334,6 +336,7 @@ class _Run:
     stamp: str
     vectors: dict[str, list[float]] = field(default_factory=dict)
     judged: dict[str, list[str]] = field(default_factory=dict)  # relpath -> a quality model's problems
+    model_down: bool = False  # the quality model was out of reach: the fitted gate judges the rest
 
     def embed(self, entries: Sequence[_Entry]) -> None:
         """Meaning vectors of these candidates' sentences, in one embedder call."""
@@ -352,10 +355,11 @@ class _Run:
                 paths[key] = e.relpath
                 category = str(e.frontmatter.get("category") or "")
                 items.append(QualityItem(key, sentence, category, self.sources.text(e.frontmatter)))
-        verdicts, errors = judge_notes(items, llm)  # short keys: a model echoes them reliably
-        self.judged = {paths[key]: problems_of(v) for key, v in verdicts.items()}
-        report.model_judged += len(verdicts)
-        report.model_errors += errors
+        judged = judge_notes(items, llm)  # short keys: a model echoes them reliably
+        self.judged = {paths[key]: problems_of(v) for key, v in judged.verdicts.items()}
+        report.model_judged += len(judged.verdicts)
+        report.model_errors += judged.errors
+        self.model_down = judged.unreachable
 
     def keep_one(self, entry: _Entry, mode: str, report: KeepReport) -> None:
         """Gate one candidate, record the verdict on it, and keep it if it passes (or the user insists)."""

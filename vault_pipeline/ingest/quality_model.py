@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
-from vault_pipeline.errors import ModelError
+from vault_pipeline.errors import NEVER_VALIDATED, ModelError
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
 
@@ -68,12 +68,22 @@ def problems_of(verdict: QualityVerdict) -> list[str]:
     return [f"{verdict.label} — {reason}" if reason else verdict.label]
 
 
-def judge_notes(
-    items: Sequence[QualityItem], llm: StructuredLLM, *, batch_size: int = BATCH
-) -> tuple[dict[str, QualityVerdict], list[str]]:
-    """(verdict per key, one error line per batch the model could not answer) for ``items``.
+@dataclass
+class Judged:
+    """What a model made of a run of notes: verdicts, error lines, and whether it is out of reach."""
 
-    A key without a verdict is one the caller judges with the fitted gate instead."""
+    verdicts: dict[str, QualityVerdict]
+    errors: list[str]
+    unreachable: bool = False  # a call failed for want of the model (connection, auth), not its output
+
+
+def judge_notes(items: Sequence[QualityItem], llm: StructuredLLM, *, batch_size: int = BATCH) -> Judged:
+    """The model's verdicts on ``items``, with one error line per batch it could not answer.
+
+    A key without a verdict is one the caller judges with the fitted gate instead. A batch whose
+    answer never validated is skipped and the next one asked; a call that fails for want of the
+    model (no connection, a refused key) ends the run's questions: the rest would wait on the same
+    retries for the same answer."""
     prompt = load_prompt("quality")
     verdicts: dict[str, QualityVerdict] = {}
     errors: list[str] = []
@@ -91,10 +101,14 @@ def judge_notes(
         try:
             answer = llm.call(prompt, {"notes": notes}, QualityVerdicts, context={"keys": [i.key for i in batch]})
         except ModelError as exc:
+            if exc.reason != NEVER_VALIDATED:
+                left = len(items) - start
+                errors.append(f"{left} note(s) from {batch[0].key} on: {exc.model}: {exc.reason}; not asked again")
+                return Judged(verdicts, errors, unreachable=True)
             errors.append(f"{len(batch)} note(s) from {batch[0].key}: {exc.model}: {exc.reason}")
             continue
         verdicts.update((v.key, v) for v in answer.verdicts)
-    return verdicts, errors
+    return Judged(verdicts, errors)
 
 
 def _excerpt(text: str, sentence: str) -> str:

@@ -19,7 +19,7 @@ from ipaddress import ip_address
 from typing import Any
 from urllib.parse import urlparse
 
-from vault_pipeline.errors import ConfigError, ModelError
+from vault_pipeline.errors import NEVER_VALIDATED, ConfigError, ModelError
 from vault_pipeline.models.calllog import CallLog, log_entry, redact, redact_library_logs
 from vault_pipeline.models.prompts import Prompt
 from vault_pipeline.models.protocol import OFFLINE_MODEL, T
@@ -179,7 +179,7 @@ class LiteLLMBackend:
                     error=redact(str(exc))[:2000],
                 )
             )
-            raise ModelError(prompt.name, self.model, "output never validated", attempts, last) from exc
+            raise ModelError(prompt.name, self.model, NEVER_VALIDATED, attempts, last) from exc
         except ConfigError:
             raise
         except Exception as exc:  # transport errors after tenacity gave up, auth, bad model string
