@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from tests.fakes import fake_row
@@ -200,8 +201,49 @@ def test_a_transcript_cut_to_its_speaker_label_is_left_out():
                     "conv", ("m1",), (), "[T, 4 May 2023]", parts)  # fmt: skip
     assembly = assemble([item], budget=12, window=8000, max_fraction=0.78)
     assert assembly.blocks == () and [d["chunk_id"] for d in assembly.dropped] == ["c1"]
+    # A lead that ends a sentence ("Length., ...") is no place to cut to either.
+    dotted = dataclasses.replace(item, lead="[Longest String Length., 31 March 2023]",
+                                 text=f"[Longest String Length., 31 March 2023] {parts[0].text}")  # fmt: skip
+    assert assemble([dotted], budget=14, window=8000, max_fraction=0.78).blocks == ()
     (kept,) = assemble([item], budget=40, window=8000, max_fraction=0.78).blocks  # a sentence fits: kept
     assert kept.truncated and kept.text.startswith("[T, 4 May 2023] assistant: A long answer")
+
+
+def test_a_summary_leaves_out_the_turns_another_block_holds():
+    summary = "Session “Pottery”: 2 turns.\n\nAda: I glazed a bowl.\n\nBen: Nice work on the glaze."
+    parts = transcript_parts(summary, "Pottery > Summary", [])
+    lead = "[Pottery, 8 May 2023]"
+    item = Selected("s#0", "s", "sessions/s.md", "chat", "session", 0.4, 2, f"{lead} {summary}",
+                    "Pottery > Summary", "conv:1", (), (), lead, parts)  # fmt: skip
+    turn = Selected("t#1", "t", "sessions/s.md", "chat", "turn", 0.5, 1, "[Ada, 8 May 2023] I glazed a bowl.", "",
+                    "conv:1", ("D1:1",), ())  # fmt: skip
+    blocks = {b.item.chunk_id: b for b in assemble([item, turn], budget=500, window=8000, max_fraction=0.78).blocks}
+    assert blocks["s#0"].text == f"{lead} Session “Pottery”: 2 turns.\n\nBen: Nice work on the glaze."
+    # Another conversation's words, or another summary's, hold nothing for it.
+    elsewhere = dataclasses.replace(turn, conversation="conv:2")
+    alone = assemble([item, elsewhere], budget=500, window=8000, max_fraction=0.78).blocks
+    assert any(b.item.chunk_id == "s#0" and "Ada: I glazed a bowl." in b.text for b in alone)
+    # A summary whose every turn another block holds is left out, and says which block holds them.
+    reply = Selected("t#2", "t2", "sessions/s.md", "chat", "turn", 0.45, 3, "[Ben, 8 May 2023] Nice work on the glaze.",
+                     "", "conv:1", ("D1:2",), ())  # fmt: skip
+    assembly = assemble([item, turn, reply], budget=500, window=8000, max_fraction=0.78)
+    assert "s#0" not in {b.item.chunk_id for b in assembly.blocks}
+    assert [(d["chunk_id"], d["repeats"]) for d in assembly.dropped] == [("s#0", "t#1")]
+
+
+def test_a_transcript_leaves_out_a_turn_a_verbatim_turn_block_shows(tmp_path):
+    row = _transcript_row(tmp_path)
+    text, messages, _ = block_content(row)
+    lead, parts = transcript_content(row, "")
+    item = Selected(row.chunk_id, row.note_id, row.path, "chat", "session", 0.4, 2, text, row.heading,
+                    row.source_conversation, messages, (), lead, parts)  # fmt: skip
+    who, turn_id, said = TURNS[-1]
+    turn = Selected("t#1", "t", row.path, "chat", "turn", 0.5, 1, f"[{who}, 8 May 2023] {said}", "",
+                    row.source_conversation, (turn_id,), ())  # fmt: skip
+    blocks = {b.item.chunk_id: b for b in assemble([item, turn], budget=2000, window=8000, max_fraction=0.78).blocks}
+    chunk = blocks[row.chunk_id]
+    assert said not in chunk.text and chunk.to_dict()["source"]["messages"] == [i for _, i, _ in TURNS[:-1]]
+    assert all(t in chunk.text for _, _, t in TURNS[:-1]) and blocks["t#1"].text.endswith(said)
 
 
 def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):

@@ -28,7 +28,7 @@ from typing import Any
 
 from vault_pipeline.ingest.context import long_date
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.retrieve.package import Part
+from vault_pipeline.retrieve.package import SPEAKER, Part
 from vault_pipeline.text import idf_overlap, stem_runs
 
 _CONTEXT = "context:"
@@ -42,7 +42,6 @@ _BLOCK_ID = re.compile(r"\s*\^(m-[A-Za-z0-9-]+)\s*$", re.MULTILINE)
 _HEADING_LINE = re.compile(r"^#{1,6} .*$\n?", re.MULTILINE)
 _BOLD_SPEAKER = re.compile(r"^\*\*([^*\n]{1,80}):\*\*", re.MULTILINE)
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n\s*")
-_SPEAKER = re.compile(r"^[^\W\d][\w .'-]{0,39}: ")  # "Caroline: ...", "User: ...": a turn, not framing
 
 
 @dataclass(frozen=True)
@@ -167,9 +166,7 @@ def transcript_parts(text: str, heading: str, messages: Sequence[str], query: st
     terms = [t for run in stem_runs(query) for t in run if t not in shown]
     if terms and pieces:
         shares = idf_overlap(terms, _piece_stems(text, heading, tuple(messages)))
-    return tuple(
-        Part(p, held, share, bool(held) or bool(_SPEAKER.match(p))) for (p, held), share in zip(pieces, shares)
-    )
+    return tuple(Part(p, held, share, bool(held) or bool(SPEAKER.match(p))) for (p, held), share in zip(pieces, shares))
 
 
 # A query's funnel meets the same transcript chunks in its walk and again in its package, and the

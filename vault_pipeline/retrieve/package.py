@@ -13,6 +13,10 @@ gets a level:
 * peripheral: the lowest-provenance remainder (web tier, further chunks of an
   engram, unknown types). Cut first.
 
+After the cuts, nothing is said twice: a transcript chunk leaves out the whole turns a verbatim
+turn block shows, a session summary the turn lines another block of its conversation holds
+(``_transcript_repeats``, ``_summary_repeats``).
+
 Cuts land on a sentence boundary, else a word boundary, else a character (valid
 UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
 all is listed in ``stats.dropped_for_budget``, never dropped silently (seed 001).
@@ -284,6 +288,8 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
     # The backstop fires only when the cap, not the configured budget, is what binds.
     cap_fired = total > cap and cap < budget
     _cut_to(work, limit)
+    repeats = _transcript_repeats(work)
+    repeats.update(_summary_repeats(work))
     blocks = tuple(Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped)
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
@@ -293,11 +299,98 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
             "path": w.item.path,
             "level": w.level,
             "tokens": estimate_tokens(w.item.text),
+            **({"repeats": repeats[w.item.chunk_id]} if w.item.chunk_id in repeats else {}),
         }
         for w in work
         if w.dropped
     )
     return Assembly(blocks, outcomes, dropped, sum(b.tokens for b in blocks), budget, cap, cap_fired)
+
+
+SPEAKER = re.compile(r"^[^\W\d][\w .'-]{0,39}: ")  # "Caroline: ...", "User: ...": a turn's label
+_WORDS = re.compile(r"\w+")
+
+
+def _words(text: str) -> str:
+    return " ".join(_WORDS.findall(text.lower()))
+
+
+def _summary_repeats(work: list[_Work]) -> dict[str, str]:
+    """Take out of the kept summaries the turns another kept block holds word for word.
+
+    A session's summary repeats the first sentences of its turns; when a transcript chunk or a
+    verbatim turn of the same conversation is in the package too, the summary's copy only costs
+    tokens. A summary left with nothing but its opening line is left out (listed, with
+    ``repeats``: the block that holds its turns). Returns summary chunk id -> that block's chunk id.
+    """
+    kept = [w for w in work if not w.dropped]
+    repeats: dict[str, str] = {}
+    for w in kept:
+        if not w.item.parts or w.item.messages:  # a summary cites no turn; a transcript chunk does
+            continue
+        others = [  # blocks that cite turns (a note, a verbatim turn, a transcript chunk), never another summary
+            (o, f" {_words(o.text)} ")
+            for o in kept
+            if o is not w and o.item.conversation == w.item.conversation and (o.messages or o.item.messages)
+        ]
+        lead = w.item.lead
+        body = w.text[len(lead) :].lstrip() if lead and w.text.startswith(lead) else w.text
+        paragraphs = [p for p in _PARAGRAPH_BREAK.split(body) if p.strip()]  # a summary's parts are paragraphs
+        turns = {p.text for p in w.item.parts if p.turn}
+        holder: dict[int, str] = {}
+        for i, paragraph in enumerate(paragraphs):
+            said = _words(SPEAKER.sub("", paragraph, count=1))
+            found = next((o.item.chunk_id for o, text in others if said and f" {said} " in text), None)
+            if paragraph in turns and found:
+                holder[i] = found
+        if not holder:
+            continue
+        rest = [p for i, p in enumerate(paragraphs) if i not in holder]
+        if not any(p in turns or p not in {part.text for part in w.item.parts} for p in rest):
+            w.drop()  # nothing left but the opening line
+            repeats[w.item.chunk_id] = next(iter(holder.values()))
+            continue
+        w.set_text(f"{lead} " + "\n\n".join(rest) if lead else "\n\n".join(rest))
+    return repeats
+
+
+def _transcript_repeats(work: list[_Work]) -> dict[str, str]:
+    """Take out of the kept transcript chunks the turns a kept verbatim turn block already shows whole.
+
+    Only whole turns go (a chunk cut inside a turn is left as it is), the chunk then cites only
+    the turns it still shows, and a chunk left with none is left out (listed, with ``repeats``).
+    """
+    kept = [w for w in work if not w.dropped]
+    whole = {  # (conversation, message) -> the uncut verbatim turn block that shows it
+        (o.item.conversation, m): o.item.chunk_id
+        for o in kept
+        if o.item.type == "turn" and not o.truncated
+        for m in o.item.messages
+    }
+    repeats: dict[str, str] = {}
+    for w in kept:
+        if not w.item.parts or not w.item.messages or w.item.type == "turn":
+            continue
+        shown = [p for p in w.item.parts if p.text in w.text]
+        body = "\n\n".join(p.text for p in shown)
+        if w.text != (f"{w.item.lead} {body}" if w.item.lead else body):
+            continue  # cut inside a turn: not a run of whole turns
+        held = {
+            i: whole[(w.item.conversation, p.messages[0])]
+            for i, p in enumerate(shown)
+            if p.messages and all((w.item.conversation, m) in whole for m in p.messages)
+        }
+        if not held:
+            continue
+        rest = [p for i, p in enumerate(shown) if i not in held]
+        if not rest:
+            w.drop()
+            repeats[w.item.chunk_id] = next(iter(held.values()))
+            continue
+        body = "\n\n".join(p.text for p in rest)
+        w.set_text(f"{w.item.lead} {body}" if w.item.lead else body)
+        w.messages = tuple(dict.fromkeys(m for p in rest for m in p.messages))
+    return repeats
 
 
 def _cut_label(w: _Work) -> Cut:
@@ -348,8 +441,8 @@ _LABEL_ONLY = re.compile(r"^\s*[^\s:]{1,40}:?\s*$")
 
 
 def _only_a_label(rest: str) -> bool:
-    """Whether a transcript cut kept nothing after its lead but a speaker's label ("assistant:")."""
-    return bool(_LABEL_ONLY.match(rest))
+    """Whether a transcript cut kept nothing after its lead, or only a speaker's label ("assistant:")."""
+    return not rest.strip() or bool(_LABEL_ONLY.match(rest))
 
 
 # --------------------------------------------------------------------------- the package
