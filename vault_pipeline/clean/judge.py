@@ -33,7 +33,7 @@ from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 from vault_pipeline.errors import ModelError
 from vault_pipeline.models.offline.claims import detail_conflict, parse_claim, same_subject, subject_weakness
 from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
+from vault_pipeline.models.protocol import BatchKey, StructuredLLM, check_one_per_key
 from vault_pipeline.text import content_stems
 
 BATCH_SIZE = 20
@@ -49,16 +49,11 @@ class PairJudgement(BaseModel):
     changes (empty unless a contradiction); the guard checks both against the notes' words.
     """
 
-    key: str
+    key: BatchKey
     reasoning: str
     subject: str
     attribute: str = ""
     relation: Literal["duplicate", "contradiction", "related", "unrelated"]
-
-    @field_validator("key")
-    @classmethod
-    def _bare_key(cls, value: str) -> str:
-        return value.strip().strip("[]").strip()  # models sometimes echo the "[p1]" brackets
 
     @field_validator("relation", mode="before")
     @classmethod

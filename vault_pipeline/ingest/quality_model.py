@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ValidationInfo, model_validator
 
 from vault_pipeline.errors import NEVER_VALIDATED, ModelError
 from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
+from vault_pipeline.models.protocol import BatchKey, StructuredLLM, check_one_per_key
 
 BATCH = 20  # notes per call: short sentences with a source excerpt each
 SOURCE_CHARS = 600  # of the source message a note is judged against
@@ -28,15 +28,10 @@ SOURCE_CHARS = 600  # of the source message a note is judged against
 class QualityVerdict(BaseModel):
     """One note's judgement; reasoning comes before the label on purpose."""
 
-    key: str
+    key: BatchKey
     reasoning: str
     label: Literal["good", "mangled", "fragment", "meaningless"]
     reason: str = ""
-
-    @field_validator("key")
-    @classmethod
-    def _bare_key(cls, value: str) -> str:
-        return value.strip().strip("[]").strip()
 
 
 class QualityVerdicts(BaseModel):

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 
 from vault_pipeline.models.prompts import Prompt
 
 T = TypeVar("T", bound=BaseModel)
 
 OFFLINE_MODEL = "offline"
+
+
+def _bare(key: str) -> str:
+    return key.strip().strip("[]").strip()  # models sometimes echo the "[c01]" brackets
+
+
+# A batched answer's item key, as the prompt showed it (``check_one_per_key`` checks the set).
+BatchKey = Annotated[str, AfterValidator(_bare)]
 
 
 @runtime_checkable

@@ -29,13 +29,13 @@ from functools import cache
 from typing import Any, Literal, assert_never
 
 import numpy as np
-from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ValidationInfo, model_validator
 
 from vault_pipeline.errors import ModelError
 from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.models.protocol import StructuredLLM, check_one_per_key
+from vault_pipeline.models.protocol import BatchKey, StructuredLLM, check_one_per_key
 from vault_pipeline.retrieve.signals import gate_signals, title_of
 
 MAX_WORKERS = 8
@@ -44,15 +44,10 @@ MAX_WORKERS = 8
 class GateVerdict(BaseModel):
     """One candidate's judgement; reasoning comes before the verdict on purpose."""
 
-    key: str
+    key: BatchKey
     reasoning: str
     verdict: Literal["keep", "drop"]
     reason: str
-
-    @field_validator("key")
-    @classmethod
-    def _bare_key(cls, value: str) -> str:
-        return value.strip().strip("[]").strip()  # models sometimes echo the "[c01]" brackets
 
 
 class GateVerdicts(BaseModel):
