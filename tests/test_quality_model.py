@@ -156,3 +156,15 @@ def test_a_model_out_of_reach_is_asked_once_and_the_fitted_gate_judges_the_rest(
     (error,) = judged.errors
     assert error.startswith("45 note(s) from n001 on: ollama/llama3.2:3b: ") and error.endswith("; not asked again")
     assert "Connection refused" in error
+
+
+def test_a_model_judge_leaves_the_faithfulness_rule_in_place():
+    from vault_pipeline.ingest.keep import quality_problems
+
+    frontmatter = {"category": "fact", "source_messages": ["m1"]}
+    body = "Set `GCPPROJECTID` in the workflow.\n"
+    source = "Set `GCP_PROJECT_ID` in the workflow."
+    # The model passed it (no problems); the identifier is not its source's.
+    problems = quality_problems(frontmatter, body, set(), source, judged=[])
+    assert problems == ["not in its source: GCPPROJECTID"]
+    assert quality_problems(frontmatter, "Set `GCP_PROJECT_ID` in the workflow.\n", set(), source, judged=[]) == []

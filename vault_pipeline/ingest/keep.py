@@ -121,10 +121,11 @@ def quality_problems(
     problems: list[str] = []
     sentence = note_sentence(body)
     category = str(frontmatter.get("category") or "")
-    if sentence and judged is not None:
-        problems += hard_problems(sentence, category) + list(judged)
-    elif sentence:
-        problems += sentence_problems(sentence, category, source=source, vector=vector)
+    if sentence:
+        if judged is not None:
+            problems += hard_problems(sentence, category) + list(judged)
+        else:
+            problems += sentence_problems(sentence, category, source=source, vector=vector)
         missing = unfaithful(sentence, source) if source is not None else []
         if missing:
             problems.append("not in its source: " + ", ".join(missing[:3]))
@@ -240,10 +241,7 @@ def keep(
                 progress(done, len(modes), relpath.rsplit("/", 1)[-1])
             if done % _EMBED_BATCH == 0:  # judge (a model) and embed (the fitted gate) the next batch at once
                 batch = [inbox[p] for p in order[done : done + _EMBED_BATCH]]
-                if llm is not None and not run.model_down:
-                    run.judge(batch, llm, report)
-                elif run.model_down:
-                    run.judged = {}
+                run.judged = run.judge(batch, llm, report) if llm is not None and not run.model_down else {}
                 if GATE.meaning:
                     run.embed([e for e in batch if e.relpath not in run.judged])
             run.keep_one(inbox[relpath], modes[relpath], report)
@@ -344,8 +342,8 @@ class _Run:
         sentences = {p: s for p, s in sentences.items() if s}
         self.vectors = dict(zip(sentences, meaning_vectors(list(sentences.values()))))
 
-    def judge(self, entries: Sequence[_Entry], llm: StructuredLLM, report: KeepReport) -> None:
-        """A quality model's problems with these candidates' sentences (``judged``), in batched calls."""
+    def judge(self, entries: Sequence[_Entry], llm: StructuredLLM, report: KeepReport) -> dict[str, list[str]]:
+        """relpath -> a quality model's problems with these candidates' sentences, in batched calls."""
         items: list[QualityItem] = []
         paths: dict[str, str] = {}  # short key -> relpath
         for e in entries:
@@ -356,10 +354,10 @@ class _Run:
                 category = str(e.frontmatter.get("category") or "")
                 items.append(QualityItem(key, sentence, category, self.sources.text(e.frontmatter)))
         judged = judge_notes(items, llm)  # short keys: a model echoes them reliably
-        self.judged = {paths[key]: problems_of(v) for key, v in judged.verdicts.items()}
         report.model_judged += len(judged.verdicts)
         report.model_errors += judged.errors
         self.model_down = judged.unreachable
+        return {paths[key]: problems_of(v) for key, v in judged.verdicts.items()}
 
     def keep_one(self, entry: _Entry, mode: str, report: KeepReport) -> None:
         """Gate one candidate, record the verdict on it, and keep it if it passes (or the user insists)."""
