@@ -91,9 +91,12 @@ def scores(rows: Sequence[Mapping[str, Any]], model: GateModel = GATE) -> dict[s
     vectors: Sequence[Sequence[float] | None] = (
         meaning_vectors([str(r["text"]) for r in rows]) if model.meaning else [None] * len(rows)
     )
-    passed = [r for r, v in zip(rows, vectors) if passes(r, model, v)]
-    hits = sum(good(r) for r in passed)
-    goods = sum(good(r) for r in rows)
+    return counted(rows, [r for r, v in zip(rows, vectors) if passes(r, model, v)])
+
+
+def counted(rows: Sequence[Mapping[str, Any]], passed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Precision of ``passed`` (the rows a gate let through) and recall of the good ``rows``, with counts."""
+    hits, goods = sum(good(r) for r in passed), sum(good(r) for r in rows)
     return {
         "notes": len(rows),
         "good": goods,
@@ -122,13 +125,8 @@ def model_scores(rows: Sequence[Mapping[str, Any]], llm: Any) -> dict[str, Any]:
             continue
         if not (source and unfaithful(item.sentence, str(source))):
             passed.append(r)
-    hits, goods = sum(good(r) for r in passed), sum(good(r) for r in rows)
     return {
-        "notes": len(rows),
-        "good": goods,
-        "passed": len(passed),
-        "precision": round(hits / len(passed), 3) if passed else None,
-        "recall": round(hits / goods, 3) if goods else None,
+        **counted(rows, passed),
         "judged": len(verdicts),
         "errors": errors,
         "seconds": round(seconds, 1),

@@ -174,12 +174,19 @@ def test_a_cut_keeps_the_run_of_turns_around_the_best_match_and_cites_only_it():
     assert cited == tuple(p.messages[0] for p in parts) and everything.count("\n\n") == len(parts) - 1
 
 
-def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
+def _transcript_item(tmp_path, query: str = "", score: float = 0.5, rank: int = 1):
+    """The transcript row and the package item ``rank.selection`` makes of it for ``query``."""
     row = _transcript_row(tmp_path)
     text, messages, _ = block_content(row)
-    lead, parts = transcript_content(row, "When did Ben adopt the rescue dog Pepper?")
-    item = Selected(row.chunk_id, row.note_id, row.path, "chat", "session", 0.5, 1, text, row.heading,
+    lead, parts = transcript_content(row, query)
+    item = Selected(row.chunk_id, row.note_id, row.path, "chat", "session", score, rank, text, row.heading,
                     row.source_conversation, messages, (), lead, parts)  # fmt: skip
+    return row, item
+
+
+def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
+    _, item = _transcript_item(tmp_path, "When did Ben adopt the rescue dog Pepper?")
+    text, messages, lead = item.text, item.messages, item.lead
     room = estimate_tokens(text) - 20
     (block,) = assemble([item], budget=room, window=8000, max_fraction=0.78).blocks
     assert block.truncated and block.tokens <= room
@@ -232,11 +239,7 @@ def test_a_summary_leaves_out_the_turns_another_block_holds():
 
 
 def test_a_transcript_leaves_out_a_turn_a_verbatim_turn_block_shows(tmp_path):
-    row = _transcript_row(tmp_path)
-    text, messages, _ = block_content(row)
-    lead, parts = transcript_content(row, "")
-    item = Selected(row.chunk_id, row.note_id, row.path, "chat", "session", 0.4, 2, text, row.heading,
-                    row.source_conversation, messages, (), lead, parts)  # fmt: skip
+    row, item = _transcript_item(tmp_path, score=0.4, rank=2)
     who, turn_id, said = TURNS[-1]
     turn = Selected("t#1", "t", row.path, "chat", "turn", 0.5, 1, f"[{who}, 8 May 2023] {said}", "",
                     row.source_conversation, (turn_id,), ())  # fmt: skip

@@ -5,20 +5,15 @@ its notes to the fitted gate."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.fakes import run_vault
 from tests.test_keep import TODAY, add, atomic
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes
 from vault_pipeline.models.litellm_backend import LiteLLMBackend
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -101,12 +96,7 @@ def test_the_model_reads_the_part_of_a_long_source_where_the_note_stands():
 
 def test_cli_keep_names_its_judge_in_json(vault):
     add(vault, atomic("Postgres is the store of the notes."))
-    proc = subprocess.run(
-        [sys.executable, "-m", "vault_pipeline.cli", "keep", "--all-passing", "--json", "--vault", str(vault.root)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    proc = run_vault("keep", "--all-passing", "--json", "--vault", str(vault.root), cwd=vault.root)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["judge"] == {"by": "fitted gate", "model_judged": 0, "errors": []}
 
