@@ -324,29 +324,29 @@ def _summary_repeats(work: list[_Work]) -> dict[str, str]:
     ``repeats``: the block that holds its turns). Returns summary chunk id -> that block's chunk id.
     """
     kept = [w for w in work if not w.dropped]
+    # The blocks that may hold a summary's turn: those citing turns (a note, a verbatim turn, a
+    # transcript chunk), never another summary; their words are read once.
+    holders = [(o, f" {_words(o.text)} ") for o in kept if o.messages or o.item.messages]
     repeats: dict[str, str] = {}
     for w in kept:
         if not w.item.parts or w.item.messages:  # a summary cites no turn; a transcript chunk does
             continue
-        others = [  # blocks that cite turns (a note, a verbatim turn, a transcript chunk), never another summary
-            (o, f" {_words(o.text)} ")
-            for o in kept
-            if o is not w and o.item.conversation == w.item.conversation and (o.messages or o.item.messages)
-        ]
+        others = [(o.item.chunk_id, text) for o, text in holders if o.item.conversation == w.item.conversation]
         lead = w.item.lead
         body = w.text[len(lead) :].lstrip() if lead and w.text.startswith(lead) else w.text
         paragraphs = [p for p in _PARAGRAPH_BREAK.split(body) if p.strip()]  # a summary's parts are paragraphs
         turns = {p.text for p in w.item.parts if p.turn}
         holder: dict[int, str] = {}
         for i, paragraph in enumerate(paragraphs):
-            said = _words(SPEAKER.sub("", paragraph, count=1))
-            found = next((o.item.chunk_id for o, text in others if said and f" {said} " in text), None)
-            if paragraph in turns and found:
+            said = _words(SPEAKER.sub("", paragraph, count=1)) if paragraph in turns else ""
+            found = next((chunk_id for chunk_id, text in others if said and f" {said} " in text), None)
+            if found:
                 holder[i] = found
         if not holder:
             continue
+        framing = {p.text for p in w.item.parts if not p.turn}
         rest = [p for i, p in enumerate(paragraphs) if i not in holder]
-        if not any(p in turns or p not in {part.text for part in w.item.parts} for p in rest):
+        if all(p in framing for p in rest):
             w.drop()  # nothing left but the opening line
             repeats[w.item.chunk_id] = next(iter(holder.values()))
             continue
