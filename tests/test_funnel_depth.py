@@ -17,6 +17,7 @@ from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_exce
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.rank import duplicate_key
 from vault_pipeline.retrieve.types import FunnelConfig
+from vault_pipeline.text import estimate_tokens
 
 CONV = "conv-7:session_1"
 TURN = "Then we covered wheels, bowls and firing temperatures."
@@ -269,7 +270,7 @@ def test_a_surviving_topic_hub_brings_its_members_and_is_no_block_itself(embedde
     assert {"a-4", "a-8"} <= set(ids) and "h-pottery" not in ids
 
 
-def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(embedder):
+def test_a_turn_not_much_dearer_than_its_notes_enters_whole_with_its_dates(embedder):
     said = "I glazed two bowls yesterday, then the kiln cracked one."
     context = "Context: Caroline, 8 May 2023; “yesterday” is 7 May 2023."
     link = f"Source: [[caroline-session-1#^{block_id('D1:6')}]]"
@@ -307,11 +308,23 @@ def test_a_turn_whose_notes_cost_more_than_itself_enters_whole_with_its_dates(em
     # No session read by the hop, no lookup of its own: the notes stay notes.
     unread = run(SessionFake([*notes, other, session], embedder), embedder, **{**kwargs, "beam": 0})
     assert "turn" not in {b.item.type for b in unread.blocks}
-    # A turn that costs more than its notes stays out: the notes are the cheaper way to say it.
-    long_turn = replace(
-        session, text=session.text.replace(said, said + " " + "The studio was busy all afternoon. " * 6)
-    )
-    package = run(SessionFake([*notes, other, long_turn], embedder), embedder, **kwargs)
+    # A turn somewhat dearer than its notes still enters (up to ``whole_turn_cost`` times their
+    # tokens); a turn far dearer stays out: the notes are the cheaper way to say it.
+    notes_cost = sum(estimate_tokens(b.text) for b in notes_only.blocks if b.item.note_id != "a-7")
+
+    def turn_costing(share: float) -> object:
+        # The session with turn D1:6 padded until its block costs ``share`` times the two notes.
+        tail = ""
+        while estimate_tokens(f"[Caroline, 8 May 2023] {said}{tail}") < share * notes_cost:
+            tail += " busy"
+        return replace(session, text=session.text.replace(said, said + tail))
+
+    dearer = turn_costing(1.25)
+    package = run(SessionFake([*notes, other, dearer], embedder), embedder, **kwargs)
+    assert "turn" in {b.item.type for b in package.blocks}
+    strict = run(SessionFake([*notes, other, dearer], embedder), embedder, whole_turn_cost=1.0, **kwargs)
+    assert "turn" not in {b.item.type for b in strict.blocks}
+    package = run(SessionFake([*notes, other, turn_costing(2.0)], embedder), embedder, **kwargs)
     assert "turn" not in {b.item.type for b in package.blocks}
 
 

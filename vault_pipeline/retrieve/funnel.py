@@ -384,9 +384,9 @@ def _related(
 
 
 def _consolidate(walk: _Walk, retriever: SessionRetriever) -> dict[str, Any]:
-    """Small-to-big: a turn two or more of whose surviving notes cost at least as much as the turn
-    itself enters verbatim in their place (each note repeats the turn's date and speaker; the turn
-    also keeps the words no note kept). Its notes then collapse into it (``rank.covered``). Only
+    """Small-to-big: a turn two or more of whose surviving notes cost, together, at least
+    1 / ``whole_turn_cost`` of the turn itself enters verbatim in their place (each note repeats the
+    turn's date and speaker; the turn also keeps the words no note kept). Its notes then collapse into it (``rank.covered``). Only
     survivors' own turns in the sessions the hop read, no new search or lookup; traced."""
     survivors = walk.survivors()
     have = {
@@ -414,9 +414,10 @@ def _consolidate(walk: _Walk, retriever: SessionRetriever) -> dict[str, Any]:
         turn = turns.get(key)
         if turn is None or turn.chunk_id in known:
             continue
-        if estimate_tokens(block_content(turn)[0]) <= sum(estimate_tokens(walk._block(c)[1]) for c in notes):
+        cost = sum(estimate_tokens(walk._block(c)[1]) for c in notes)
+        if estimate_tokens(block_content(turn)[0]) <= walk.config.whole_turn_cost * cost:
             best = max(notes, key=lambda c: (round(c.similarity, 9), c.row.chunk_id))
-            reason = f"whole turn: its {len(notes)} notes passed the floor and the gate and cost as much"
+            reason = f"whole turn: its {len(notes)} notes passed the floor and the gate ({cost} tokens together)"
             new.append((Candidate(turn, 0.0, ("turn",), (), best.similarity), reason))
             walk.expanded_from[turn.chunk_id] = best.row.note_id
     if not new:
