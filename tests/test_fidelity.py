@@ -85,6 +85,19 @@ def test_shortening_drops_asides_never_the_end_of_the_point():
     assert units == ["Cluster analysis is used in many different fields."]
 
 
+def test_a_lead_in_word_never_leaves_a_condition_alone_as_a_note():
+    # Kept, "However," hid the condition from the splitter: "However, if you need X yourself." was a note.
+    units, _ = extracted(
+        "However, if you absolutely need to parse `request.body` yourself, you can use `json.loads` "
+        "on it in the view function."
+    )
+    assert units == ["You can use `json.loads` on it in the view function."]
+    assert not any(re.match(r"\w+, (?:if|when|since)\b", u) for u in units)
+    # A sentence that fits keeps its lead-in and its condition where they stand.
+    units, _ = extracted("However, when a session expires, Django does not trigger a specific event.")
+    assert units == ["However, when a session expires, Django does not trigger a specific event."]
+
+
 def test_what_cannot_be_said_in_the_limit_is_skipped_and_counted_never_cut():
     long = (
         "Our tiny green robot quietly sweeps the dusty kitchen floor every single morning "

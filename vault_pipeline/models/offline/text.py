@@ -121,6 +121,7 @@ _INTERROGATIVE = re.compile(
 # A split-off dependent clause is never a note of its own (no invented "This applies if ..."): it stays with
 # its main clause as that unit's context. When it does not fit there, one of these may be dropped (the main
 # clause still holds without it); any other (a condition, a purpose, a means) takes the sentence with it.
+_LEAD_IN = re.compile(r"^[^\W\d_]+,\s+(?=\S)")  # "However, ", "Finally, ": one word and a comma
 _DROPPABLE = frozenset(("which", "that", "because", "omdat", "whereas", "while", "although", "though", "even though"))
 # A main clause ending on one of these verbs before "if/whether/that ..." is cut before its point: the clause
 # is its complement ("is used to determine | if X", "check | whether Y").
@@ -373,7 +374,7 @@ def compress_units(
     A split question stays a question only in its asking pieces ('How do I X?').
     """
     context_limit = limit if context_limit is None else context_limit
-    split = _split(strip_fillers(sentence), limit)
+    split = _split(_without_lead_in(strip_fillers(sentence), limit), limit)
     mains = max(1, sum(1 for p in split if p is None or not p.startswith(_MARKER)))
     if not split or split[0] is None or split[0].startswith(_MARKER):
         return [], mains  # the main clause cannot be said: its qualifiers mean nothing alone
@@ -404,6 +405,16 @@ def compress_units(
     if out[0][0] is None:
         return [], mains
     return [(text, context) for text, context in out if text], sum(1 for text, _ in out if not text)
+
+
+def _without_lead_in(text: str, limit: int) -> str:
+    """A sentence over ``limit`` words without a one-word lead-in before its dependent clause:
+    'However, if X, Y' -> 'if X, Y', so the condition is found and goes with its main clause (kept,
+    it left 'However, if X.' alone as a note). A sentence that fits stays as it is."""
+    lead = _LEAD_IN.match(text)
+    if lead and count_words(text) > limit and _DEPENDENT.match(text[lead.end() :]):
+        return text[lead.end() :]
+    return text
 
 
 def _cut(said: str) -> bool:
