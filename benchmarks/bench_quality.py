@@ -25,6 +25,7 @@ import random
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from vault_pipeline.ingest.quality import (  # noqa: E402
     GATE,
     GATE_FILE,
     GateModel,
+    collapsed_identifiers,
     dump_gate,
     features,
     fit,
@@ -422,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     test = [r for rows in sets.values() for r in rows if held_out(r)]
     print(f"all real-export labels, held out: {scores(test, model)}")
+    everything = [r for rows in sets.values() for r in rows]
+    named = Counter(r["label"] for r in everything if collapsed_identifiers(r["text"], r.get("source_excerpt") or ""))
+    print(
+        f"a source identifier with its separators dropped (the faithfulness rule), labels of the notes named: {dict(named)}"
+    )
     if args.model:
         from vault_pipeline.models.build import build_llm
 

@@ -309,6 +309,17 @@ def test_gate_checks_literal_tokens_against_the_source():
     assert not any("source:" in p for p in quality_problems(GOOD, body, set(), source="set MAX_CONN to 100"))
 
 
+def test_gate_names_an_identifier_that_lost_its_separators():
+    source = "Back up with `pg_dump` and restore with `pg_restore`; _Note_: see Node.js."
+    body = "PostgreSQL uses pgdump and pgrestore.\n"
+    problems = quality_problems(GOOD, body, set(), source=source)
+    assert "not in its source: pgdump (pg_dump), pgrestore (pg_restore)" in problems
+    # Emphasis underscores are no separators, and a word the source uses as written is no mangling.
+    for fine in ("Note the backup first.\n", "PostgreSQL restores with `pg_restore`.\n", "Node.js runs it.\n"):
+        assert not any("source:" in p for p in quality_problems(GOOD, fine, set(), source=source))
+    assert any("NodeJS (Node.js)" in p for p in quality_problems(GOOD, "NodeJS runs it.\n", set(), source=source))
+
+
 def test_all_passing_writes_verdicts_dry_run_writes_nothing_and_progress_is_reported(vault):
     good, bad = add(vault, atomic("Postgres is the store of the notes."), atomic("In the form of user stories."))
     before = (vault.root / bad.relpath).read_bytes()
