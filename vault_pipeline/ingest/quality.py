@@ -437,15 +437,20 @@ def collapsed_identifiers(sentence: str, source_text: str) -> list[tuple[str, st
     one of the source's identifiers with its `_`, `-` or `.` dropped: "pgdump" for `pg_dump`, a
     mangling the literal-token rule cannot see once the underscore is gone (how often, and on which
     labels, the hand-labelled notes say: `python benchmarks/bench_quality.py`)."""
-    words = {w.casefold() for w in _WORD.findall(source_text)}
+    words, joined = _source_names(source_text)
+    found = [(w, w.casefold()) for w in _WORD.findall(sentence)]
+    return [(w, joined[key]) for w, key in found if key not in words and key in joined]
+
+
+@lru_cache(maxsize=256)
+def _source_names(source_text: str) -> tuple[frozenset[str], dict[str, str]]:
+    """A source's words (casefolded), and its identifiers by their bare form ("pgdump" -> "pg_dump").
+    Read once per message: its notes are judged one after another."""
+    words = frozenset(w.casefold() for w in _WORD.findall(source_text))
     joined: dict[str, str] = {}
     for token in _IDENTIFIER.findall(source_text):
         core = token.strip("_")  # only separators inside a name: `_Description_` is emphasis
         bare = re.sub(r"[-._]", "", core).casefold()
         if bare != core.casefold() and bare not in words:
             joined.setdefault(bare, core)
-    return [
-        (w, joined[w.casefold()])
-        for w in _WORD.findall(sentence)
-        if w.casefold() not in words and w.casefold() in joined
-    ]
+    return words, joined

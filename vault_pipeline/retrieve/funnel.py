@@ -386,8 +386,9 @@ def _related(
 def _consolidate(walk: _Walk, retriever: SessionRetriever) -> dict[str, Any]:
     """Small-to-big: a turn two or more of whose surviving notes cost, together, at least
     1 / ``whole_turn_cost`` of the turn itself enters verbatim in their place (each note repeats the
-    turn's date and speaker; the turn also keeps the words no note kept). Its notes then collapse into it (``rank.covered``). Only
-    survivors' own turns in the sessions the hop read, no new search or lookup; traced."""
+    turn's date and speaker; the turn also keeps the words no note kept). Its notes then collapse
+    into it (``rank.covered``). Only survivors' own turns in the sessions the hop read, no new search
+    or lookup; traced."""
     survivors = walk.survivors()
     have = {
         (c.row.source_conversation, m)

@@ -49,8 +49,8 @@ class FunnelConfig:
     turns: int = 10
     # Small-to-big: a turn two or more of whose notes survive replaces them when it costs at most
     # ``whole_turn_cost`` times their tokens together (the rest of the turn rides along cheaply).
-    # LoCoMo tuning part (conv-26, conv-30): answer words 86.1 / 87.0 / 87.0 / 86.1 % at 1 / 1.5 /
-    # 2 / 1.25, evidence 89.2 % at each; 1.5 is also the bound on a block's own overhead.
+    # LoCoMo tuning part (conv-26, conv-30): answer words 86.1 / 86.1 / 87.0 / 87.0 % at 1 / 1.25 /
+    # 1.5 / 2, evidence 89.2 % at each; 1.5 is also the bound on a block's own overhead.
     whole_turns: bool = True
     whole_turn_cost: float = 1.5
     # Pseudo-relevance feedback: when fewer than ``feedback_below`` candidates survive, the kept

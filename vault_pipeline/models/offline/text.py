@@ -118,10 +118,10 @@ _INTERROGATIVE = re.compile(
     r"heb|hebben|heeft|wordt|zal|zou)\b",
     re.I,
 )
+_LEAD_IN = re.compile(r"^[^\W\d_]+,\s+(?=\S)")  # "However, ", "Finally, ": one word and a comma
 # A split-off dependent clause is never a note of its own (no invented "This applies if ..."): it stays with
 # its main clause as that unit's context. When it does not fit there, one of these may be dropped (the main
 # clause still holds without it); any other (a condition, a purpose, a means) takes the sentence with it.
-_LEAD_IN = re.compile(r"^[^\W\d_]+,\s+(?=\S)")  # "However, ", "Finally, ": one word and a comma
 _DROPPABLE = frozenset(("which", "that", "because", "omdat", "whereas", "while", "although", "though", "even though"))
 # A main clause ending on one of these verbs before "if/whether/that ..." is cut before its point: the clause
 # is its complement ("is used to determine | if X", "check | whether Y").
