@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -292,3 +293,44 @@ def test_synopsis_head_is_a_prefix_within_budget(lines, head):
         return
     cut = syn.split("\n\n# Outline\n")[0]
     assert len(cut.encode("utf-8", "surrogatepass")) <= head + 8  # + a closing fence line
+
+
+# --------------------------------------------------------------------------- transcripts
+
+
+def _session_body(messages) -> str:
+    from tests.test_notes import conversation
+    from vault_pipeline.ingest.notes import session_note
+
+    return session_note(conversation(*messages), "We talked about storage.").body
+
+
+def test_transcript_is_one_chunk_per_message_even_with_hostile_markdown():
+    from tests.test_notes import MESSAGES
+    from vault_pipeline.ingest.notes import block_id
+
+    chunks = chunk_markdown("s", _session_body(MESSAGES))
+    summary, turns = chunks[0], chunks[1:]
+    assert summary.heading_path == ("Storage plans", "Summary") and "^m-" not in summary.text
+    # A look-alike id inside a fence or an HTML block ends no message; an empty message keeps its own.
+    wanted = [block_id(m.id) for m in MESSAGES]
+    assert [re.findall(r"\^(m-[A-Za-z0-9-]+)\s*$", c.text)[-1] for c in turns] == wanted
+    for c in turns:
+        assert c.heading_path == ("Storage plans", "Transcript")
+        assert c.text.startswith("Storage plans > Transcript\n\n**")  # each message says where it sits
+
+
+def test_a_message_over_the_cap_splits_further_and_keeps_every_character():
+    from tests.test_notes import Message
+    from vault_pipeline.ingest.notes import block_id
+
+    long = "\n\n".join(f"Paragraph {i} says one thing about the vault in plain words." for i in range(80))
+    messages = (Message("a", "user", "User", "Short question?"), Message("b", "assistant", "Assistant", long))
+    body = _session_body(messages)
+    chunks = chunk_markdown("s", body, cap_tokens=300)
+    turns = [c for c in chunks if c.heading_path[-1] == "Transcript"]
+    assert len(turns) > 2 and all(c.tokens <= 300 for c in turns)
+    assert turns[0].source_text.startswith("**User:** Short question?")
+    assert turns[0].source_text.endswith(f"^{block_id('a')}")
+    # Every character but the transcript's heading line, which each message's path prefix names.
+    assert _ns("".join(c.source_text for c in chunks)) == _ns(body.replace("## Transcript", "", 1))

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.fakes import HashEmbedder, fake_row
+from tests.fakes import HashEmbedder, fake_row, note_text, write_file
 from vault_pipeline.cli import _depth_line
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
@@ -390,3 +390,49 @@ def test_a_verbatim_turn_is_gated_with_its_seed_notes_vector_not_embedded_again(
     package = run(retriever, counting, floor=-1.0, beam=0, turns=1, wide=1, per_list=1, gate=True)
     assert [b.item.type for b in package.blocks if b.item.type == "turn"] == ["turn"]
     assert not [t for t in seen if TURN in t]  # the turn's text never went to the embedder
+
+
+def test_a_transcript_message_found_by_the_lanes_is_a_turn_block_with_its_dates(make_vault, embedder):
+    """The index keeps one chunk per transcript message: a turn no atomic note carries is found by
+    the lanes themselves and enters as ``[speaker, day] text`` with its relative time resolved."""
+    from datetime import UTC, datetime
+
+    from tests.test_notes import Message, conversation
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.index.sync import sync
+    from vault_pipeline.ingest.notes import session_note
+
+    said = "I ran a charity race for mental health last Saturday, it was rewarding."
+    lines = [("Caroline", "Hey Mel, what's new with you?"), ("Melanie", said), ("Caroline", "Great to hear it.")]
+    conv = replace(
+        conversation(*(Message(f"D2:{i}", "user", who, text) for i, (who, text) in enumerate(lines, 1))),
+        kind="locomo",
+        id="conv-9:session_2",
+        created=datetime(2023, 5, 25, 13, 14, tzinfo=UTC),
+    )
+    session = session_note(conv, "Caroline and Melanie talked.")
+    vault = make_vault(notes={f"sessions/{session.stem}.md": session.text()})
+    with vault.lock("index"):
+        sync(vault, embedder)
+    package = run(Index.open(vault, embedder), embedder, query="When did Melanie run a charity race?", floor=0.05)
+    turns = [b for b in package.blocks if b.item.type == "turn"]
+    assert [b.text for b in turns] == [
+        "[Melanie, 25 May 2023] I ran a charity race for mental health last Saturday (20 May 2023), it was rewarding."
+    ]
+    assert turns[0].to_dict()["source"]["messages"] == ["D2:2"]
+    # Counted as a turn, not as the whole session: one message cited, its own block link.
+    assert turns[0].to_dict()["source"]["links"] == [f"{session.stem}#^{block_id('D2:2')}"]
+    # Once the clean superseded a note of that turn, the turn is history: it stays out, and says why.
+    source = {"kind": "locomo", "conversation": "conv-9:session_2", "messages": ["D2:2"]}
+    old = note_text("a-race", "Melanie ran a race.", status="archived", superseded_by="[[a-race-2]]", source=source)
+    write_file(vault.root, "archive/a-race.md", old)
+    with vault.lock("index"):
+        sync(vault, embedder)
+    package = run(Index.open(vault, embedder), embedder, query="When did Melanie run a charity race?", floor=0.05)
+    assert "turn" not in {b.item.type for b in package.blocks}
+    dropped = next(t for t in package.trace if t["chunk_id"].endswith("@D2:2"))
+    assert (
+        dropped["gate"] == "drop"
+        and dropped["reason"] == "superseded: a note of this turn was superseded by [[a-race-2]]"
+    )
+    assert package.stats["expansion"]["superseded_turns"] == 1

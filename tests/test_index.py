@@ -238,6 +238,31 @@ def test_embedder_change_forces_a_clean_rebuild(vault, embedder):
     assert _clean(sync(vault, other))
 
 
+def test_a_chunking_change_rechunks_every_note_and_keeps_unchanged_vectors(vault, embedder, monkeypatch):
+    from vault_pipeline.index import chunk as chunking
+    from vault_pipeline.index import sync as syncing
+
+    transcript = "\n## Transcript\n\n**Ann:** We chose LanceDB. ^m-a-1\n\n**Bob:** For its full-text index. ^m-b-2\n"
+    write_file(vault, "sessions/talk.md", SESSION.replace("id: s-0001", "id: s-0002") + transcript)
+    # The index as the chunking before version 2 left it: a transcript was one section like any other.
+    with monkeypatch.context() as old:
+        old.setattr(chunking, "TRANSCRIPT_HEADING", "(none)")
+        old.setattr(syncing, "CHUNKING_VERSION", 1)
+        sync(vault, embedder)
+    before = {r["chunk_id"] for r in _all_rows(vault)}
+    report = sync(vault, embedder)
+    assert report.rechunked == "chunking changed: 1 -> 2" and not report.rebuilt
+    assert report.changed == len(NOTES) + 1 and report.embedded_notes == 1  # only the transcript's texts are new
+    talk = sorted((r["chunk_id"], r["text"]) for r in _all_rows(vault) if r["path"] == "sessions/talk.md")
+    assert [t.split("\n\n", 1)[1] for _, t in talk if "^m-" in t] == [
+        "**Ann:** We chose LanceDB. ^m-a-1",
+        "**Bob:** For its full-text index. ^m-b-2",
+    ]
+    assert {r["chunk_id"] for r in _all_rows(vault)} != before
+    again = sync(vault, embedder)
+    assert _clean(again) and not again.rechunked
+
+
 def test_rebuild_on_request(vault, embedder):
     sync(vault, embedder)
     report = sync(vault, embedder, rebuild=True)

@@ -511,6 +511,8 @@ def _print_index(report, json_out: bool) -> None:
         err.print(f"repaired: {path}: {fault}", markup=False)
     if report.rebuilt:
         err.print(f"rebuilt the index: {report.rebuild_reason}", markup=False)
+    if report.rechunked:
+        err.print(f"re-chunked every note ({report.rechunked}); unchanged texts kept their vectors", markup=False)
     rows = [
         ("note files scanned", report.scanned),
         ("unchanged", report.unchanged),

@@ -8,8 +8,11 @@ path ("Project > Risks") prepended where the slice alone would not say where
 it sits, so it reads alone. Tokens are counted after the split, for the
 budget only: ``ceil(utf8_bytes / 4)``, a cheap deterministic estimate.
 
-Only a section above the hard cap (1,500 tokens) is split further, at
-paragraph boundaries first, then at sentence or list-item line ends, never
+A session note's transcript section is one chunk per message (the
+"Transcript" heading, each message ending with its ``^m-`` block id): a
+question matches one turn, and a turn is what a package cites and a reader
+checks. Otherwise only a section above the hard cap (1,500 tokens) is split
+further, at paragraph boundaries first, then at sentence or list-item line ends, never
 mid-sentence. Large resources (engram-go's size tiers) are chunked from a
 synopsis: the first 8 KiB cut at a clean boundary, plus an outline.
 
@@ -28,8 +31,12 @@ from dataclasses import dataclass, replace
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
+from vault_pipeline.ingest.notes import TRANSCRIPT_HEADING
 from vault_pipeline.text import estimate_tokens, grapheme_safe
 
+# Bumped when the same note would chunk differently; an index chunked the old way is re-chunked by
+# the next sync (``index.sync``), keeping the vectors of unchanged texts. 2: one chunk per message.
+CHUNKING_VERSION = 2
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
 BULLET_CEILING = 4  # seed 004: 2-4 bullets per level is the soft ceiling
@@ -46,6 +53,7 @@ _SENTENCE_GAP = re.compile(
     r"|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*[ \t]*)(?=\S)"
 )  # CJK: no space
 _WHITESPACE = re.compile(r"\s+")
+_ANCHOR_END = re.compile(r"\^m-[A-Za-z0-9-]+[ \t]*$", re.M)  # a transcript message's block id ends it
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
@@ -300,17 +308,41 @@ def _prefix(path: tuple[str, ...], continued: bool) -> str:
     return PATH_SEPARATOR.join(titles) + "\n\n"
 
 
+def _message_spans(parsed: _Parsed, sec: _Section) -> list[tuple[int, int]]:
+    """A transcript section's messages: each span ends after its block anchor line."""
+    text, spans, start = parsed.text, [], sec.heading_end
+    local = [(a, b) for a, b in parsed.fences if a < sec.end and b > sec.start]
+    for m in _ANCHOR_END.finditer(text, sec.heading_end, sec.end):
+        if not _inside(m.start(), local):
+            spans.append((start, m.end()))
+            start = m.end()
+    if text[start : sec.end].strip():
+        spans.append((start, sec.end))
+    return spans
+
+
 def _section_pieces(parsed: _Parsed, sec: _Section, cap_tokens: int) -> list[tuple[str, str]]:
-    """(prefix, verbatim text) pieces of one section, split only above the hard cap."""
-    text = parsed.text
-    whole = _clean(text[sec.start : sec.end])
+    """(prefix, verbatim text) pieces of one section, split only above the hard cap; a transcript
+    section gives one piece per message (each under its heading path), a message over the cap more."""
     head = _prefix(sec.heading_path, continued=False)
+    tail = _prefix(sec.heading_path, continued=True)
+    if sec.heading_path and sec.heading_path[-1] == TRANSCRIPT_HEADING:
+        return [
+            piece for a, b in _message_spans(parsed, sec) for piece in _pieces(parsed, a, b, tail, tail, cap_tokens)
+        ]
+    return _pieces(parsed, sec.start, sec.end, head, tail, cap_tokens)
+
+
+def _pieces(parsed: _Parsed, lo: int, hi: int, head: str, tail: str, cap_tokens: int) -> list[tuple[str, str]]:
+    """``text[lo:hi]`` whole under ``head`` when it fits the cap, else split at the best safe cuts
+    (the first piece under ``head``, the others under ``tail``)."""
+    text = parsed.text
+    whole = _clean(text[lo:hi])
     if not whole or estimate_tokens(head + whole) <= cap_tokens:
         return [(head, whole)] if whole else []
-    tail = _prefix(sec.heading_path, continued=True)
     budget = max(256, cap_tokens * 4 - _utf8_len(tail) - 8)
     pieces = []
-    for n, (a, b) in enumerate(_split_span(text, sec.start, sec.end, budget, parsed.fences)):
+    for n, (a, b) in enumerate(_split_span(text, lo, hi, budget, parsed.fences)):
         piece = _clean(text[a:b])
         if piece:
             pieces.append((head if n == 0 else tail, piece))

@@ -350,6 +350,28 @@ class Index:
         ]
         return sorted(out, key=lambda r: r.chunk_id)
 
+    def superseded_messages(self, conversations: Sequence[str]) -> dict[tuple[str, str], str]:
+        """(conversation, message) -> the ``superseded_by`` link of a note citing that message which a
+        newer note superseded: what those turns said no longer holds (one filtered read, three columns)."""
+        from lancedb.expr import col
+
+        wanted = sorted({c for c in conversations if c})
+        out: dict[tuple[str, str], str] = {}
+        for batch in batches(wanted):
+            where = isin("source_conversation", batch) & (col("superseded_by") != "")
+            rows = (
+                self.table.search()
+                .where(where)
+                .select(["source_conversation", "source_messages", "superseded_by"])
+                .limit(None)
+                .to_arrow()
+                .to_pylist()
+            )
+            for row in sorted(rows, key=lambda r: (r["source_conversation"], r["superseded_by"])):
+                for message in json.loads(row["source_messages"] or "[]"):
+                    out.setdefault((row["source_conversation"], str(message)), row["superseded_by"])
+        return out
+
     def related_stems(self, paths: Sequence[str]) -> dict[str, list[str]]:
         """Vault-relative note path -> the file names its ``related`` property links to: the links
         the nightly clean writes, read from the notes themselves (the index holds no frontmatter

@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from vault_pipeline.errors import FrontmatterError, ModelError
-from vault_pipeline.index.chunk import Chunk, chunks_for_note
+from vault_pipeline.index.chunk import CHUNKING_VERSION, Chunk, chunks_for_note
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest
 from vault_pipeline.index.table import (
@@ -82,6 +82,8 @@ class IndexReport:
     repairs: list[tuple[str, str]] = field(default_factory=list)  # (path, fault found)
     rebuilt: bool = False
     rebuild_reason: str = ""
+    # Every note re-chunked (the chunking changed since the last sync); unchanged texts keep their vectors.
+    rechunked: str = ""
     # "version": the table is as the last sync left it; "layout": rows per path checked against the
     # manifest; "layout+content": every row's check recomputed too.
     integrity: str = "layout"
@@ -141,8 +143,12 @@ def _sync(
         manifest.set_meta(**identity)
         table = ChunkTable(db, int(embedder.dim), identity)
         meta = manifest.meta()
-        _Run(vault, embedder, table, manifest, report, progress).execute(meta, verify)
+        chunking = str(CHUNKING_VERSION)
+        if meta.get("chunking", "1") != chunking and manifest.entries():
+            report.rechunked = f"chunking changed: {meta.get('chunking', '1')} -> {chunking}"
+        _Run(vault, embedder, table, manifest, report, progress).execute(meta, verify, bool(report.rechunked))
         updates = table.finish(meta, force=report.rebuilt or verify or not meta.get("table_version"))
+        updates["chunking"] = chunking  # recorded only once every note was chunked the new way
         report.optimized, report.ann_index_built = table.optimized, "ann_rows" in updates
         report.rows = table.count()
         manifest.set_meta(
@@ -203,9 +209,12 @@ class _Run:
         self.drop: set[str] = set()  # indexed paths now unreadable: rows and entries go
         self.touch: list[ManifestEntry] = []  # same content, new stat
         self.done = self.total = 0
+        self.rechunk = False
 
-    def execute(self, meta: dict[str, str], verify: bool) -> None:
-        """Check integrity, plan, process every candidate file, then drop what left the vault."""
+    def execute(self, meta: dict[str, str], verify: bool, rechunk: bool = False) -> None:
+        """Check integrity, plan, process every candidate file (all of them, unchanged ones too, when
+        ``rechunk``), then drop what left the vault."""
+        self.rechunk = rechunk
         self.entries = self.manifest.entries()
         self.faults = self._integrity(meta, verify)
         paths = self.vault.iter_note_paths()
@@ -214,7 +223,7 @@ class _Run:
         gone = {p for p in self.entries if p not in present}
         self.gone_by_id = {self.entries[p].note_id: p for p in sorted(gone) if p not in self.faults}
         self.owners = {e.note_id: p for p, e in self.entries.items() if p in present and p not in self.faults}
-        candidates = self._candidates(paths, verify)
+        candidates = self._candidates(paths, verify or rechunk)
         self.total = len(candidates)
         for relpath, st, kind in candidates:
             self._consider(relpath, st, kind)
@@ -272,7 +281,7 @@ class _Run:
             return self._advance(1)
         sha = hashlib.sha256(data).hexdigest()
         entry = self.entries.get(relpath)
-        if kind == "changed" and entry is not None and entry.sha256 == sha:
+        if kind == "changed" and entry is not None and entry.sha256 == sha and not self.rechunk:
             self.report.unchanged += 1
             if (entry.size, entry.mtime_ns) != (st.st_size, st.st_mtime_ns):
                 self.touch.append(ManifestEntry(relpath, entry.note_id, sha, st.st_size, st.st_mtime_ns, entry.chunks))

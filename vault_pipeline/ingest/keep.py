@@ -17,7 +17,7 @@ from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
-from vault_pipeline.ingest.notes import block_id
+from vault_pipeline.ingest.notes import TRANSCRIPT_HEADING, block_id
 from vault_pipeline.ingest.quality import GATE, hard_problems, meaning_vectors, sentence_problems, unfaithful
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
 from vault_pipeline.models.protocol import StructuredLLM
@@ -161,7 +161,7 @@ _NOTES_LINE = re.compile(r"^Notes: \[\[.*$", re.M)  # links back to atomic notes
 
 def transcript_messages(body: str) -> dict[str, str]:
     """Block id -> message text of a session note's transcript (as ``render_transcript`` writes it)."""
-    text = body.split("\n## Transcript\n", 1)[-1]
+    text = body.split(f"\n## {TRANSCRIPT_HEADING}\n", 1)[-1]
     messages, start = {}, 0
     for match in _BLOCK.finditer(text):
         messages[match[1]] = _NOTES_LINE.sub("", text[start : match.start()])

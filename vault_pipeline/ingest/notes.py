@@ -92,6 +92,7 @@ def conversation_created(conv: Conversation) -> str:
 
 
 # Letters, combining marks and decimal digits: what an Obsidian tag may hold besides "_", "-", "/".
+TRANSCRIPT_HEADING = "Transcript"  # a session note's messages sit under this H2 (the index chunks it per message)
 _TAG_CATEGORIES = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd"}
 
 
@@ -164,8 +165,9 @@ def session_note(conv: Conversation, summary: str, units_by_message: Mapping[str
         "tags": _tags("session", obsidian_tag(conv.kind)),
     }
     links = {mid: [_stem_of(u) for u in units] for mid, units in (units_by_message or {}).items()}
-    body = f"# {title}\n\n## Summary\n\n{str(summary or '').strip()}\n\n## Transcript\n\n" + render_transcript(
-        conv.messages, links
+    body = (
+        f"# {title}\n\n## Summary\n\n{str(summary or '').strip()}\n\n## {TRANSCRIPT_HEADING}\n\n"
+        + render_transcript(conv.messages, links)
     )
     return Note(nid, "session", "sessions", safe_stem(title, nid), frontmatter, body)
 

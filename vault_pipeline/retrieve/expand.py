@@ -18,7 +18,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import is_dataclass, replace
+from datetime import date
 
+from vault_pipeline.ingest.context import resolve_times
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.retrieve.blocks import cited_messages, mark_times, parse_atomic
 from vault_pipeline.retrieve.types import Hit
@@ -138,7 +140,9 @@ def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[s
             m = _TURN.match(paragraph.strip())
             if m and m["block"] in ids:
                 message = ids[m["block"]]
-                said = mark_times(" ".join(m["text"].split()), times.get((row.source_conversation, message), []))[0]
+                said = " ".join(m["text"].split())
+                found = times.get((row.source_conversation, message)) or _own_times(said, row.created)
+                said = mark_times(said, found)[0]
                 text = f"{' '.join(m['speaker'].split())}: {said}"
                 # The chunk's stored vector is not the turn's: the turn has none.
                 unembedded = {"vector": None} if hasattr(row, "vector") else {}
@@ -151,3 +155,25 @@ def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[s
                     **unembedded,
                 )
     return turns
+
+
+def _own_times(text: str, created: str) -> list[tuple[str, str]]:
+    """The turn's relative times resolved against its session's day, as ingest resolves a note's
+    (for a turn none of whose notes went on)."""
+    try:
+        day = date.fromisoformat(str(created or "")[:10])
+    except ValueError:
+        return []
+    return [(ref.text, ref.describe()) for ref in resolve_times(text, day)]
+
+
+def as_turn(row: Hit) -> Hit:
+    """A session chunk holding exactly one transcript turn (the index keeps one chunk per message),
+    as that turn's row: ``Speaker: text``, citing its one message, with the chunk's own vector."""
+    if row.type != "session" or not is_dataclass(row) or row.text.count("^m-") != 1:
+        return row
+    wanted = {(row.source_conversation, m) for m in cited_messages(row.source_messages)}
+    turns = list(turn_rows([row], wanted).values())
+    if len(turns) != 1:
+        return row
+    return replace(turns[0], vector=row.vector) if hasattr(row, "vector") else turns[0]

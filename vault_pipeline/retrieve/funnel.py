@@ -43,8 +43,8 @@ from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.blocks import cited_messages
-from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts, turn_rows
-from vault_pipeline.retrieve.gate import GateOutcome, Keep, Skipped, gate_rows, survives
+from vault_pipeline.retrieve.expand import as_turn, feedback_terms, neighbours, turn_excerpts, turn_rows
+from vault_pipeline.retrieve.gate import Drop, GateOutcome, Keep, Skipped, gate_rows, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level, pick_parts
 from vault_pipeline.retrieve.rank import (
     block_content,
@@ -68,6 +68,7 @@ from vault_pipeline.retrieve.types import (
     Retriever,
     SessionRetriever,
     StoredVector,
+    SupersededLookup,
 )
 from vault_pipeline.text import estimate_tokens, wikilinks
 
@@ -142,6 +143,8 @@ def run_query(
     expansion = _associate(walk, fused, query, retriever, embedder, config)
     if config.adaptive and config.whole_turns and isinstance(retriever, SessionRetriever):
         expansion.update(_consolidate(walk, retriever))
+    if isinstance(retriever, SupersededLookup):
+        expansion.update(_superseded(walk, retriever))
     went_on = {c.row.chunk_id for c in walk.considered}
     reference = reference_time(walk.considered, reference_date)
     # A topic hub is a list of links: its members went on in the one hop; it is no block itself.
@@ -429,6 +432,23 @@ def _consolidate(walk: _Walk, retriever: SessionRetriever) -> dict[str, Any]:
     return {"whole_turns": len(new), "whole_turns_kept": len(new)}
 
 
+def _superseded(walk: _Walk, retriever: SupersededLookup) -> dict[str, Any]:
+    """Drop a surviving verbatim turn that a superseded note cites: the turn is history, and the
+    note that superseded it says what holds now (the clean supersedes, it never deletes). One lookup."""
+    turns = [c for c in walk.survivors() if c.row.type == "turn"]
+    if not turns:
+        return {}
+    gone = retriever.superseded_messages(sorted({c.row.source_conversation for c in turns}))
+    dropped = 0
+    for c in turns:
+        keys = [(c.row.source_conversation, m) for m in cited_messages(c.row.source_messages)]
+        by = [gone[k] for k in keys if k in gone]
+        if by:
+            walk.outcomes[c.row.chunk_id] = Drop(f"superseded: a note of this turn was superseded by {by[0]}")
+            dropped += 1
+    return {"superseded_turns": dropped} if dropped else {}
+
+
 def _nearest(rows: Sequence[Hit], qvec: np.ndarray, k: int) -> list[Hit]:
     """The ``k`` rows whose stored vectors are nearest the query (ties by chunk id)."""
     scored = [
@@ -529,7 +549,7 @@ def _retrieve(
     lists = []
     for (kind, _), hits, text in zip([q for q, run in zip(queries, runs) if run], nearest, found):
         lists += [(kind, "vector", list(hits)), (kind, "text", list(text))]
-    return fuse(lists), vectors
+    return [replace(c, row=as_turn(c.row)) for c in fuse(lists)], vectors
 
 
 def searched(texts: Sequence[str]) -> list[bool]:

@@ -200,6 +200,15 @@ class SessionRetriever(Protocol):
 
 
 @runtime_checkable
+class SupersededLookup(Protocol):
+    """A retriever that knows which transcript messages a superseded note cites (``Index``)."""
+
+    def superseded_messages(self, conversations: Sequence[str]) -> dict[tuple[str, str], str]:
+        """(conversation, message) -> the link to the note that superseded a note citing it."""
+        ...
+
+
+@runtime_checkable
 class HybridRetriever(Protocol):
     """A retriever that runs both lanes of several queries at once (``Index.hybrid_search``)."""
 
