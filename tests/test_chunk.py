@@ -320,6 +320,23 @@ def test_transcript_is_one_chunk_per_message_even_with_hostile_markdown():
         assert c.text.startswith("Storage plans > Transcript\n\n**")  # each message says where it sits
 
 
+def test_a_heading_inside_a_message_does_not_cut_the_transcript():
+    from tests.test_notes import Message
+    from vault_pipeline.ingest.notes import block_id
+
+    steps = "Here is how.\n\n## Steps\n\n### 1. Install\n\nRun the installer.\n\n# Done\n\nThat is all."
+    messages = (
+        Message("a", "user", "User", "How do I set it up?"),
+        Message("b", "assistant", "Assistant", steps),
+        Message("c", "user", "User", "Thanks!"),
+    )
+    chunks = chunk_markdown("s", _session_body(messages))
+    turns = chunks[1:]
+    assert [c.heading_path for c in turns] == [("Storage plans", "Transcript")] * 3
+    assert [c.source_text.rsplit("^", 1)[1] for c in turns] == [block_id(m) for m in "abc"]
+    assert "### 1. Install" in turns[1].source_text and turns[1].source_text.startswith("**Assistant:** Here is how.")
+
+
 def test_a_message_over_the_cap_splits_further_and_keeps_every_character():
     from tests.test_notes import Message
     from vault_pipeline.ingest.notes import block_id

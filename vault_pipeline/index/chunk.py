@@ -35,8 +35,9 @@ from vault_pipeline.ingest.notes import TRANSCRIPT_HEADING
 from vault_pipeline.text import estimate_tokens, grapheme_safe
 
 # Bumped when the same note would chunk differently; an index chunked the old way is re-chunked by
-# the next sync (``index.sync``), keeping the vectors of unchanged texts. 2: one chunk per message.
-CHUNKING_VERSION = 2
+# the next sync (``index.sync``), keeping the vectors of unchanged texts. 2: one chunk per
+# transcript message; 3: a heading inside a message no longer ends the transcript.
+CHUNKING_VERSION = 3
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
 BULLET_CEILING = 4  # seed 004: 2-4 bullets per level is the soft ceiling
@@ -210,6 +211,11 @@ def _sections(parsed: _Parsed, max_level: int = SPLIT_LEVELS) -> list[_Section]:
         stack.append(head)
         end = heads[i + 1].start if i + 1 < len(heads) else len(text)
         sections.append(_Section(tuple(h.title for h in stack), head.level, head.start, head.end, end))
+        if head.title == TRANSCRIPT_HEADING:
+            # A session's transcript runs to the end of the note: a heading inside it is a message's
+            # own Markdown ("### 3. Set up the database"), which must not cut the message apart.
+            sections[-1] = replace(sections[-1], end=len(text))
+            break
     return sections
 
 
