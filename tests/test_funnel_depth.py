@@ -13,7 +13,7 @@ from tests.fakes import HashEmbedder, fake_row, note_text, write_file
 from vault_pipeline.cli import _depth_line
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
-from vault_pipeline.retrieve.expand import feedback_terms, neighbours, turn_excerpts
+from vault_pipeline.retrieve.expand import as_turn, feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.rank import duplicate_key
 from vault_pipeline.retrieve.types import FunnelConfig
@@ -198,6 +198,36 @@ def test_neighbours_follow_the_session_order_within_the_radius(embedder):
     assert near == [("a-1", "a-2"), ("a-3", "a-2")]
     wider = [r.note_id for r, _ in neighbours([seed], rows, 3)]
     assert wider == ["a-1", "a-3", "a-4", "a-5"]  # turn 8 is beyond three turns
+
+
+def test_where_each_message_is_a_chunk_the_neighbouring_turns_themselves_join(embedder):
+    """With the index's one chunk per transcript message, a turn is a seed too, and the turns
+    within the radius enter as turns (beside the notes citing them)."""
+
+    def message_row(i: int, said: str):
+        message = MESSAGES[i - 1]
+        text = f"Caroline session 1 > Transcript\n\n**Caroline:** {said} ^{block_id(message)}"
+        return replace(session_row(), chunk_id=f"s-1:{i}", text=text)
+
+    said = {1: "Morning.", 2: "I signed up for a pottery class.", 3: "The first bowl is lopsided.", 4: "Lunch now."}
+    rows = [
+        note(3, "My teacher says the first bowl is always lopsided."),
+        *(message_row(i, t) for i, t in said.items()),
+    ]
+    seed = as_turn(rows[2])
+    assert (seed.type, seed.text, seed.source_messages) == (
+        "turn",
+        "Caroline: I signed up for a pottery class.",
+        '["D1:2"]',
+    )
+    near = [(r.type, r.chunk_id, s) for r, s in neighbours([seed], rows, 1)]
+    assert near == [("atomic", "a-3#0", "s-1"), ("turn", "s-1:1@D1:1", "s-1"), ("turn", "s-1:3@D1:3", "s-1")]
+    assert [r.text for r, _ in neighbours([seed], rows, 1) if r.type == "turn"] == [
+        "Caroline: Morning.",
+        "Caroline: The first bowl is lopsided.",
+    ]
+    # A chunk holding several turns (an index of the older chunking) is no turn of its own.
+    assert as_turn(session_row()) == session_row()
 
 
 def test_a_turn_enters_verbatim_only_when_it_carries_words_its_notes_lack(embedder):

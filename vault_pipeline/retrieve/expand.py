@@ -28,11 +28,13 @@ from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, tokens
 
 
 def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[tuple[Hit, str]]:
-    """(atomic row, seed note id) for each note citing a seed's turns or one within ``radius`` of them.
+    """(row, seed note id) for each note citing a seed's turns or one within ``radius`` of them, and
+    for each of those turns itself where the index keeps it as a chunk of its own (``as_turn``).
 
     ``rows`` are every chunk of the seeds' conversations; the session rows among them give the
-    turn order. Seeds come in rank order; a neighbour is credited to the first seed that reaches
-    it; a seed is never its own neighbour. Sorted by seed order, then chunk id.
+    turn order. A seed is an atomic note or a turn. Seeds come in rank order; a neighbour is
+    credited to the first seed that reaches it; a seed is never its own neighbour. Sorted by seed
+    order, then chunk id.
     """
     order: dict[str, dict[str, int]] = {}
     for row in rows:
@@ -41,7 +43,8 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[t
                 order.setdefault(row.source_conversation, {}).setdefault(message, position)
     by_turn: dict[tuple[str, int], list[Hit]] = {}
     for row in rows:
-        if row.type != "atomic":
+        row = as_turn(row)
+        if row.type not in ("atomic", "turn"):
             continue
         turns = order.get(row.source_conversation, {})
         for message in cited_messages(row.source_messages):
@@ -87,6 +90,7 @@ def feedback_terms(query: str, kept: Sequence[Hit], limit: int) -> list[str]:
 # A verbatim turn enters only when it carries at least this many content words that the atomic
 # notes citing it do not: the rest of a sentence too long to be a note, a list, a name.
 TURN_NEW_WORDS = 3
+_ANCHOR = re.compile(r"\^(m-[A-Za-z0-9-]+)")
 _TURN = re.compile(r"^\*\*(?P<speaker>[^*\n]{1,80}):\*\*\s*(?P<text>.*?)\s*\^(?P<block>m-[A-Za-z0-9-]+)\s*$", re.DOTALL)
 
 
@@ -170,10 +174,15 @@ def _own_times(text: str, created: str) -> list[tuple[str, str]]:
 def as_turn(row: Hit) -> Hit:
     """A session chunk holding exactly one transcript turn (the index keeps one chunk per message),
     as that turn's row: ``Speaker: text``, citing its one message, with the chunk's own vector."""
-    if row.type != "session" or not is_dataclass(row) or row.text.count("^m-") != 1:
+    if row.type != "session" or not is_dataclass(row):
         return row
-    wanted = {(row.source_conversation, m) for m in cited_messages(row.source_messages)}
-    turns = list(turn_rows([row], wanted).values())
+    anchors = _ANCHOR.findall(row.text)
+    if len(anchors) != 1:
+        return row
+    message = next((m for m in cited_messages(row.source_messages) if block_id(m) == anchors[0]), None)
+    if message is None:
+        return row
+    turns = list(turn_rows([row], {(row.source_conversation, message)}).values())
     if len(turns) != 1:
         return row
     return replace(turns[0], vector=row.vector) if hasattr(row, "vector") else turns[0]

@@ -313,7 +313,7 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     and their own turns verbatim."""
     strongest = _strongest(walk, max(config.beam, config.turns))
     kept = strongest[: config.beam]
-    seeds = [c.row for c in kept if c.row.type == "atomic" and c.row.source_conversation]
+    seeds = [c.row for c in kept if c.row.type in ("atomic", "turn") and c.row.source_conversation]
     speakers = [c.row for c in strongest[: config.turns] if c.row.type == "atomic" and c.row.source_conversation]
     rows = walk.conversation_rows(retriever, {r.source_conversation for r in seeds + speakers})
     found = neighbours(seeds, rows, config.radius) if config.radius else []
@@ -336,7 +336,7 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     near = len(new)
     # The seeds' own turns, verbatim, when they carry what their notes lack (the seed's cosine).
     similarity = {c.row.note_id: c.similarity for c in strongest}
-    turns = [(row, seed) for row, seed in turn_excerpts(speakers, rows) if row.chunk_id not in known]
+    turns = [(row, seed) for row, seed in turn_excerpts(speakers, rows) if row.chunk_id not in known | set(unique)]
     # A turn has no stored vector; the gate's signals take its seed note's (the part of the turn the
     # query matched, whose cosine it already carries) instead of embedding it (~12 ms a query).
     stored = {c.row.note_id: c.row.vector for c in strongest if isinstance(c.row, StoredVector)}
