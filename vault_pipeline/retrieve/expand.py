@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import is_dataclass, replace
 from datetime import date
+from functools import lru_cache
 
 from vault_pipeline.ingest.context import resolve_times
 from vault_pipeline.ingest.notes import block_id
@@ -37,13 +38,28 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[t
     order, then chunk id.
     """
     order: dict[str, dict[str, int]] = {}
+    read: set[tuple[str, str]] = set()  # every chunk of a session lists the same messages: read once
     for row in rows:
-        if row.type == "session":
+        if row.type == "session" and (row.source_conversation, row.source_messages) not in read:
+            read.add((row.source_conversation, row.source_messages))
+            positions = order.setdefault(row.source_conversation, {})
             for position, message in enumerate(cited_messages(row.source_messages)):
-                order.setdefault(row.source_conversation, {}).setdefault(message, position)
+                positions.setdefault(message, position)
+    reached = {
+        (seed.source_conversation, order[seed.source_conversation][m] + d)
+        for seed in seeds
+        if seed.source_conversation in order
+        for m in cited_messages(seed.source_messages)
+        if m in order[seed.source_conversation]
+        for d in range(-radius, radius + 1)
+    }
     by_turn: dict[tuple[str, int], list[Hit]] = {}
     for row in rows:
-        row = as_turn(row)
+        if row.type == "session":  # a message's own chunk is a turn; only those in reach are read
+            own = own_message(row)
+            if own is None or (row.source_conversation, order[row.source_conversation][own]) not in reached:
+                continue
+            row = as_turn(row)
         if row.type not in ("atomic", "turn"):
             continue
         turns = order.get(row.source_conversation, {})
@@ -171,16 +187,23 @@ def _own_times(text: str, created: str) -> list[tuple[str, str]]:
     return [(ref.text, ref.describe()) for ref in resolve_times(text, day)]
 
 
+@lru_cache(maxsize=1024)
+def _by_anchor(source_messages: str) -> dict[str, str]:
+    """Block id -> message id of a session's messages (read once per session, not once per chunk)."""
+    return {block_id(m): m for m in cited_messages(source_messages)}
+
+
+def own_message(row: Hit) -> str | None:
+    """The one message a session chunk holds whole (its only block id), else None."""
+    anchors = _ANCHOR.findall(row.text) if row.type == "session" else []
+    return _by_anchor(row.source_messages).get(anchors[0]) if len(anchors) == 1 else None
+
+
 def as_turn(row: Hit) -> Hit:
     """A session chunk holding exactly one transcript turn (the index keeps one chunk per message),
     as that turn's row: ``Speaker: text``, citing its one message, with the chunk's own vector."""
-    if row.type != "session" or not is_dataclass(row):
-        return row
-    anchors = _ANCHOR.findall(row.text)
-    if len(anchors) != 1:
-        return row
-    message = next((m for m in cited_messages(row.source_messages) if block_id(m) == anchors[0]), None)
-    if message is None:
+    message = own_message(row) if is_dataclass(row) else None
+    if message is None or not is_dataclass(row):
         return row
     turns = list(turn_rows([row], {(row.source_conversation, message)}).values())
     if len(turns) != 1:
