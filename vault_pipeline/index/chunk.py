@@ -12,8 +12,8 @@ A session note's transcript section is one chunk per message (the
 "Transcript" heading, each message ending with its ``^m-`` block id): a
 question matches one turn, and a turn is what a package cites and a reader
 checks. Otherwise only a section above the hard cap (1,500 tokens) is split
-further, at paragraph boundaries first, then at sentence or list-item line ends, never
-mid-sentence. Large resources (engram-go's size tiers) are chunked from a
+further, at paragraph boundaries first, then at sentence or list-item line
+ends, never mid-sentence. Large resources (engram-go's size tiers) are chunked from a
 synopsis: the first 8 KiB cut at a clean boundary, plus an outline.
 
 Headings come from mistune's block parser (so a ``#`` line inside fenced

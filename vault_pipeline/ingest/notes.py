@@ -91,8 +91,8 @@ def conversation_created(conv: Conversation) -> str:
     return created_stamp(conv.created or next((m.created for m in conv.messages if m.created), None))
 
 
-# Letters, combining marks and decimal digits: what an Obsidian tag may hold besides "_", "-", "/".
 TRANSCRIPT_HEADING = "Transcript"  # a session note's messages sit under this H2 (the index chunks it per message)
+# Letters, combining marks and decimal digits: what an Obsidian tag may hold besides "_", "-", "/".
 _TAG_CATEGORIES = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd"}
 
 

@@ -203,7 +203,7 @@ def as_turn(row: Hit) -> Hit:
     """A session chunk holding exactly one transcript turn (the index keeps one chunk per message),
     as that turn's row: ``Speaker: text``, citing its one message, with the chunk's own vector."""
     message = own_message(row) if is_dataclass(row) else None
-    if message is None or not is_dataclass(row):
+    if message is None:
         return row
     turns = list(turn_rows([row], {(row.source_conversation, message)}).values())
     if len(turns) != 1:

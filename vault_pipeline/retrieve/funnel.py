@@ -336,7 +336,8 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     near = len(new)
     # The seeds' own turns, verbatim, when they carry what their notes lack (the seed's cosine).
     similarity = {c.row.note_id: c.similarity for c in strongest}
-    turns = [(row, seed) for row, seed in turn_excerpts(speakers, rows) if row.chunk_id not in known | set(unique)]
+    taken = known | set(unique)  # a neighbouring turn found above is not excerpted twice
+    turns = [(row, seed) for row, seed in turn_excerpts(speakers, rows) if row.chunk_id not in taken]
     # A turn has no stored vector; the gate's signals take its seed note's (the part of the turn the
     # query matched, whose cosine it already carries) instead of embedding it (~12 ms a query).
     stored = {c.row.note_id: c.row.vector for c in strongest if isinstance(c.row, StoredVector)}
@@ -519,7 +520,8 @@ def _retrieve(
     The index runs both lanes of the searched queries at once (``hybrid_search``); any other
     retriever's full-text searches start first, on the search threads, and run while this thread
     embeds the queries and runs the vector lane. Full-text hits' cosines to the original query are
-    filled in afterwards, for the candidates that go on.
+    filled in afterwards, for the candidates that go on. A transcript message's own chunk comes
+    back as that turn (``expand.as_turn``).
     """
     words = [text for _, text in queries]
     runs = [text not in unsearched for text in words]
