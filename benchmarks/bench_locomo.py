@@ -267,7 +267,8 @@ def score(blocks: list[dict], tokens: int, q: dict, turn_words: dict[tuple[str, 
 
 
 def topk_baseline(vaults: dict[str, Vault], qs: list[dict], embed: str, budget: int, turn_words: dict) -> list[dict]:
-    """Plain top-k vector retrieval in the question's own vault, filled in similarity order up to the budget."""
+    """Plain top-k vector retrieval over the question's own vault index (its notes' chunks, a transcript
+    one chunk per message), filled in similarity order up to the budget."""
     embedder = build_embedder(embed)
     retrievers = {sample: Index.open(vault, embedder) for sample, vault in vaults.items()}
     results = []
@@ -464,7 +465,9 @@ def main() -> None:
     print(f"vault query --batch --json: {len(packages)} packages in {time.perf_counter() - started:.1f}s")
     methods = {
         "funnel (offline gate)": [score(p["blocks"], p["tokens"], q, turn_words) for p, q in zip(packages, qs)],
-        "plain top-k vector (notes)": topk_baseline(vaults, qs, args.embedder, args.budget, turn_words),
+        "plain top-k vector (index rows: notes, message chunks)": topk_baseline(
+            vaults, qs, args.embedder, args.budget, turn_words
+        ),
     }
     started = time.perf_counter()
     methods.update(raw_turn_baselines(turns_by_sample, qs, args.embedder, args.budget, turn_words))
