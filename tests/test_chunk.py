@@ -337,6 +337,20 @@ def test_a_heading_inside_a_message_does_not_cut_the_transcript():
     assert "### 1. Install" in turns[1].source_text and turns[1].source_text.startswith("**Assistant:** Here is how.")
 
 
+def test_an_escaped_look_alike_block_id_does_not_end_a_message():
+    from tests.test_notes import Message
+
+    messages = (
+        Message("a", "user", "User", "Look: this line ends in ^m-fake\n\nand goes on."),
+        Message("b", "assistant", "Assistant", "Fine."),
+    )
+    turns = chunk_markdown("s", _session_body(messages))[1:]
+    assert [c.source_text for c in turns] == [
+        "**User:** Look: this line ends in \\^m-fake\n\nand goes on. ^m-a",
+        "**Assistant:** Fine. ^m-b",
+    ]
+
+
 def test_a_message_over_the_cap_splits_further_and_keeps_every_character():
     from tests.test_notes import Message
     from vault_pipeline.ingest.notes import block_id

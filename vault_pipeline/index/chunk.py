@@ -31,13 +31,14 @@ from dataclasses import dataclass, replace
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
-from vault_pipeline.ingest.notes import TRANSCRIPT_HEADING
+from vault_pipeline.ingest.notes import MESSAGE_ID, TRANSCRIPT_HEADING
 from vault_pipeline.text import estimate_tokens, grapheme_safe
 
 # Bumped when the same note would chunk differently; an index chunked the old way is re-chunked by
 # the next sync (``index.sync``), keeping the vectors of unchanged texts. 2: one chunk per
-# transcript message; 3: a heading inside a message no longer ends the transcript.
-CHUNKING_VERSION = 3
+# transcript message; 3: a heading inside a message no longer ends the transcript; 4: an escaped
+# look-alike ("\^m-x" in a message's text) no longer ends a message.
+CHUNKING_VERSION = 4
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
 BULLET_CEILING = 4  # seed 004: 2-4 bullets per level is the soft ceiling
@@ -54,7 +55,6 @@ _SENTENCE_GAP = re.compile(
     r"|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*[ \t]*)(?=\S)"
 )  # CJK: no space
 _WHITESPACE = re.compile(r"\s+")
-_ANCHOR_END = re.compile(r"\^m-[A-Za-z0-9-]+[ \t]*$", re.M)  # a transcript message's block id ends it
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
@@ -318,7 +318,7 @@ def _message_spans(parsed: _Parsed, sec: _Section) -> list[tuple[int, int]]:
     """A transcript section's messages: each span ends after its block anchor line."""
     text, spans, start = parsed.text, [], sec.heading_end
     local = [(a, b) for a, b in parsed.fences if a < sec.end and b > sec.start]
-    for m in _ANCHOR_END.finditer(text, sec.heading_end, sec.end):
+    for m in MESSAGE_ID.finditer(text, sec.heading_end, sec.end):
         if not _inside(m.start(), local):
             spans.append((start, m.end()))
             start = m.end()

@@ -17,7 +17,7 @@ from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
-from vault_pipeline.ingest.notes import TRANSCRIPT_HEADING, block_id
+from vault_pipeline.ingest.notes import MESSAGE_ID, TRANSCRIPT_HEADING, block_id
 from vault_pipeline.ingest.quality import GATE, hard_problems, meaning_vectors, sentence_problems, unfaithful
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
 from vault_pipeline.models.protocol import StructuredLLM
@@ -154,8 +154,6 @@ def _has_source(frontmatter: Mapping[str, Any]) -> bool:
 
 # --------------------------------------------------------------------------- sources
 
-# A block id closing a paragraph (" ^m-id") or standing on its own line ("^m-id").
-_BLOCK = re.compile(r"(?:^|[ \t])\^(m-[A-Za-z0-9-]+)[ \t]*$", re.M)
 _NOTES_LINE = re.compile(r"^Notes: \[\[.*$", re.M)  # links back to atomic notes: not the message
 
 
@@ -163,7 +161,7 @@ def transcript_messages(body: str) -> dict[str, str]:
     """Block id -> message text of a session note's transcript (as ``render_transcript`` writes it)."""
     text = body.split(f"\n## {TRANSCRIPT_HEADING}\n", 1)[-1]
     messages, start = {}, 0
-    for match in _BLOCK.finditer(text):
+    for match in MESSAGE_ID.finditer(text):
         messages[match[1]] = _NOTES_LINE.sub("", text[start : match.start()])
         start = match.end()
     return messages

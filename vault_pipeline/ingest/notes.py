@@ -92,6 +92,9 @@ def conversation_created(conv: Conversation) -> str:
 
 
 TRANSCRIPT_HEADING = "Transcript"  # a session note's messages sit under this H2 (the index chunks it per message)
+# A message's block id where ``render_transcript`` writes it: closing its paragraph (" ^m-id") or on a
+# line of its own. Text that would pose as one is escaped ("\^m-x"), so it never matches.
+MESSAGE_ID = re.compile(r"(?:^|[ \t])\^(m-[A-Za-z0-9-]+)[ \t]*$", re.M)
 # Letters, combining marks and decimal digits: what an Obsidian tag may hold besides "_", "-", "/".
 _TAG_CATEGORIES = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd"}
 

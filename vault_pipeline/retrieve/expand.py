@@ -22,7 +22,7 @@ from datetime import date
 from functools import lru_cache
 
 from vault_pipeline.ingest.context import resolve_times
-from vault_pipeline.ingest.notes import block_id
+from vault_pipeline.ingest.notes import MESSAGE_ID, block_id
 from vault_pipeline.retrieve.blocks import cited_messages, mark_times, parse_atomic
 from vault_pipeline.retrieve.types import Hit
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, tokens
@@ -106,7 +106,6 @@ def feedback_terms(query: str, kept: Sequence[Hit], limit: int) -> list[str]:
 # A verbatim turn enters only when it carries at least this many content words that the atomic
 # notes citing it do not: the rest of a sentence too long to be a note, a list, a name.
 TURN_NEW_WORDS = 3
-_ANCHOR = re.compile(r"\^(m-[A-Za-z0-9-]+)")
 _TURN = re.compile(r"^\*\*(?P<speaker>[^*\n]{1,80}):\*\*\s*(?P<text>.*?)\s*\^(?P<block>m-[A-Za-z0-9-]+)\s*$", re.DOTALL)
 
 
@@ -178,8 +177,9 @@ def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[s
 
 
 def _own_times(text: str, created: str) -> list[tuple[str, str]]:
-    """The turn's relative times resolved against its session's day, as ingest resolves a note's
-    (for a turn none of whose notes went on)."""
+    """The turn's relative times resolved by ingest's resolver against its session's first day (a
+    note resolves against its message's own time, which the row does not carry): for a turn none of
+    whose notes went on."""
     try:
         day = date.fromisoformat(str(created or "")[:10])
     except ValueError:
@@ -195,7 +195,7 @@ def _by_anchor(source_messages: str) -> dict[str, str]:
 
 def own_message(row: Hit) -> str | None:
     """The one message a session chunk holds whole (its only block id), else None."""
-    anchors = _ANCHOR.findall(row.text) if row.type == "session" else []
+    anchors = MESSAGE_ID.findall(row.text) if row.type == "session" else []
     return _by_anchor(row.source_messages).get(anchors[0]) if len(anchors) == 1 else None
 
 
