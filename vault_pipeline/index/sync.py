@@ -143,9 +143,9 @@ def _sync(
         manifest.set_meta(**identity)
         table = ChunkTable(db, int(embedder.dim), identity)
         meta = manifest.meta()
-        chunking = str(CHUNKING_VERSION)
-        if meta.get("chunking", "1") != chunking and manifest.entries():
-            report.rechunked = f"chunking changed: {meta.get('chunking', '1')} -> {chunking}"
+        chunking, was = str(CHUNKING_VERSION), meta.get("chunking", "1")
+        if was != chunking and manifest.entries():
+            report.rechunked = f"chunking changed: {was} -> {chunking}"
         _Run(vault, embedder, table, manifest, report, progress).execute(meta, verify, bool(report.rechunked))
         updates = table.finish(meta, force=report.rebuilt or verify or not meta.get("table_version"))
         updates["chunking"] = chunking  # recorded only once every note was chunked the new way
