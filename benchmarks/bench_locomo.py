@@ -334,6 +334,16 @@ def bm25_scores(docs: list[list[str]], query: list[str]) -> np.ndarray:
     return out
 
 
+def bm25_ranking(scores: np.ndarray) -> np.ndarray:
+    """The BM25 lane's list: only the documents sharing a term with the query, best first.
+
+    A document with no query term is not a BM25 hit; ranking it (by position) would hand the first
+    turns of a conversation a fused score as high as a real hit's.
+    """
+    order = np.argsort(-scores, kind="stable")
+    return order[scores[order] > 0]
+
+
 def rrf(*rankings: np.ndarray) -> np.ndarray:
     """Indices ordered by reciprocal-rank fusion (k=60) of several rankings (each a list of indices)."""
     fused: dict[int, float] = {}
@@ -378,8 +388,7 @@ def raw_turn_baselines(
             q = qs[i]
             cosine = vectors @ queries[row]
             by_vector = np.argsort(-cosine, kind="stable")
-            bm25 = bm25_scores(docs, words_of(q["query"]))
-            by_bm25 = np.argsort(-bm25, kind="stable")
+            by_bm25 = bm25_ranking(bm25_scores(docs, words_of(q["query"])))
             for name, order in zip(names, (rrf(by_vector, by_bm25), by_vector, by_bm25)):
                 blocks, used = fill(turns, order, budget)
                 results[name][i] = score(blocks, used, q, turn_words)

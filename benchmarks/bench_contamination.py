@@ -1,0 +1,197 @@
+"""Contaminants in the package, not only at the gate: the labelled calibration sets run through the whole funnel.
+
+`vault gate-calibrate` judges each labelled candidate in isolation, a third of them contaminants.
+Issue 12 asks what share of the *package blocks* are labelled contaminants. This benchmark answers
+that with the real funnel:
+
+1. One vault (under ``--out``, outside the repository) holds every candidate of the labelled sets
+   (``vault_example/calibration/labels.jsonl`` and ``traps.jsonl``) as an engram, indexed with MiniLM.
+   For each query, the candidates labelled for the other queries are the rest of the vault.
+2. Each query is asked once, with its ``intent_domain`` as the user's intent, at a 1,500-token budget.
+   The offline gate that judges it is fitted **without that query** (leave one query out, the same
+   fit as ``vault gate-calibrate --fit``): no figure comes from weights that saw the query.
+3. Per package: blocks labelled relevant for the query, labelled contaminant, labelled off-topic
+   (not a contaminant), and blocks labelled only for another query. The last are not judged for this
+   query: most are off-topic, some are not (the RAM notes of "indexer memory" sit near the RAM
+   query's). Recall is the share of the query's relevant candidates in its package.
+
+Beside the funnel, in the same run: reciprocal-rank fusion of MiniLM cosine and BM25 over the same
+notes, filled to the same budget; the same fusion, and MiniLM cosine alone, cut to the funnel's own
+block count for each query (equal size). Also the funnel with the floor alone (``--no-gate``), to show what the gate adds.
+
+    python benchmarks/bench_contamination.py [--out DIR] [--budget 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_locomo import bm25_ranking, bm25_scores, rrf, words_of  # noqa: E402
+
+from vault_pipeline import pipeline  # noqa: E402
+from vault_pipeline.config import load_settings  # noqa: E402
+from vault_pipeline.index.search import Index  # noqa: E402
+from vault_pipeline.models.embed import build_embedder  # noqa: E402
+from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
+from vault_pipeline.retrieve.calibrate import LabelledCandidate, load_label_files  # noqa: E402
+from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
+from vault_pipeline.retrieve.gatefit import fit_model, label_signals  # noqa: E402
+from vault_pipeline.retrieve.types import FunnelConfig  # noqa: E402
+from vault_pipeline.text import estimate_tokens  # noqa: E402
+from vault_pipeline.vault.files import Vault  # noqa: E402
+
+LABELS = [REPO / "vault_example" / "calibration" / name for name in ("labels.jsonl", "traps.jsonl")]
+NOTE = """---
+id: {id}
+type: atomic
+category: fact
+status: kept
+tier: engram
+speaker: user
+created: 2024-03-01T00:00:00+00:00
+---
+
+{text}
+"""
+
+
+def build(labels: list[LabelledCandidate], out: Path) -> Vault:
+    """A vault holding every labelled candidate as an engram (file stem = candidate id), indexed."""
+    vault = Vault.init(out / "vault")
+    for item in labels:
+        path = vault.root / "engrams" / f"{item.candidate_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(NOTE.format(id=f"e-{item.candidate_id}", text=item.candidate), encoding="utf-8")
+    pipeline.index(vault, build_embedder("minilm"))
+    return vault
+
+
+def verdicts(stems: list[str], query: str, labels: list[LabelledCandidate]) -> Counter:
+    """How many of ``stems`` are relevant, labelled contaminants, or otherwise off-topic for ``query``."""
+    mine = {item.candidate_id: item for item in labels if item.query == query}
+    counts: Counter = Counter(blocks=len(stems))
+    for stem in stems:
+        item = mine.get(stem)
+        if item is not None and item.relevant:
+            counts["relevant"] += 1
+        elif item is not None and item.contaminant:
+            counts["contaminant"] += 1
+        elif item is not None:
+            counts["off_topic"] += 1
+        else:
+            counts["other_query"] += 1
+    counts["wanted"] = sum(item.relevant for item in mine.values())
+    return counts
+
+
+def funnel_packages(vault: Vault, labels: list[LabelledCandidate], budget: int, gate: bool) -> dict[str, list[str]]:
+    """Each query's package stems, judged by a gate fitted without that query."""
+    embedder = build_embedder("minilm")
+    rows = label_signals(labels, embedder)
+    retriever = Index.open(vault, embedder)
+    settings = load_settings(vault.root)
+    out: dict[str, list[str]] = {}
+    for query, intent in sorted({(item.query, item.intent_domain) for item in labels}):
+        model = fit_model([r for r in rows if r.item.query != query])
+        config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=model, gate=gate)
+        package = run_query(
+            query,
+            retriever=retriever,
+            embedder=embedder,
+            llm_plan=OfflineBackend(),
+            llm_gate=OfflineBackend(),
+            config=config,
+            intent=intent,
+        )
+        out[query] = [Path(block.item.path).stem for block in package.blocks]
+    return out
+
+
+def fused_packages(
+    labels: list[LabelledCandidate], budget: int, sizes: dict[str, int] | None, *, bm25: bool = True
+) -> dict[str, list[str]]:
+    """RRF of MiniLM cosine and BM25 (or MiniLM alone) over the same notes, filled to ``budget`` (or cut to ``sizes``)."""
+    notes = sorted({item.candidate_id: item.candidate for item in labels}.items())
+    embedder = build_embedder("minilm")
+    vectors = np.asarray(embedder.embed([text for _, text in notes]))
+    docs = [words_of(text) for _, text in notes]
+    out: dict[str, list[str]] = {}
+    for query in sorted({item.query for item in labels}):
+        qvec = np.asarray(embedder.embed([query])[0])
+        order = by_vector = np.argsort(-(vectors @ qvec), kind="stable")
+        if bm25:
+            order = rrf(by_vector, bm25_ranking(bm25_scores(docs, words_of(query))))
+        stems, used = [], 0
+        for i in order:
+            cost = estimate_tokens(notes[int(i)][1])
+            if used + cost > budget or (sizes is not None and len(stems) >= sizes[query]):
+                continue
+            used += cost
+            stems.append(notes[int(i)][0])
+        out[query] = stems
+    return out
+
+
+def report(name: str, packages: dict[str, list[str]], labels: list[LabelledCandidate]) -> dict[str, float]:
+    total: Counter = Counter()
+    for query, stems in packages.items():
+        total.update(verdicts(stems, query, labels))
+    blocks = max(total["blocks"], 1)
+    figures = {
+        "blocks": total["blocks"],
+        "contaminants": total["contaminant"] / blocks,
+        "labelled_off_topic": (total["contaminant"] + total["off_topic"]) / blocks,
+        "other_query": total["other_query"] / blocks,
+        "recall": total["relevant"] / max(total["wanted"], 1),
+    }
+    print(
+        f"{name:<52} blocks {total['blocks']:>4} ({total['blocks'] / len(packages):.1f}/query)  "
+        f"contaminants {figures['contaminants']:6.1%} ({total['contaminant']})  "
+        f"labelled off-topic {figures['labelled_off_topic']:6.1%} ({total['contaminant'] + total['off_topic']})  "
+        f"another query's {figures['other_query']:6.1%} ({total['other_query']})  "
+        f"relevant recall {figures['recall']:6.1%} ({total['relevant']}/{total['wanted']})"
+    )
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="where the vault is built (default: a temporary folder)")
+    parser.add_argument("--budget", type=int, default=1500)
+    parser.add_argument("--labels", type=Path, nargs="+", default=LABELS)
+    args = parser.parse_args(argv)
+    labels = load_label_files(args.labels)
+    with tempfile.TemporaryDirectory(prefix="vault-contamination-") as tmp:
+        out = args.out or Path(tmp)
+        vault = build(labels, out)
+        queries = len({item.query for item in labels})
+        print(
+            f"{len(labels)} labelled candidates, {queries} queries; budget {args.budget} tokens; gate fitted leave-one-query-out"
+        )
+        funnel = funnel_packages(vault, labels, args.budget, gate=True)
+        report("funnel (floor + fitted gate, held out)", funnel, labels)
+        report("funnel, floor only (--no-gate)", funnel_packages(vault, labels, args.budget, gate=False), labels)
+        report("RRF (MiniLM + BM25), filled to the budget", fused_packages(labels, args.budget, None), labels)
+        sizes = {query: len(stems) for query, stems in funnel.items()}
+        report("RRF, cut to the funnel's block count per query", fused_packages(labels, args.budget, sizes), labels)
+        report(
+            "MiniLM top-k, cut to the funnel's block count",
+            fused_packages(labels, args.budget, sizes, bm25=False),
+            labels,
+        )
+        vault.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
