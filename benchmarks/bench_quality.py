@@ -380,6 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-lexical", action="store_true", help="with --fit: no word weights")
     parser.add_argument("--no-meaning", action="store_true", help="with --fit: no meaning (MiniLM vector) weights")
     parser.add_argument("--write", action="store_true", help="with --fit: write the fitted gate to the package")
+    parser.add_argument(
+        "--train",
+        nargs="+",
+        metavar="FILE",
+        help="with --fit: fit on the training split of these label files only (names; default: every file)",
+    )
     parser.add_argument("--no-ingest", action="store_true", help="skip the fresh ingest of the export")
     parser.add_argument(
         "--model",
@@ -392,7 +398,10 @@ def main(argv: list[str] | None = None) -> int:
     for extra in (CURRENT_LABELS, ROUND3_LABELS):
         if extra.exists():
             sets[extra.name] = load(extra)
-    train = [r for rows in sets.values() for r in rows if not held_out(r)]
+    unknown = set(args.train or ()) - set(sets)
+    if unknown:
+        parser.error(f"--train: no label file named {', '.join(sorted(unknown))} (known: {', '.join(sets)})")
+    train = [r for name, rows in sets.items() if name in (args.train or sets) for r in rows if not held_out(r)]
     model = GATE
     if args.fit:
         model, report = fit_gate(train, args.point, with_lexical=not args.no_lexical, with_meaning=not args.no_meaning)
