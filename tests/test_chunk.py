@@ -365,3 +365,41 @@ def test_a_message_over_the_cap_splits_further_and_keeps_every_character():
     assert turns[0].source_text.endswith(f"^{block_id('a')}")
     # Every character but the transcript's heading line, which each message's path prefix names.
     assert _ns("".join(c.source_text for c in chunks)) == _ns(body.replace("## Transcript", "", 1))
+
+
+def test_every_piece_of_a_long_message_cites_it_and_a_lone_label_is_no_piece():
+    from tests.test_notes import Message
+    from vault_pipeline.ingest.notes import MESSAGE_ID, block_id
+    from vault_pipeline.retrieve.blocks import transcript_parts
+
+    code = "```sql\n" + "\n".join(f"INSERT INTO orders VALUES ({i}, 'row {i}');" for i in range(120)) + "\n```"
+    prose = "\n\n".join(f"Step {i} explains one more part of the import in plain words." for i in range(60))
+    messages = (
+        Message("a", "user", "User", code),  # a label alone on its line, then one fence over the cap
+        Message("b", "assistant", "Assistant", prose),
+    )
+    body = _session_body(messages)
+    chunks = chunk_markdown("s", body, cap_tokens=300)
+    turns = [c for c in chunks if c.heading_path[-1] == "Transcript"]
+    assert len(turns) > 3 and all(c.tokens <= 300 for c in turns)
+    # No piece is the label alone: the first opens with it and holds code.
+    assert turns[0].source_text.startswith("**User:**") and "INSERT INTO" in turns[0].source_text
+    for chunk in turns:
+        assert MESSAGE_ID.findall(chunk.text) in ([block_id("a")], [block_id("b")])
+        heading = " > ".join(chunk.heading_path)
+        parts = transcript_parts(chunk.text, heading, ("a", "b"))
+        assert {m for part in parts for m in part.messages} in ({"a"}, {"b"})
+    # The added anchor lines are no source text: every character of the note is still covered once.
+    assert _ns("".join(c.source_text for c in chunks)) == _ns(body.replace("## Transcript", "", 1))
+
+
+def test_a_label_or_a_block_id_alone_is_no_piece_of_a_long_message():
+    from vault_pipeline.ingest.notes import MESSAGE_ID
+
+    table = "create table orders\n(\n" + "\n".join(f"    column_{i} int default {i}," for i in range(150)) + "\n)"
+    body = f"## Transcript\n\n**user:**\n\n{table}\n\n^m-a\n\n**assistant:** Fine. ^m-b\n"
+    turns = [c for c in chunk_markdown("s", body, cap_tokens=300) if c.heading_path[-1] == "Transcript"]
+    assert [MESSAGE_ID.findall(c.text) for c in turns] == [["m-a"]] * (len(turns) - 1) + [["m-b"]]
+    assert all(c.source_text.strip() not in ("**user:**", "^m-a") for c in turns)
+    assert turns[0].source_text.startswith("**user:**\n\ncreate table orders")
+    assert _ns("".join(c.source_text for c in turns)) == _ns(body.replace("## Transcript", "", 1))

@@ -37,8 +37,9 @@ from vault_pipeline.text import estimate_tokens, grapheme_safe
 # Bumped when the same note would chunk differently; an index chunked the old way is re-chunked by
 # the next sync (``index.sync``), keeping the vectors of unchanged texts. 2: one chunk per
 # transcript message; 3: a heading inside a message no longer ends the transcript; 4: an escaped
-# look-alike ("\^m-x" in a message's text) no longer ends a message.
-CHUNKING_VERSION = 4
+# look-alike ("\^m-x" in a message's text) no longer ends a message; 5: every piece of a message
+# over the cap cites it (an added anchor line), and a speaker's label alone is no piece.
+CHUNKING_VERSION = 5
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
 BULLET_CEILING = 4  # seed 004: 2-4 bullets per level is the soft ceiling
@@ -70,11 +71,12 @@ class Chunk:
     tokens: int
     synopsis: bool = False
     prefix_chars: int = 0
+    suffix_chars: int = 0  # an added anchor line: a piece of a long message cites that message
 
     @property
     def source_text(self) -> str:
-        """The chunk's text without the added heading-path prefix."""
-        return self.text[self.prefix_chars :]
+        """The chunk's text without the added heading-path prefix and anchor line."""
+        return self.text[self.prefix_chars : len(self.text) - self.suffix_chars]
 
 
 @dataclass(frozen=True)
@@ -314,45 +316,68 @@ def _prefix(path: tuple[str, ...], continued: bool) -> str:
     return PATH_SEPARATOR.join(titles) + "\n\n"
 
 
-def _message_spans(parsed: _Parsed, sec: _Section) -> list[tuple[int, int]]:
-    """A transcript section's messages: each span ends after its block anchor line."""
+def _message_spans(parsed: _Parsed, sec: _Section) -> list[tuple[int, int, str]]:
+    """A transcript section's messages: each span ends after its block anchor line (its block id;
+    "" for text after the last one)."""
     text, spans, start = parsed.text, [], sec.heading_end
     local = [(a, b) for a, b in parsed.fences if a < sec.end and b > sec.start]
     for m in MESSAGE_ID.finditer(text, sec.heading_end, sec.end):
         if not _inside(m.start(), local):
-            spans.append((start, m.end()))
+            spans.append((start, m.end(), m.group(1)))
             start = m.end()
     if text[start : sec.end].strip():
-        spans.append((start, sec.end))
+        spans.append((start, sec.end, ""))
     return spans
 
 
-def _section_pieces(parsed: _Parsed, sec: _Section, cap_tokens: int) -> list[tuple[str, str]]:
-    """(prefix, verbatim text) pieces of one section, split only above the hard cap; a transcript
-    section gives one piece per message (each under its heading path), a message over the cap more."""
+Piece = tuple[str, str, str]  # (prefix, verbatim text, suffix)
+
+
+def _section_pieces(parsed: _Parsed, sec: _Section, cap_tokens: int) -> list[Piece]:
+    """(prefix, verbatim text, suffix) pieces of one section, split only above the hard cap; a
+    transcript section gives one piece per message (each under its heading path), a message over
+    the cap more, each of them closed by the message's block id so that it cites its message."""
     head = _prefix(sec.heading_path, continued=False)
     tail = _prefix(sec.heading_path, continued=True)
     if sec.heading_path and sec.heading_path[-1] == TRANSCRIPT_HEADING:
         return [
-            piece for a, b in _message_spans(parsed, sec) for piece in _pieces(parsed, a, b, tail, tail, cap_tokens)
+            piece
+            for a, b, anchor in _message_spans(parsed, sec)
+            for piece in _pieces(parsed, a, b, tail, tail, cap_tokens, anchor=anchor)
         ]
     return _pieces(parsed, sec.start, sec.end, head, tail, cap_tokens)
 
 
-def _pieces(parsed: _Parsed, lo: int, hi: int, head: str, tail: str, cap_tokens: int) -> list[tuple[str, str]]:
+def _pieces(
+    parsed: _Parsed, lo: int, hi: int, head: str, tail: str, cap_tokens: int, *, anchor: str = ""
+) -> list[Piece]:
     """``text[lo:hi]`` whole under ``head`` when it fits the cap, else split at the best safe cuts
-    (the first piece under ``head``, the others under ``tail``)."""
+    (the first piece under ``head``, the others under ``tail``). With a message's ``anchor``, every
+    piece but the last (which holds the anchor itself) ends in an added ``^anchor`` line; a first
+    piece that is only the speaker's label opens the next one, a last that is only the anchor closes
+    the one before."""
     text = parsed.text
     whole = _clean(text[lo:hi])
     if not whole or estimate_tokens(head + whole) <= cap_tokens:
-        return [(head, whole)] if whole else []
-    budget = max(256, cap_tokens * 4 - _utf8_len(tail) - 8)
-    pieces = []
-    for n, (a, b) in enumerate(_split_span(text, lo, hi, budget, parsed.fences)):
+        return [(head, whole, "")] if whole else []
+    suffix = f"\n\n^{anchor}" if anchor else ""
+    label = _LABEL_ONLY.match(text, lo, hi)
+    budget = max(256, cap_tokens * 4 - _utf8_len(tail) - _utf8_len(suffix) - (label.end() - lo if label else 0) - 8)
+    spans = _split_span(text, lo, hi, budget, parsed.fences)
+    if label and len(spans) > 1 and not text[spans[0][0] : spans[0][1]].strip().replace(label.group(1), "", 1):
+        spans = [(spans[0][0], spans[1][1]), *spans[2:]]
+    if anchor and len(spans) > 1 and text[spans[-1][0] : spans[-1][1]].strip() == f"^{anchor}":
+        spans = [*spans[:-2], (spans[-2][0], spans[-1][1])]  # the block id alone is no piece either
+    pieces: list[Piece] = []
+    for n, (a, b) in enumerate(spans):
         piece = _clean(text[a:b])
         if piece:
-            pieces.append((head if n == 0 else tail, piece))
+            pieces.append((head if n == 0 else tail, piece, suffix if n < len(spans) - 1 else ""))
     return pieces
+
+
+# A message opening with its speaker's label alone on a line ("**user:**" before a pasted code block).
+_LABEL_ONLY = re.compile(r"\s*(\*\*[^*\n]{1,60}:\*\*)[ \t]*\n")
 
 
 def chunk_markdown(note_id: str, body: str, *, cap_tokens: int = HARD_CAP_TOKENS) -> list[Chunk]:
@@ -360,8 +385,8 @@ def chunk_markdown(note_id: str, body: str, *, cap_tokens: int = HARD_CAP_TOKENS
     parsed = _parse(normalise_newlines(body))
     chunks: list[Chunk] = []
     for sec in _fold_empty_parents(parsed.text, _sections(parsed)):
-        for prefix, piece in _section_pieces(parsed, sec, cap_tokens):
-            text = prefix + piece
+        for prefix, piece, suffix in _section_pieces(parsed, sec, cap_tokens):
+            text = prefix + piece + suffix
             chunks.append(
                 Chunk(
                     note_id,
@@ -371,6 +396,7 @@ def chunk_markdown(note_id: str, body: str, *, cap_tokens: int = HARD_CAP_TOKENS
                     text,
                     estimate_tokens(text),
                     prefix_chars=len(prefix),
+                    suffix_chars=len(suffix),
                 )
             )
     return chunks
