@@ -320,7 +320,9 @@ def test_chit_chat_names_no_thing():
     [
         ("Recurring terms here are django, docker and postgres.", "template filler"),
         ("C. To find the number of clusters.", "quiz option"),
+        ("D: Testing assumptions does not allow researchers to skip the analysis.", "quiz option"),
         ("Traceback: the worker crashed on start.", "log line"),
+        ("ERROR: connection refused by the host.", "log line"),
     ],
 )
 def test_named_exclusions_fail_even_a_gate_that_passes_everything(sentence, reason):
@@ -329,6 +331,7 @@ def test_named_exclusions_fail_even_a_gate_that_passes_everything(sentence, reas
     lenient = GateModel(weights={}, bias=10.0, threshold=0.5)
     assert sentence_problems(sentence, "fact", lenient) == [reason]
     assert sentence_problems("3 May is the submission deadline.", "fact", lenient) == []
+    assert sentence_problems('In the plan phase I get an error: no function named "env".', "fact", lenient) == []
 
 
 def test_a_gerund_subject_is_a_subject_a_gerund_alone_is_not():

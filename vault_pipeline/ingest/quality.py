@@ -80,12 +80,16 @@ _DUTCH_OPENERS = frozenset(
 _DUTCH_DANGLING = frozenset("de het een en of van met voor in op bij naar door om te aan dat die als zoals".split())
 _DEICTIC = frozenset("this that these those it they he she dit dat deze die hij zij ze".split())
 _ABOVE = re.compile(r"\b(?:the above|the following|as follows|hierboven|hieronder|het volgende)\b", re.I)
-_QUIZ = re.compile(r"^(?:question\s*\d+\s*[:.]\s*)?(?:\(?[a-e][.)]\s|correct\b|incorrect\b|answer\b)", re.I)
+_QUIZ = re.compile(r"^(?:question\s*\d+\s*[:.]\s*)?(?:\(?[a-e][.):]\s|correct\b|incorrect\b|answer\b)", re.I)
 _LOG = re.compile(
     r"^\W*\d+(?:[.:]\d+)*\s|\b(?i:error|warning|traceback|exception)\s*:|=>|>>>|\$ |^\[\d|\d{2}:\d{2}:\d{2}"
 )
-# The log-line shapes that no sentence has (a leading number, "3 May is ...", is only a sign).
-_LOG_HARD = re.compile(r"\b(?i:error|warning|traceback|exception)\s*:|=>|>>>|\$ |^\[\d|\d{2}:\d{2}:\d{2}")
+# The log-line shapes that no sentence has: a level or traceback opening the line, a prompt, a
+# bracketed or clock timestamp. A leading number ("3 May is ...") or "an error: ..." inside a
+# sentence ("I get an error: There is no function named env.") is only a sign.
+_LOG_HARD = re.compile(
+    r"^\W*(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL|Traceback)\b|>>>|^\$ |^\[\d|\d{2}:\d{2}:\d{2}"
+)
 _OPENER_TAGS = ("IN", "CC", "TO", "WDT", "WRB")
 _DANGLING_TAGS = ("DT", "IN", "CC", "TO", "PRP$")
 _FINITE_TAGS = ("VBZ", "VBP", "VBD", "MD")
