@@ -41,8 +41,9 @@ from bench_locomo import bm25_ranking, bm25_scores, rrf, words_of  # noqa: E402
 from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
 from vault_pipeline.index.search import Index  # noqa: E402
-from vault_pipeline.models.embed import build_embedder  # noqa: E402
+from vault_pipeline.models.embed import Embedder, build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
+from vault_pipeline.models.offline.relevance import RelevanceModel  # noqa: E402
 from vault_pipeline.retrieve.calibrate import LabelledCandidate, load_label_files  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
 from vault_pipeline.retrieve.gatefit import fit_model, label_signals  # noqa: E402
@@ -65,14 +66,14 @@ created: 2024-03-01T00:00:00+00:00
 """
 
 
-def build(labels: list[LabelledCandidate], out: Path) -> Vault:
+def build(labels: list[LabelledCandidate], out: Path, embedder: Embedder) -> Vault:
     """A vault holding every labelled candidate as an engram (file stem = candidate id), indexed."""
     vault = Vault.init(out / "vault")
     for item in labels:
         path = vault.root / "engrams" / f"{item.candidate_id}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(NOTE.format(id=f"e-{item.candidate_id}", text=item.candidate), encoding="utf-8")
-    pipeline.index(vault, build_embedder("minilm"))
+    pipeline.index(vault, embedder)
     return vault
 
 
@@ -94,16 +95,26 @@ def verdicts(stems: list[str], query: str, labels: list[LabelledCandidate]) -> C
     return counts
 
 
-def funnel_packages(vault: Vault, labels: list[LabelledCandidate], budget: int, gate: bool) -> dict[str, list[str]]:
-    """Each query's package stems, judged by a gate fitted without that query."""
-    embedder = build_embedder("minilm")
+def held_out_gates(labels: list[LabelledCandidate], embedder: Embedder) -> dict[str, RelevanceModel]:
+    """Per query, the offline gate fitted on the other queries' labels (their signals read once)."""
     rows = label_signals(labels, embedder)
+    return {query: fit_model([r for r in rows if r.item.query != query]) for query in {r.item.query for r in rows}}
+
+
+def funnel_packages(
+    vault: Vault,
+    labels: list[LabelledCandidate],
+    embedder: Embedder,
+    gates: dict[str, RelevanceModel],
+    budget: int,
+    gate: bool,
+) -> dict[str, list[str]]:
+    """Each query's package stems, judged by the gate fitted without that query."""
     retriever = Index.open(vault, embedder)
     settings = load_settings(vault.root)
     out: dict[str, list[str]] = {}
     for query, intent in sorted({(item.query, item.intent_domain) for item in labels}):
-        model = fit_model([r for r in rows if r.item.query != query])
-        config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=model, gate=gate)
+        config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=gates[query], gate=gate)
         package = run_query(
             query,
             retriever=retriever,
@@ -117,29 +128,32 @@ def funnel_packages(vault: Vault, labels: list[LabelledCandidate], budget: int, 
     return out
 
 
-def fused_packages(
-    labels: list[LabelledCandidate], budget: int, sizes: dict[str, int] | None, *, bm25: bool = True
-) -> dict[str, list[str]]:
-    """RRF of MiniLM cosine and BM25 (or MiniLM alone) over the same notes, filled to ``budget`` (or cut to ``sizes``)."""
-    notes = sorted({item.candidate_id: item.candidate for item in labels}.items())
-    embedder = build_embedder("minilm")
-    vectors = np.asarray(embedder.embed([text for _, text in notes]))
-    docs = [words_of(text) for _, text in notes]
-    out: dict[str, list[str]] = {}
-    for query in sorted({item.query for item in labels}):
-        qvec = np.asarray(embedder.embed([query])[0])
-        order = by_vector = np.argsort(-(vectors @ qvec), kind="stable")
-        if bm25:
-            order = rrf(by_vector, bm25_ranking(bm25_scores(docs, words_of(query))))
-        stems, used = [], 0
-        for i in order:
-            cost = estimate_tokens(notes[int(i)][1])
-            if used + cost > budget or (sizes is not None and len(stems) >= sizes[query]):
-                continue
-            used += cost
-            stems.append(notes[int(i)][0])
-        out[query] = stems
-    return out
+class Fused:
+    """Reciprocal-rank fusion of MiniLM cosine and BM25 over the labelled notes (embedded once)."""
+
+    def __init__(self, labels: list[LabelledCandidate], embedder: Embedder):
+        self.notes = sorted({item.candidate_id: item.candidate for item in labels}.items())
+        self.queries = sorted({item.query for item in labels})
+        self.vectors = np.asarray(embedder.embed([text for _, text in self.notes]))
+        self.qvecs = dict(zip(self.queries, np.asarray(embedder.embed(self.queries))))
+        self.docs = [words_of(text) for _, text in self.notes]
+
+    def packages(self, budget: int, sizes: dict[str, int] | None, *, bm25: bool = True) -> dict[str, list[str]]:
+        """Each query's notes in fused (or cosine) order, filled to ``budget`` (or cut to ``sizes``)."""
+        out: dict[str, list[str]] = {}
+        for query in self.queries:
+            order = by_vector = np.argsort(-(self.vectors @ self.qvecs[query]), kind="stable")
+            if bm25:
+                order = rrf(by_vector, bm25_ranking(bm25_scores(self.docs, words_of(query))))
+            stems, used = [], 0
+            for i in order:
+                cost = estimate_tokens(self.notes[int(i)][1])
+                if used + cost > budget or (sizes is not None and len(stems) >= sizes[query]):
+                    continue
+                used += cost
+                stems.append(self.notes[int(i)][0])
+            out[query] = stems
+        return out
 
 
 def report(name: str, packages: dict[str, list[str]], labels: list[LabelledCandidate]) -> dict[str, float]:
@@ -171,24 +185,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--labels", type=Path, nargs="+", default=LABELS)
     args = parser.parse_args(argv)
     labels = load_label_files(args.labels)
+    embedder = build_embedder("minilm")
     with tempfile.TemporaryDirectory(prefix="vault-contamination-") as tmp:
-        out = args.out or Path(tmp)
-        vault = build(labels, out)
+        vault = build(labels, args.out or Path(tmp), embedder)
         queries = len({item.query for item in labels})
         print(
             f"{len(labels)} labelled candidates, {queries} queries; budget {args.budget} tokens; gate fitted leave-one-query-out"
         )
-        funnel = funnel_packages(vault, labels, args.budget, gate=True)
+        gates = held_out_gates(labels, embedder)
+        funnel = funnel_packages(vault, labels, embedder, gates, args.budget, gate=True)
         report("funnel (floor + fitted gate, held out)", funnel, labels)
-        report("funnel, floor only (--no-gate)", funnel_packages(vault, labels, args.budget, gate=False), labels)
-        report("RRF (MiniLM + BM25), filled to the budget", fused_packages(labels, args.budget, None), labels)
+        floor_only = funnel_packages(vault, labels, embedder, gates, args.budget, gate=False)
+        report("funnel, floor only (--no-gate)", floor_only, labels)
+        fused = Fused(labels, embedder)
+        report("RRF (MiniLM + BM25), filled to the budget", fused.packages(args.budget, None), labels)
         sizes = {query: len(stems) for query, stems in funnel.items()}
-        report("RRF, cut to the funnel's block count per query", fused_packages(labels, args.budget, sizes), labels)
-        report(
-            "MiniLM top-k, cut to the funnel's block count",
-            fused_packages(labels, args.budget, sizes, bm25=False),
-            labels,
-        )
+        report("RRF, cut to the funnel's block count per query", fused.packages(args.budget, sizes), labels)
+        report("MiniLM top-k, cut to the funnel's block count", fused.packages(args.budget, sizes, bm25=False), labels)
         vault.close()
     return 0
 

@@ -82,7 +82,7 @@ _DEICTIC = frozenset("this that these those it they he she dit dat deze die hij 
 _ABOVE = re.compile(r"\b(?:the above|the following|as follows|hierboven|hieronder|het volgende)\b", re.I)
 _QUIZ = re.compile(r"^(?:question\s*\d+\s*[:.]\s*)?(?:\(?[a-e][.):]\s|correct\b|incorrect\b|answer\b)", re.I)
 _LOG = re.compile(
-    r"^\W*\d+(?:[.:]\d+)*\s|\b(?i:error|warning|traceback|exception)\s*:|=>|>>>|\$ |^\[\d|\d{2}:\d{2}:\d{2}"
+    r"^\W*\d+(?:[.:]\d+)*\s|\b(?:error|warning|traceback|exception)\s*:|=>|>>>|\$ |^\[\d|\d{2}:\d{2}:\d{2}"
 )
 # The log-line shapes that no sentence has: a level or traceback opening the line, a prompt, a
 # bracketed or clock timestamp. A leading number ("3 May is ...") or "an error: ..." inside a
