@@ -466,3 +466,10 @@ def test_a_transcript_message_found_by_the_lanes_is_a_turn_block_with_its_dates(
         and dropped["reason"] == "superseded: a note of this turn was superseded by [[a-race-2]]"
     )
     assert package.stats["expansion"]["superseded_turns"] == 1
+
+    class NoLookup(Index):
+        def superseded_messages(self, conversations):
+            raise AssertionError(f"looked up {conversations}: the hop's read of the session had them")
+
+    again = run(NoLookup.open(vault, embedder), embedder, query="When did Melanie run a charity race?", floor=0.05)
+    assert again.to_json() == package.to_json()

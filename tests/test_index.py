@@ -455,6 +455,24 @@ def test_archived_superseded_and_duplicates_only_on_request(vault, embedder):
     assert [h.note_id for h in index.text_search("pelicans", 5, include_archived=True)] == ["n-0005"]
 
 
+def test_conversation_read_gives_the_rows_and_the_superseded_messages_at_once(vault, embedder):
+    sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    links = {("conv-1", "m-1"): "[[lancedb]]", ("conv-1", "m-2"): "[[lancedb]]"}  # n-0004, archived
+    assert index.superseded_messages(["conv-1", "conv-9"]) == links
+    for archived, hidden in ((False, {"n-0004", "n-0005"}), (True, set())):
+        rows, found = index.conversation_read(["conv-1", "conv-9"], include_archived=archived)
+        assert found == links  # the superseded note is read whether or not its row is returned
+        expected = {"n-0001", "n-0002", "n-0003", "n-0004", "n-0005", "s-0001"} - hidden
+        assert {r.note_id for r in rows} == expected
+        assert [r.chunk_id for r in rows] == sorted(r.chunk_id for r in rows)
+        assert all(r.vector is not None for r in rows)
+        assert [r.chunk_id for r in index.conversation_rows(["conv-1"], include_archived=archived)] == [
+            r.chunk_id for r in rows
+        ]
+    assert index.conversation_read([]) == ([], {})
+
+
 def test_rows_read_column_by_column_match_the_table(vault, embedder):
     """``Row``'s leading fields are the table's columns in order (rows are built positionally)."""
     sync(vault, embedder)

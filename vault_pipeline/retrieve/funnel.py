@@ -60,6 +60,7 @@ from vault_pipeline.retrieve.trace import build_package
 from vault_pipeline.retrieve.types import (
     MAX_VARIANTS,
     Candidate,
+    ConversationReader,
     FunnelConfig,
     FunnelRun,
     Hit,
@@ -201,6 +202,8 @@ class _Walk:
         self.expanded_from: dict[str, str] = {}
         self._blocks: dict[str, tuple[str, str]] = {}  # chunk id -> (exact key, block text): one rendering each
         self._rows: dict[str, list[Hit]] = {}  # conversation -> its chunks, read once per walk
+        self._links: dict[tuple[str, str], str] = {}  # (conversation, message) -> superseded by
+        self._linked: set[str] = set()  # the conversations whose superseded messages are in ``_links``
 
     def has_read(self, conversation: str) -> bool:
         """Whether this walk already read ``conversation``'s chunks."""
@@ -212,9 +215,25 @@ class _Walk:
         if missing:
             for c in missing:
                 self._rows[c] = []
-            for row in retriever.conversation_rows(missing, include_archived=self.config.include_archived):
+            archived = self.config.include_archived
+            if isinstance(retriever, ConversationReader):  # the superseded messages come with the rows
+                rows, links = retriever.conversation_read(missing, include_archived=archived)
+                self._links.update(links)
+                self._linked.update(missing)
+            else:
+                rows = retriever.conversation_rows(missing, include_archived=archived)
+            for row in rows:
                 self._rows.setdefault(row.source_conversation, []).append(row)
         return sorted((r for c in sorted(conversations) for r in self._rows[c]), key=lambda r: r.chunk_id)
+
+    def superseded_messages(self, retriever: SupersededLookup, conversations: set[str]) -> dict[tuple[str, str], str]:
+        """(conversation, message) -> superseded by, for ``conversations`` and any read before: one
+        lookup for those whose rows this walk did not read."""
+        missing = sorted(c for c in conversations if c not in self._linked)
+        if missing:
+            self._links.update(retriever.superseded_messages(missing))
+            self._linked.update(missing)
+        return self._links
 
     def judge(self, cands: list[Candidate]) -> int:
         """Floor and gate ``cands`` (their cosine to the original query filled in); returns how many passed the floor."""
@@ -435,11 +454,12 @@ def _consolidate(walk: _Walk, retriever: SessionRetriever) -> dict[str, Any]:
 
 def _superseded(walk: _Walk, retriever: SupersededLookup) -> dict[str, Any]:
     """Drop a surviving verbatim turn that a superseded note cites: the turn is history, and the
-    note that superseded it says what holds now (the clean supersedes, it never deletes). One lookup."""
+    note that superseded it says what holds now (the clean supersedes, it never deletes). Known from
+    the hop's read of the turn's session, else one lookup."""
     turns = [c for c in walk.survivors() if c.row.type == "turn"]
     if not turns:
         return {}
-    gone = retriever.superseded_messages(sorted({c.row.source_conversation for c in turns}))
+    gone = walk.superseded_messages(retriever, {c.row.source_conversation for c in turns})
     dropped = 0
     for c in turns:
         keys = [(c.row.source_conversation, m) for m in cited_messages(c.row.source_messages)]

@@ -200,6 +200,17 @@ class SessionRetriever(Protocol):
 
 
 @runtime_checkable
+class ConversationReader(Protocol):
+    """A session retriever that reads conversations' chunks and their superseded messages at once (``Index``)."""
+
+    def conversation_read(
+        self, conversations: Sequence[str], *, include_archived: bool = False
+    ) -> tuple[Sequence[Hit], dict[tuple[str, str], str]]:
+        """(``conversation_rows``, ``superseded_messages``) of ``conversations``."""
+        ...
+
+
+@runtime_checkable
 class SupersededLookup(Protocol):
     """A retriever that knows which transcript messages a superseded note cites (``Index``)."""
 
