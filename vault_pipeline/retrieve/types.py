@@ -165,13 +165,6 @@ class Hit(Protocol):
     def lane(self) -> str: ...
 
 
-@runtime_checkable
-class StoredVector(Protocol):
-    """A hit that may carry its stored unit vector (``index.Row`` does when asked for it)."""
-
-    vector: np.ndarray | None
-
-
 class Retriever(Protocol):
     """The two index lanes the funnel needs (``index.Index`` satisfies it)."""
 
