@@ -1,0 +1,53 @@
+"""benchmarks/bench_absent.py: a question whose subject the export holds is never reported as absent,
+and an absent one is asked through the real `vault query --batch --json --explain`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import bench_absent  # noqa: E402
+
+
+def test_occurrences_count_word_starts_case_insensitively():
+    text = "A Subsidieaanvraag and a subsidie; no presubsidie."
+    assert bench_absent.occurrences(text, "subsidie") == 2
+    assert bench_absent.occurrences(text, "black hole") == 0
+
+
+def test_absent_and_present_subjects_are_told_apart(tmp_path, capsys):
+    from vault_pipeline import pipeline
+    from vault_pipeline.models.embed import build_embedder
+    from vault_pipeline.vault.files import Vault
+
+    root = tmp_path / "vault"
+    shutil.copytree(REPO / "vault_example" / "vault", root)
+    vault = Vault.open(root)
+    try:
+        pipeline.index(vault, build_embedder("minilm"))
+    finally:
+        vault.close()
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps([{"title": "Gardens", "text": "moss and raked gravel"}]), encoding="utf-8")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"query": "How do I tune a violin?", "absent": ["violin"]})
+        + "\n"
+        + json.dumps({"query": "Where does moss grow?", "absent": ["moss"]})
+        + "\n",
+        encoding="utf-8",
+    )
+
+    assert bench_absent.main(["--vault", str(root), "--export", str(export), "--questions", str(questions)]) == 0
+
+    out = capsys.readouterr().out.splitlines()
+    violin = next(line for line in out if "violin" in line)
+    moss = next(line for line in out if "moss" in line)
+    assert "(violin: 0)" in violin and "NOT ABSENT" not in violin
+    assert "(moss: 1)" in moss and moss.endswith("NOT ABSENT")
+    assert out[-1].startswith("absent subjects: 1 questions;")
