@@ -95,6 +95,25 @@ def _check_protocol(llm):
     return llm
 
 
+@pytest.fixture(scope="session")
+def indexed_example(tmp_path_factory) -> Path:
+    """vault_example/vault, indexed once (with the offline embedder): copy it, never write to it."""
+    import shutil
+
+    from vault_pipeline import pipeline
+    from vault_pipeline.models.embed import build_embedder
+    from vault_pipeline.vault.files import Vault
+
+    root = tmp_path_factory.mktemp("template") / "vault"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "vault_example" / "vault", root)
+    vault = Vault.open(root)
+    try:
+        pipeline.index(vault, build_embedder("minilm"))
+    finally:
+        vault.close()
+    return root
+
+
 @pytest.fixture
 def make_vault(tmp_path):
     """Factory: ``make_vault(name="vault", notes=None)`` -> an initialised Vault under tmp_path.

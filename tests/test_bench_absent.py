@@ -20,18 +20,9 @@ def test_occurrences_count_word_starts_case_insensitively():
     assert bench_absent.occurrences(text, "black hole") == 0
 
 
-def test_absent_and_present_subjects_are_told_apart(tmp_path, capsys):
-    from vault_pipeline import pipeline
-    from vault_pipeline.models.embed import build_embedder
-    from vault_pipeline.vault.files import Vault
-
+def test_absent_and_present_subjects_are_told_apart(indexed_example, tmp_path, capsys):
     root = tmp_path / "vault"
-    shutil.copytree(REPO / "vault_example" / "vault", root)
-    vault = Vault.open(root)
-    try:
-        pipeline.index(vault, build_embedder("minilm"))
-    finally:
-        vault.close()
+    shutil.copytree(indexed_example, root)
     export = tmp_path / "export.json"
     export.write_text(json.dumps([{"title": "Gardens", "text": "moss and raked gravel"}]), encoding="utf-8")
     questions = tmp_path / "questions.jsonl"

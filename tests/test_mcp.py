@@ -31,22 +31,6 @@ CLIENT = "vault-test-client"
 START_TIMEOUT = 120.0  # seconds for the server to come up on a loaded machine
 
 
-@pytest.fixture(scope="module")
-def indexed_example(tmp_path_factory) -> Path:
-    """vault_example/vault, indexed once (with the offline embedder) for every test to copy."""
-    from vault_pipeline import pipeline
-    from vault_pipeline.models.embed import build_embedder
-
-    root = tmp_path_factory.mktemp("template") / "vault"
-    shutil.copytree(REPO / "vault_example" / "vault", root)
-    vault = Vault.open(root)
-    try:
-        pipeline.index(vault, build_embedder("minilm"))
-    finally:
-        vault.close()
-    return root
-
-
 @pytest.fixture
 def served(indexed_example, tmp_path):
     """(vault root, env, cwd, the folders nothing may be written to) for one server."""

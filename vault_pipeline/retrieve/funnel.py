@@ -358,7 +358,7 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     turns = [(row, seed) for row, seed in turn_excerpts(speakers, rows) if row.chunk_id not in taken]
     # A turn has no stored vector; the gate's signals take its seed note's (the part of the turn the
     # query matched, whose cosine it already carries) instead of embedding it (~12 ms a query).
-    stored = {c.row.note_id: _stored_vector(c.row) for c in strongest if hasattr(c.row, "vector")}
+    stored = {c.row.note_id: _stored_vector(c.row) for c in strongest}
     turns = [(_with_vector(row, stored.get(seed)), seed) for row, seed in turns]
     new += [Candidate(row, 0.0, ("turn",), (), similarity[seed]) for row, seed in turns]
     unique.update({row.chunk_id: (row, seed) for row, seed in turns})
