@@ -67,7 +67,7 @@ from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
 from vault_pipeline.retrieve.blocks import parse_atomic  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
-from vault_pipeline.retrieve.types import FunnelConfig  # noqa: E402
+from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig  # noqa: E402
 from vault_pipeline.text import STOPWORDS, estimate_tokens  # noqa: E402
 from vault_pipeline.vault.files import Vault  # noqa: E402
 
@@ -247,7 +247,7 @@ def latency(vaults: dict[str, Vault], qs: list[dict], embed: str, budget: int) -
 def _latency(vault: Vault, qs: list[dict], embedder, budget: int) -> list[float]:
     if not qs:
         return []
-    retriever = Index.open(vault, embedder)
+    retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)  # as ``pipeline.query`` opens it
     config = FunnelConfig.from_settings(load_settings(vault.root), budget=budget)
     plan, gate = TimedLLM(OfflineBackend()), TimedLLM(OfflineBackend())
     run_query("warm up", retriever=retriever, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)

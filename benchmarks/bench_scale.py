@@ -229,10 +229,10 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None, *, adaptive:
     from vault_pipeline.models.embed import MiniLMEmbedder
     from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.retrieve.funnel import run_query
-    from vault_pipeline.retrieve.types import FunnelConfig
+    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
 
     embedder = TimedEmbedder(MiniLMEmbedder())
-    index = Index.open(str(root), embedder)
+    index = Index.open(str(root), embedder, columns=QUERY_COLUMNS)  # as ``pipeline.query`` opens it
     config = FunnelConfig.from_settings(load_settings(root), adaptive=adaptive)
     plan, gate = TimedLLM(OfflineBackend()), TimedLLM(OfflineBackend())
     for q in qs[:5]:  # warm: the ONNX session, LanceDB's caches, the prompt files

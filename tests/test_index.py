@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import textwrap
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ from vault_pipeline.index import table as index_table
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest
 from vault_pipeline.index.search import Index, Row
 from vault_pipeline.index.sync import sync, user_note_id
-from vault_pipeline.index.table import INDEX_DIR, ROW_COLUMNS, TABLE, connect, note_columns
+from vault_pipeline.index.table import EMPTY_VALUES, INDEX_DIR, ROW_COLUMNS, TABLE, connect, note_columns
 from vault_pipeline.retrieve.types import HybridRetriever, RelatedRetriever
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
@@ -554,6 +554,36 @@ def test_hybrid_search_equals_each_lane_alone(vault, embedder):
     assert index.hybrid_search([], lambda texts: np.zeros((0, embedder.dim)), 3)[1:] == ([], [])
     with pytest.raises(IndexStateError, match="1 vectors for 2 texts"):
         index.hybrid_search(HYBRID_QUERIES[:2], lambda texts: embedder.embed(texts[:1]), 3)
+
+
+def test_an_index_opened_with_columns_reads_only_those(vault, embedder):
+    """Each read of rows carries the reader's columns and those the read itself needs (chunk ids
+    always; a session read its links and activity; a lookup by note its order); every other field
+    holds its type's empty value."""
+    sync(vault, embedder)
+    qvecs = embedder.embed(HYBRID_QUERIES)
+
+    def reads(index: Index) -> dict[tuple[str, ...], list[Row]]:
+        query = index._query_vector(qvecs[0])
+        lanes = [
+            h for lists in index.hybrid_search(HYBRID_QUERIES, embedder.embed, 3)[1:] for hits in lists for h in hits
+        ]
+        lanes += index.text_search("vectors", 3, vector=qvecs[0]) + index.rows_by_stem(["lancedb", "budget"])
+        lanes += index._vector_full(query, 3, False, True) + index._text_full("vectors", 3, False, None, True)
+        return {
+            (): lanes,
+            ("source_conversation", "source_messages", "superseded_by", "active"): index.conversation_read(
+                ["conv-1"], include_archived=True
+            )[0],
+            ("note_id", "ordinal"): index.rows(["n-0002", "s-0001"]),
+        }
+
+    slim = reads(Index.open(vault, embedder, columns=("text", "created")))
+    for (needed, want), got in zip(reads(Index.open(vault, embedder)).items(), slim.values()):
+        empty = {n: EMPTY_VALUES[n] for n in ROW_COLUMNS if n not in {"chunk_id", "text", "created", *needed}}
+        assert want and _as_tuples(got) == _as_tuples([replace(r, **empty) for r in want])
+    with pytest.raises(ValueError, match="no such index columns: colour"):
+        Index.open(vault, embedder, columns=("text", "colour"))
 
 
 class _LosingTable:

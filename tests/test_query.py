@@ -5,18 +5,25 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 from pydantic import ValidationError
 
 from tests.fakes import HashEmbedder, fake_row, note_text
+from vault_pipeline import pipeline
 from vault_pipeline.config import DEFAULT_TOML, load_settings
+from vault_pipeline.index import search
 from vault_pipeline.index.search import Index, Row
 from vault_pipeline.index.sync import sync
+from vault_pipeline.index.table import ROW_COLUMNS
 from vault_pipeline.models.embed import (
     DEFAULT_CALIBRATION,
     MINILM_CALIBRATION,
@@ -27,12 +34,14 @@ from vault_pipeline.models.embed import (
 )
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.retrieval import decompose, gate
+from vault_pipeline.retrieve import types as retrieve_types
 from vault_pipeline.retrieve.funnel import QueryPlan, run_query
 from vault_pipeline.retrieve.gate import GateVerdicts
 from vault_pipeline.retrieve.package import Selected, assemble, cut_text, first_level
 from vault_pipeline.retrieve.rank import dedup, rank, recency
-from vault_pipeline.retrieve.types import Candidate, FunnelConfig
+from vault_pipeline.retrieve.types import QUERY_COLUMNS, Candidate, FunnelConfig, Hit
 from vault_pipeline.text import estimate_tokens
+from vault_pipeline.vault.files import Vault
 
 QUERY = "How do negative space and emptiness work in Japanese garden design?"
 
@@ -709,6 +718,72 @@ def test_integration_with_a_real_index(make_vault, embedder):
     # A summary chunk holds no turn verbatim: it cites its conversation, not the session's turns.
     assert first["conversation"] == "conv-9" and first["messages"] == [] and package.blocks[0].item.type == "session"
     assert all(b.to_dict()["source"]["messages"] == ["m-3", "m-4"] for b in package.blocks if b.item.type == "atomic")
+
+
+@pytest.fixture(scope="module")
+def ingested_example(tmp_path_factory) -> Path:
+    """vault_example with its exports ingested and cleaned offline, indexed with MiniLM: sessions
+    with their transcripts, related links and a superseded note for the one hop to read."""
+    root = tmp_path_factory.mktemp("ingested") / "vault"
+    shutil.copytree(REPO / "vault_example" / "vault", root)
+    vault = Vault.open(root)
+    try:
+        pipeline.ingest(vault, sorted((REPO / "vault_example" / "exports").iterdir()), OfflineBackend())
+        pipeline.clean(vault, embedder=build_embedder("minilm"), llm=OfflineBackend())
+    finally:
+        vault.close()
+    return root
+
+
+def test_query_columns_are_the_hits_fields_and_the_speaker():
+    """One list of what the funnel reads: ``Hit``'s stored fields, and ``speaker`` (read only if
+    a row has it, for an atomic note's block)."""
+    read = {name for name, value in vars(Hit).items() if isinstance(value, property)} - {"similarity", "lane"}
+    assert set(QUERY_COLUMNS) == read | {"speaker"} and len(QUERY_COLUMNS) == len(set(QUERY_COLUMNS))
+
+
+def test_the_funnel_reads_only_the_query_columns(ingested_example, monkeypatch):
+    """``pipeline.query`` reads the index's QUERY_COLUMNS only: the funnel touches every one of
+    them and no other field of a row, and its packages are those a read of every column gives."""
+    retrieve = f"{Path(run_query.__code__.co_filename).parent}{os.sep}"
+    touched: set[str] = set()
+    digests: set[str] = set()
+
+    @dataclass(frozen=True)
+    class Watched(Row):
+        """A row that notes which fields code in ``retrieve/`` reads, and which digest it was built with."""
+
+        def __post_init__(self):
+            digests.add(self.sha256)
+
+        def __getattribute__(self, name):
+            if name in ROW_COLUMNS and sys._getframe(1).f_code.co_filename.startswith(retrieve):
+                touched.add(name)
+            return object.__getattribute__(self, name)
+
+    monkeypatch.setattr(search, "Row", Watched)
+    vault, embedder = Vault.open(ingested_example), build_embedder("minilm")
+    asked = (REPO / "vault_example" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [(json.loads(line)["query"], None) for line in asked]
+    questions += [("How often should I feed my sourdough starter?", None), ("Which reading group book?", None)]
+
+    def packages() -> list[str]:
+        found = pipeline.query(
+            vault, questions, embedder=embedder, llm_plan=OfflineBackend(), llm_gate=OfflineBackend()
+        )
+        return [p.to_json() for p in found]
+
+    try:
+        slim = packages()
+        assert touched == set(QUERY_COLUMNS) and digests == {""}  # no row read its sha256 column
+        monkeypatch.setattr(retrieve_types, "QUERY_COLUMNS", ROW_COLUMNS)
+        digests.clear()
+        assert packages() == slim and "" not in digests
+    finally:
+        vault.close()
+    # The one hop's reads all ran: sessions (neighbours, whole turns, superseded turns), related links.
+    hops = [json.loads(p)["stats"]["expansion"] for p in slim]
+    assert all(any(h.get(k) for h in hops) for k in ("neighbours", "related", "whole_turns", "superseded_turns"))
 
 
 def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(make_vault, monkeypatch):

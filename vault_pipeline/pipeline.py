@@ -130,7 +130,7 @@ def query(
     from vault_pipeline.index.sync import Preloadable
     from vault_pipeline.retrieve.funnel import run_query
     from vault_pipeline.retrieve.signals import load_relevance
-    from vault_pipeline.retrieve.types import FunnelConfig
+    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
 
     config = config or FunnelConfig()
     if config.relevance is None:
@@ -139,7 +139,7 @@ def query(
 
     if isinstance(embedder, Preloadable):
         embedder.preload()  # the model loads while LanceDB is imported and the index opened
-    retriever = Index.open(vault, embedder)
+    retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
     for text, intent in queries:
         yield run_query(
             text,

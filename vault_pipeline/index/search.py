@@ -26,6 +26,7 @@ from vault_pipeline.index.manifest import MANIFEST_FILE, manifest_count, read_me
 from vault_pipeline.index.table import (
     ANN_MIN_ROWS,
     ANN_PROBES,
+    EMPTY_VALUES,
     INDEX_DIR,
     ROW_COLUMNS,
     TABLE,
@@ -44,7 +45,8 @@ from vault_pipeline.vault.frontmatter import split_frontmatter
 
 @dataclass(frozen=True)
 class Row:
-    """One chunk as stored, plus how a lane scored it (``vector`` only when asked for)."""
+    """One chunk as stored, plus how a lane scored it (``vector`` only when asked for); a field
+    whose column the reader left out (``Index.open``'s ``columns``) holds its type's empty value."""
 
     chunk_id: str
     note_id: str
@@ -86,15 +88,22 @@ class Index:
     latest committed sync, so a long-lived reader stays fresh; concurrent readers are safe.
     """
 
-    def __init__(self, root: Path, table, meta: dict[str, str]):
+    def __init__(self, root: Path, table, meta: dict[str, str], columns: Sequence[str] = ROW_COLUMNS):
+        unknown = sorted(set(columns) - set(ROW_COLUMNS))
+        if unknown:
+            raise ValueError(f"no such index columns: {', '.join(unknown)}")
         self.root = root
         self.table = table
         self.meta = meta
+        self.columns = frozenset(columns)
         self.dim = int(meta.get("dim") or table.schema.field(VECTOR_COLUMN).type.list_size)
 
     @classmethod
-    def open(cls, vault, embedder=None) -> Index:
-        """Open the index of ``vault`` (a Vault or its root); IndexStateError when there is none."""
+    def open(cls, vault, embedder=None, *, columns: Sequence[str] = ROW_COLUMNS) -> Index:
+        """Open the index of ``vault`` (a Vault or its root); IndexStateError when there is none.
+
+        Its rows carry the ``columns`` the caller reads (and those a read itself needs), the other
+        fields their type's empty value: LanceDB's reads cost per column."""
         # A path is a vault root as it is (``Path.root`` is its anchor, "/", not the vault's).
         root = vault if isinstance(vault, (str, os.PathLike)) else vault.root
         state = Path(root) / STATE_DIR
@@ -107,7 +116,7 @@ class Index:
             raise IndexStateError(
                 f"the index was built with embedder {meta['embedder']}, not {name}; run `vault index` to rebuild it"
             )
-        return cls(state.parent, db.open_table(TABLE), meta)
+        return cls(state.parent, db.open_table(TABLE), meta, columns)
 
     def vector_search(
         self, vector: np.ndarray, k: int, *, include_archived: bool = False, with_vectors: bool = True
@@ -242,8 +251,9 @@ class Index:
             sims = self._cosines(rows, query)
             return sims, sims
 
+        columns = self._full()
         return _top(
-            lambda limit: self._nearest(query, limit, include_archived, _FULL), score, k, "vector", with_vectors
+            lambda limit: self._nearest(query, limit, include_archived, columns), score, k, "vector", with_vectors
         )
 
     def _text_full(
@@ -251,7 +261,7 @@ class Index:
     ) -> list[Row]:
         """One query's full-text top ``k`` read in one phase: the fallback."""
         score = _text_score(qvec, self._cosines)
-        return _top(self._fts(query, include_archived, _FULL), score, k, "text", with_vectors)
+        return _top(self._fts(query, include_archived, self._full()), score, k, "text", with_vectors)
 
     def _nearest(self, query: np.ndarray, limit: int, include_archived: bool, columns: Sequence[str]) -> pa.Table:
         """Rows nearest to one query vector, or to each row of a 2-d array (``query_index`` says which)."""
@@ -295,7 +305,7 @@ class Index:
         need_vectors = with_vectors and any(
             top is not None and VECTOR_COLUMN not in top.rows.column_names for top, _ in tops
         )
-        columns = [*ROW_COLUMNS, *([VECTOR_COLUMN] if need_vectors else [])]
+        columns = [*self._columns(), *([VECTOR_COLUMN] if need_vectors else [])]
         try:
             taken = self.table.take_row_ids(ids).select(columns).with_row_id().to_arrow()
         except (OSError, RuntimeError, ValueError):  # a file of that version went (compaction): read again
@@ -326,7 +336,7 @@ class Index:
         parts = [
             self.table.search()
             .where(isin("note_id", batch))
-            .select([*ROW_COLUMNS, VECTOR_COLUMN])
+            .select([*self._columns("note_id", "ordinal"), VECTOR_COLUMN])
             .limit(None)
             .to_arrow()
             for batch in batches(list(order))
@@ -347,10 +357,11 @@ class Index:
         superseded notes are inactive rows of the same conversations, so every row is read and the
         inactive ones are dropped here (a lookup of its own cost the hop ~4 ms a query)."""
         wanted = sorted({c for c in conversations if c})
+        columns = self._columns("source_conversation", "source_messages", "superseded_by", "active")
         rows = [
             r
             for batch in batches(wanted)
-            for r in _to_rows(*_lookup(self.table.search().where(isin("source_conversation", batch))))
+            for r in _to_rows(*_lookup(self.table.search().where(isin("source_conversation", batch)), columns))
         ]
         links = _superseded_links(
             (r.source_conversation, r.source_messages, r.superseded_by) for r in rows if r.superseded_by
@@ -397,10 +408,13 @@ class Index:
         """Every chunk of the notes whose file name (without ``.md``) is one of ``stems``, in any
         vault folder, with vectors, sorted by chunk id: a topic hub's members, from its links."""
         paths = sorted({f"{folder}/{stem}.md" for stem in stems if stem for folder in FOLDERS})
+        columns = self._columns()
         out = [
             r
             for batch in batches(paths)
-            for r in _to_rows(*_lookup(self.table.search().where(_where(isin("path", batch), include_archived))))
+            for r in _to_rows(
+                *_lookup(self.table.search().where(_where(isin("path", batch), include_archived)), columns)
+            )
         ]
         return sorted(out, key=lambda r: r.chunk_id)
 
@@ -441,6 +455,15 @@ class Index:
             "table_version": int(self.table.version),
         }
 
+    def _columns(self, *needed: str) -> list[str]:
+        """The columns a read of rows selects, in table order: the reader's, the chunk id (a row's
+        identity: takes are checked and rows sorted by it) and the ones the read ``needed``."""
+        return [name for name in ROW_COLUMNS if name in self.columns or name == "chunk_id" or name in needed]
+
+    def _full(self) -> tuple[str, ...]:
+        """A one-phase page's columns: the rows' and the vector."""
+        return (*self._columns(), VECTOR_COLUMN)
+
     def _query_vector(self, vector: np.ndarray) -> np.ndarray:
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
@@ -475,13 +498,12 @@ def _superseded_links(rows: Iterable[tuple[str, str, str]]) -> dict[tuple[str, s
     return out
 
 
-def _lookup(search) -> tuple[pa.Table, np.ndarray, np.ndarray, str, bool]:
+def _lookup(search, columns: Sequence[str]) -> tuple[pa.Table, np.ndarray, np.ndarray, str, bool]:
     """The arguments of ``_to_rows`` for a lookup (no lane score, no query): rows with their vectors."""
-    rows = search.select([*ROW_COLUMNS, VECTOR_COLUMN]).limit(None).to_arrow()
+    rows = search.select([*columns, VECTOR_COLUMN]).limit(None).to_arrow()
     return rows, np.zeros(rows.num_rows), np.full(rows.num_rows, np.nan), "lookup", True
 
 
-_FULL = (*ROW_COLUMNS, VECTOR_COLUMN)  # a one-phase page: every column
 _SLIM = ("chunk_id",)  # a first phase: what ranking needs (LanceDB adds ``_rowid`` and the score)
 _SLIM_VECTOR = ("chunk_id", VECTOR_COLUMN)  # ... and the vector, for the exact cosine
 
@@ -560,7 +582,8 @@ def _build_rows(
 ) -> list[Row]:
     # Column by column into ``Row``'s fields in order (``ROW_COLUMNS``, then similarity, score, lane,
     # vector): a dict per row (``Table.to_pylist``) cost 16 ms against 7 for a hop's 2,000 rows.
-    columns = [rows[name].to_pylist() for name in ROW_COLUMNS]
+    read = set(rows.column_names)
+    columns = [rows[name].to_pylist() if name in read else [EMPTY_VALUES[name]] * rows.num_rows for name in ROW_COLUMNS]
     columns += [np.asarray(sims, np.float64).tolist(), np.asarray(scores, np.float64).tolist()]
     columns += [[lane] * rows.num_rows, [None] * rows.num_rows if vectors is None else list(vectors)]
     return [Row(*values) for values in zip(*columns)]

@@ -88,6 +88,8 @@ _TYPES = {
     "synopsis": pa.bool_(),
     "active": pa.bool_(),
 }
+# What a ``Row`` field holds when a reader left its column out: its type's empty value.
+EMPTY_VALUES = {name: {pa.int32(): 0, pa.bool_(): False}.get(_TYPES.get(name), "") for name in ROW_COLUMNS}
 
 
 def chunk_schema(dim: int, identity: dict[str, str] | None = None) -> pa.Schema:
