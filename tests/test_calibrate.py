@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,20 @@ def test_shipped_labels_meet_the_brief():
         assert 4 <= relevant <= 6 and 3 <= len(items) - relevant <= 5, query
         assert any(item.contaminant for item in items), query
         assert all(item.intent_narrow for item in items), query
+
+
+def test_the_real_archive_set_is_a_fresh_ingests_candidates_with_their_attribution():
+    """export.jsonl: real questions, the chunks a fresh ingest of the export retrieves for them."""
+    items = load_labels(LABELS.with_name("export.jsonl"))
+    queries = {item.query for item in items}
+    assert len(queries) == 14 and len(items) == 168
+    assert len({item.candidate_id for item in items}) == len(items)
+    assert sum(item.relevant for item in items) == 126 and sum(item.contaminant for item in items) == 13
+    assert not any(item.relevant and item.contaminant for item in items)
+    # Chunk ids of the vault it was drawn from: a note id, then the chunk's ordinal.
+    assert all(re.fullmatch(r"[a-z]+-[0-9a-f]{12}:\d+", item.candidate_id) for item in items)
+    readme = LABELS.with_name("README.md").read_text(encoding="utf-8")
+    assert "export.jsonl" in readme and "MIT License" in readme and "pkuppens/my_chat_gpt" in readme
 
 
 def test_a_bad_line_names_file_and_line(tmp_path):
