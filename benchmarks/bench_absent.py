@@ -64,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
     packages = ask(args.vault, [row["query"] for row in rows], args.budget)
     print(f"{len(rows)} questions, vault {args.vault}, export {args.export}")
-    print("blocks  tokens  from the hop  depth stopped at      | question (absent words: count in the export)")
-    totals = {"absent": 0, "blocks": 0, "tokens": 0, "empty": 0}
+    print(
+        "blocks  tokens  from the hop  depth stopped at      | question (absent words: count in the export)"
+        " -> words the package says no note holds"
+    )
+    totals = {"absent": 0, "blocks": 0, "tokens": 0, "empty": 0, "named": 0}
     for row, package in zip(rows, packages):
         counts = {word: occurrences(source, word) for word in row["absent"]}
         absent = not any(counts.values())
@@ -75,15 +78,21 @@ def main(argv: list[str] | None = None) -> int:
         stop = package["stats"]["depth"]["stopped"].split(":")[0]
         words = ", ".join(f"{w}: {n}" for w, n in counts.items())
         flag = "" if absent else "  NOT ABSENT"
-        print(f"{len(blocks):6d}  {package['tokens']:6d}  {hop:12d}  {stop:<20}  | {row['query']} ({words}){flag}")
+        named = package["stats"].get("absent_words") or []
+        print(
+            f"{len(blocks):6d}  {package['tokens']:6d}  {hop:12d}  {stop:<20}  | {row['query']} ({words})"
+            f" -> {', '.join(named) or '-'}{flag}"
+        )
         if absent:
             totals["absent"] += 1
             totals["blocks"] += len(blocks)
             totals["tokens"] += package["tokens"]
             totals["empty"] += not blocks
+            totals["named"] += bool(named)
     n = max(totals["absent"], 1)
     print(
         f"absent subjects: {totals['absent']} questions; empty packages {totals['empty']}; "
+        f"packages naming a word no note holds {totals['named']}; "
         f"mean {totals['blocks'] / n:.1f} blocks, {totals['tokens'] / n:.0f} tokens a package"
     )
     return 0

@@ -39,6 +39,7 @@ def test_absent_and_present_subjects_are_told_apart(indexed_example, tmp_path, c
     out = capsys.readouterr().out.splitlines()
     violin = next(line for line in out if "violin" in line)
     moss = next(line for line in out if "moss" in line)
-    assert "(violin: 0)" in violin and "NOT ABSENT" not in violin
+    assert violin.endswith("(violin: 0) -> tune, violin") and "NOT ABSENT" not in violin  # the package names the word
     assert "(moss: 1)" in moss and moss.endswith("NOT ABSENT")
     assert out[-1].startswith("absent subjects: 1 questions;")
+    assert "packages naming a word no note holds 1;" in out[-1]

@@ -786,6 +786,64 @@ def test_the_funnel_reads_only_the_query_columns(ingested_example, monkeypatch):
     assert all(any(h.get(k) for h in hops) for k in ("neighbours", "related", "whole_turns", "superseded_turns"))
 
 
+def test_unknown_words_are_the_ones_no_note_holds_archived_notes_included(make_vault, embedder):
+    vault = make_vault(notes=INTEGRATION_NOTES)
+    with vault.lock("index"):
+        sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    # "retired" is only in the archived note; "galaxy" matches "galaxies" through the index's stemmer.
+    assert index.unknown_words(["gravel", "zyxwvut", "retired", "galaxy", "qwertyuiop"]) == ["zyxwvut", "qwertyuiop"]
+    assert index.unknown_words([]) == []
+
+
+class LookupSpy(FakeRetriever):
+    """The fake lanes plus ``unknown_words`` over the rows' words, recording what it was asked."""
+
+    def __init__(self, rows, embedder):
+        super().__init__(rows, embedder)
+        self.asked: list[list[str]] = []
+
+    def unknown_words(self, words):
+        self.asked.append(list(words))
+        held = {w for r in self.rows for w in re.findall(r"\w+", r.text.lower())}
+        return [w for w in words if w not in held]
+
+
+def test_a_prompt_word_no_note_holds_is_named_in_the_package(embedder):
+    from vault_pipeline.cli import _depth_line
+    from vault_pipeline.retrieve.funnel import absent_words
+
+    spy = LookupSpy([COSMOLOGY, *GARDEN_ROWS], embedder)
+    package = run_query(
+        "Where does the stone lantern zyxwvut go in a Japanese garden?",
+        retriever=spy,
+        embedder=embedder,
+        llm_plan=OfflineBackend(),
+        llm_gate=OfflineBackend(),
+        config=FunnelConfig(),
+    )
+    assert package.stats["absent_words"] == ["lantern", "zyxwvut"]
+    # Only the words no retrieved candidate holds were looked up ("japanese", "garden", "stone" came back).
+    assert spy.asked and all(set(asked) <= {"lantern", "zyxwvut"} for asked in spy.asked)
+    assert "> No note in the vault holds: lantern, zyxwvut." in package.to_markdown()
+    assert _depth_line(package).endswith("; no note holds: lantern, zyxwvut")
+    assert json.loads(package.to_json())["stats"]["absent_words"] == ["lantern", "zyxwvut"]
+    # Every word back in a candidate: no lookup, no line.
+    spy.asked.clear()
+    held = run_query(
+        "Raked gravel and negative space in a Japanese garden",
+        retriever=spy,
+        embedder=embedder,
+        llm_plan=OfflineBackend(),
+        llm_gate=OfflineBackend(),
+        config=FunnelConfig(),
+    )
+    assert held.stats["absent_words"] == [] and spy.asked == []
+    assert "No note in the vault holds" not in held.to_markdown()
+    # A retriever that cannot look words up names none.
+    assert absent_words("zyxwvut", [], garden(embedder)) == []
+
+
 def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(make_vault, monkeypatch):
     from typer.testing import CliRunner
 

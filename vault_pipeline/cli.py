@@ -661,6 +661,8 @@ def _depth_line(package) -> str:
         )
     if hop.get("whole_turns"):
         line += f"; {hop['whole_turns']} whole turns in place of their notes, {hop.get('whole_turns_kept', 0)} kept"
+    if package.stats.get("absent_words"):
+        line += f"; no note holds: {', '.join(package.stats['absent_words'])}"
     return line
 
 

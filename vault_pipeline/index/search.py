@@ -418,6 +418,22 @@ class Index:
         ]
         return sorted(out, key=lambda r: r.chunk_id)
 
+    def unknown_words(self, words: Sequence[str]) -> list[str]:
+        """Those of ``words`` that no chunk's text holds, archived notes included: one full-text
+        lookup each, through the index's own tokenizer (stemmed, accents folded). A lookup that fails
+        (no full-text index yet, a word the query parser refuses) counts the word as known, so a
+        word is only called unknown when the index says so."""
+        unknown = []
+        for word in words:
+            try:
+                search = self.table.search(word, query_type="fts", fts_columns=TEXT_COLUMN).select(["chunk_id"])
+                found = search.limit(1).to_arrow().num_rows
+            except Exception:  # no FTS index yet, a word the parser refuses: not known to be absent
+                found = 1
+            if not found:
+                unknown.append(word)
+        return unknown
+
     def all_vectors(self, *, include_archived: bool = False) -> tuple[list[str], list[str], np.ndarray]:
         """(note ids, paths, vectors) of every atomic note's first chunk, sorted by note id."""
         where = "type = 'atomic' AND ordinal = 0" + ("" if include_archived else " AND active")

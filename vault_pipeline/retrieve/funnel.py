@@ -69,8 +69,9 @@ from vault_pipeline.retrieve.types import (
     Retriever,
     SessionRetriever,
     SupersededLookup,
+    WordLookup,
 )
-from vault_pipeline.text import estimate_tokens, wikilinks
+from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, estimate_tokens, tokens, wikilinks
 
 VariantKind = Literal["concept", "methodology", "continuity", "authority"]
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
@@ -134,6 +135,7 @@ def run_query(
     queries = _queries(query, plan, config)
     unsearched = {text for (_, text), run in zip(queries, searched([t for _, t in queries])) if not run}
     fused, vectors = _retrieve(queries, retriever, embedder, config, unsearched)
+    absent = absent_words(query, fused, retriever)
     walk = _Walk(vectors[0], embedder, llm_gate, the_intent, query, config)
     walk.queries = list(queries)
     walk.query_vectors = {text: vec for (_, text), vec in zip(queries, vectors)}
@@ -169,6 +171,7 @@ def run_query(
         expansion,
         walk.expanded_from,
         unsearched,
+        absent,
     )
     assembly = assemble(
         selection(ranked, query), budget=config.budget, window=config.window, max_fraction=config.max_fraction
@@ -578,6 +581,23 @@ def _retrieve(
     for (kind, _), hits, text in zip([q for q, run in zip(queries, runs) if run], nearest, found):
         lists += [(kind, "vector", list(hits)), (kind, "text", list(text))]
     return [replace(c, row=as_turn(c.row)) for c in fuse(lists)], vectors
+
+
+def absent_words(query: str, fused: Sequence[Candidate], retriever: Retriever) -> list[str]:
+    """The prompt's content words that no note in the vault holds, in the prompt's order.
+
+    A word found in a retrieved candidate's text (case-folded; inside a longer word counts) is
+    known; each of the rest costs one full-text lookup (``WordLookup``), so a prompt whose words
+    all came back in its candidates costs nothing. A package for such a prompt is the nearest the
+    vault has, not notes about that word: the package says so (issue 12, questions the archive
+    cannot answer: ``benchmarks/bench_absent.py``).
+    """
+    if not isinstance(retriever, WordLookup):
+        return []
+    words = [w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS and w not in QUERY_STOPWORDS]
+    texts = [c.row.text.casefold() for c in fused]
+    missing = [w for w in words if not any(w in text for text in texts)]
+    return retriever.unknown_words(missing) if missing else []
 
 
 def searched(texts: Sequence[str]) -> list[bool]:

@@ -502,6 +502,8 @@ class ContextPackage:
                 "> Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.",
                 "",
             ]
+        if self.stats.get("absent_words"):
+            lines += [f"> No note in the vault holds: {', '.join(self.stats['absent_words'])}.", ""]
         if not self.blocks:
             lines += ["_No notes in the vault fit this query._", ""]
             return "\n".join(lines).rstrip() + "\n"

@@ -55,6 +55,8 @@ def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
         "depth": dict(run.depth),
         # Associative recall: feedback terms and the one hop's seeds and neighbours.
         "expansion": dict(run.expansion),
+        # The prompt's words that no note holds: the package is the nearest the vault has.
+        "absent_words": list(run.absent_words),
         "reference_date": run.reference.isoformat() if run.reference else None,
         "models": dict(run.models),
     }

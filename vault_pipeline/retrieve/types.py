@@ -248,6 +248,15 @@ class HybridRetriever(Protocol):
 
 
 @runtime_checkable
+class WordLookup(Protocol):
+    """A retriever that can say which words no note in the vault holds (``Index.unknown_words``)."""
+
+    def unknown_words(self, words: Sequence[str]) -> list[str]:
+        """Those of ``words`` that no chunk's text holds."""
+        ...
+
+
+@runtime_checkable
 class RelatedRetriever(Protocol):
     """A retriever that can read the ``related`` links the nightly clean wrote into notes."""
 
@@ -306,3 +315,4 @@ class FunnelRun:
     expansion: dict[str, Any] = field(default_factory=dict)  # what the one hop and the feedback added
     expanded_from: dict[str, str] = field(default_factory=dict)  # expansion chunk id -> its seed note id
     unsearched: set[str] = field(default_factory=set)  # query texts that ran no lanes of their own
+    absent_words: list[str] = field(default_factory=list)  # the prompt's words that no note in the vault holds
