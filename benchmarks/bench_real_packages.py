@@ -1,0 +1,91 @@
+"""Precision of whole packages on a real archive: labelled blocks of the 14 real questions.
+
+``vault_example/calibration/export.jsonl`` labels the gate's candidates; this labels what reaches
+the user. ``benchmarks/data/export_package_labels.jsonl`` holds, for each of its 14 questions, every
+block of the package a fresh vault of the export gave at 1,500 tokens (2026-11-26), labelled by hand
+at the same altitude as the gate's labels: relevant to the question's subject, or off-topic, and a
+contaminant when an off-topic block shares the question's words ("Scrum" on a résumé line for a
+question about sprint length).
+
+This script asks the questions again of a vault (``vault query --batch --json --explain``, one
+process) and counts, over the blocks it gets now: labelled relevant, labelled off-topic, labelled
+contaminants, and unlabelled (blocks the labelled packages did not hold: a change in the funnel
+shows up here first). Each count is split by how the block came in: the one-hop expansion
+(``expanded_from`` in the trace) or retrieval.
+
+    python benchmarks/bench_real_packages.py --vault V [--budget 1500]
+
+``V``: ``vault init V``, ``vault ingest ../shared/data/exports/chatgpt-pkuppens-2023.json --vault V``,
+``vault keep --vault V --all-passing``, ``vault index --vault V`` (ingest is deterministic, so a fresh
+vault gives the chunk ids the labels name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_absent import ask
+
+LABELS = Path(__file__).resolve().parent / "data" / "export_package_labels.jsonl"
+
+
+def load(path: Path) -> dict[tuple[str, str], dict]:
+    """(query, chunk id) -> its label line."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {(row["query"], row["chunk_id"]): row for row in rows}
+
+
+def tally(packages: list[dict], labels: dict[tuple[str, str], dict]) -> dict[str, Counter]:
+    """Per route ("hop", "retrieved", "all"): blocks, relevant, off_topic, contaminant, unlabelled."""
+    counts = {route: Counter() for route in ("hop", "retrieved", "all")}
+    for package in packages:
+        hop = {t["chunk_id"] for t in package["trace"] if t.get("expanded_from")}
+        for block in package["blocks"]:
+            label = labels.get((package["query"], block["chunk_id"]))
+            kind = "unlabelled" if label is None else label["label"].replace("-", "_")
+            for route in ("hop" if block["chunk_id"] in hop else "retrieved", "all"):
+                counts[route]["blocks"] += 1
+                counts[route][kind] += 1
+                counts[route]["contaminant"] += bool(label and label["contaminant"])
+    return counts
+
+
+def share(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vault", type=Path, required=True, help="a fresh vault of the export, indexed")
+    parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument("--budget", type=int, default=1500)
+    args = parser.parse_args(argv)
+    labels = load(args.labels)
+    queries = list(dict.fromkeys(query for query, _ in labels))
+    packages = ask(args.vault, queries, args.budget)
+    print(f"{len(queries)} questions, vault {args.vault}, budget {args.budget}; shares of the labelled blocks")
+    for package in packages:
+        c = tally([package], labels)["all"]
+        labelled = c["blocks"] - c["unlabelled"]
+        print(
+            f"  {c['blocks']:3d} blocks ({c['unlabelled']} unlabelled): off-topic {c['off_topic']:2d}, "
+            f"contaminants {c['contaminant']:2d} | {package['query']}" + ("" if labelled else "  (no labelled block)")
+        )
+    for route, c in tally(packages, labels).items():
+        labelled = c["blocks"] - c["unlabelled"]
+        print(
+            f"{route:>9}: {c['blocks']} blocks, {c['unlabelled']} unlabelled; of the labelled: "
+            f"off-topic {c['off_topic']} ({share(c['off_topic'], labelled)}), "
+            f"contaminants {c['contaminant']} ({share(c['contaminant'], labelled)})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
