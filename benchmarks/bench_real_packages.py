@@ -14,6 +14,12 @@ shows up here first). Each count is split by how the block came in: the one-hop 
 (``expanded_from`` in the trace) or retrieval.
 
     python benchmarks/bench_real_packages.py --vault V [--budget 1500]
+    python benchmarks/bench_real_packages.py --vault V --held-out LABELS...
+
+With ``--held-out``, each question is answered in this process with the offline gate refitted on
+the given label files without that question's lines (leave one query out, ``gatefit.fit_model``):
+the shipped gate was fitted on ``export.jsonl``, whose candidates are these questions' own, so
+only the held-out run measures it on questions it did not see.
 
 ``V``: ``vault init V``, ``vault ingest ../shared/data/exports/chatgpt-pkuppens-2023.json --vault V``,
 ``vault keep --vault V --all-passing``, ``vault index --vault V`` (ingest is deterministic, so a fresh
@@ -31,6 +37,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_absent import ask
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 LABELS = Path(__file__).resolve().parent / "data" / "export_package_labels.jsonl"
 
@@ -56,6 +65,42 @@ def tally(packages: list[dict], labels: dict[tuple[str, str], dict]) -> dict[str
     return counts
 
 
+def held_out_packages(vault_root: Path, queries: list[str], label_files: list[Path], budget: int) -> list[dict]:
+    """Each question's package (as ``--json`` prints it), gated by weights fitted without its labels."""
+    from vault_pipeline.config import load_settings
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.models.embed import build_embedder
+    from vault_pipeline.models.offline import OfflineBackend
+    from vault_pipeline.retrieve.calibrate import load_label_files
+    from vault_pipeline.retrieve.funnel import run_query
+    from vault_pipeline.retrieve.gatefit import fit_model, label_signals
+    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
+    from vault_pipeline.vault.files import Vault
+
+    embedder = build_embedder("minilm")
+    rows = label_signals(load_label_files(label_files), embedder)
+    vault = Vault.open(vault_root)
+    try:
+        retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
+        settings = load_settings(vault.root)
+        packages = []
+        for query in queries:
+            model = fit_model([r for r in rows if r.item.query != query])
+            config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=model)
+            package = run_query(
+                query,
+                retriever=retriever,
+                embedder=embedder,
+                llm_plan=OfflineBackend(),
+                llm_gate=OfflineBackend(),
+                config=config,
+            )
+            packages.append(json.loads(package.to_json(indent=None)))
+        return packages
+    finally:
+        vault.close()
+
+
 def share(part: int, whole: int) -> str:
     return f"{part / whole:.1%}" if whole else "-"
 
@@ -65,11 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vault", type=Path, required=True, help="a fresh vault of the export, indexed")
     parser.add_argument("--labels", type=Path, default=LABELS)
     parser.add_argument("--budget", type=int, default=1500)
+    parser.add_argument(
+        "--held-out", type=Path, nargs="+", metavar="LABELS", help="refit the gate without each question's labels"
+    )
     args = parser.parse_args(argv)
     labels = load(args.labels)
     queries = list(dict.fromkeys(query for query, _ in labels))
-    packages = ask(args.vault, queries, args.budget)
-    print(f"{len(queries)} questions, vault {args.vault}, budget {args.budget}; shares of the labelled blocks")
+    if args.held_out:
+        packages = held_out_packages(args.vault, queries, args.held_out, args.budget)
+        gate = f"gate refitted without each question on {' '.join(p.name for p in args.held_out)}"
+    else:
+        packages = ask(args.vault, queries, args.budget)
+        gate = "the vault's gate"
+    print(f"{len(queries)} questions, vault {args.vault}, budget {args.budget}, {gate}; shares of the labelled blocks")
     for package in packages:
         c = tally([package], labels)["all"]
         labelled = c["blocks"] - c["unlabelled"]

@@ -61,6 +61,8 @@ def test_the_real_archive_set_is_a_fresh_ingests_candidates_with_their_attributi
     assert len({item.candidate_id for item in items}) == len(items)
     assert sum(item.relevant for item in items) == 126 and sum(item.contaminant for item in items) == 13
     assert not any(item.relevant and item.contaminant for item in items)
+    # The chat each came from (the gate's session signals); the three thread chunks span chats.
+    assert sum(bool(item.conversation) for item in items) == 165
     # Chunk ids of the vault it was drawn from: a note id, then the chunk's ordinal.
     assert all(re.fullmatch(r"[a-z]+-[0-9a-f]{12}:\d+", item.candidate_id) for item in items)
     readme = LABELS.with_name("README.md").read_text(encoding="utf-8")

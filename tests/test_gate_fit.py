@@ -30,7 +30,7 @@ from vault_pipeline.retrieve.signals import (
 )
 
 CALIBRATION = REPO / "vault_example" / "calibration"
-SHIPPED = [CALIBRATION / "labels.jsonl", CALIBRATION / "traps.jsonl"]
+SHIPPED = [CALIBRATION / name for name in ("labels.jsonl", "traps.jsonl", "export.jsonl")]
 
 
 def _row(query: str, i: int, relevant: bool, signals: dict[str, float], contaminant: bool = False) -> Labelled:
@@ -173,6 +173,42 @@ def test_signals_reuse_stored_vectors_and_count_phrases():
     assert set(fresh["a#0"]) == set(FEATURES)
     assert fresh["b#0"]["phrase"] > 0 and fresh["c#0"]["phrase"] == 0.0  # "negative space" is a prompt phrase
     assert fresh["c#0"]["overlap"] == 0.0 and fresh["a#0"]["overlap"] > 0
+
+
+def test_session_signals_count_the_pools_candidates_from_the_same_chat():
+    embedder = HashEmbedder(dim=64)
+    texts = ["gravel", "stones", "moss", "tax", "ma", "pond", "lantern"]
+    rows = [(f"c{i}", f"engrams/c{i}.md", "", text) for i, text in enumerate(texts)]
+    chats = {"c0": "garden", "c1": "garden", "c2": "garden", "c3": "taxes", "c5": "ponds", "c6": "lights"}
+    found = gate_signals(rows, query="garden", intent="garden", embedder=embedder, conversations=chats)
+    # 2 of the 6 other candidates share c0's chat; c4 is a note of no chat.
+    assert [found[f"c{i}"]["session_share"] for i in range(7)] == [round(2 / 6, 6)] * 3 + [0.0] * 4
+    assert [found[f"c{i}"]["session_known"] for i in range(7)] == [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+    assert found["c4"]["same_session"] == 0.0 and all(found[f"c{i}"]["same_session"] in (0.0, 1.0) for i in range(7))
+    unknown = gate_signals(rows, query="garden", intent="garden", embedder=embedder)
+    assert all(s["session_known"] == s["session_share"] == s["same_session"] == 0.0 for s in unknown.values())
+    # A later step's pool of one: its chat counted against the candidates that passed before it.
+    one = gate_signals(
+        rows[:1],
+        query="garden",
+        intent="garden",
+        embedder=embedder,
+        conversations=chats,
+        context=["garden"] * 2 + ["x"] * 4,
+    )
+    assert one["c0"]["session_known"] == 1.0 and one["c0"]["session_share"] == round(2 / 6, 6)
+    # Too few others to count a share: not known.
+    alone = gate_signals(rows[:3], query="garden", intent="garden", embedder=embedder, conversations=chats)
+    assert all(s["session_known"] == 0.0 and s["session_share"] == 0.0 for s in alone.values())
+
+
+def test_the_session_signals_read_only_a_chat_exports_threads():
+    from vault_pipeline.retrieve.signals import chat_of
+
+    assert chat_of("chatgpt", "c-1") == "c-1" and chat_of("claude", "c-2") == "c-2"
+    # A transcript's or LoCoMo's session passes through many subjects: not the signals' unit.
+    assert chat_of("locomo", "conv-26:session_3") == "" and chat_of("transcript", "t-1") == ""
+    assert chat_of("", "") == ""
 
 
 def test_gate_rows_passes_signals_and_the_vaults_model_to_the_offline_gate():

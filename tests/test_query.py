@@ -786,6 +786,30 @@ def test_the_funnel_reads_only_the_query_columns(ingested_example, monkeypatch):
     assert all(any(h.get(k) for h in hops) for k in ("neighbours", "related", "whole_turns", "superseded_turns"))
 
 
+def test_the_gate_reads_a_chat_exports_conversations_and_no_transcripts(embedder, monkeypatch):
+    """The session signals see a chat export's thread; a LoCoMo or transcript session counts as no chat."""
+    import vault_pipeline.retrieve.gate as gate_module
+
+    seen: list[dict[str, str]] = []
+    real = gate_module.gate_signals
+
+    def spy(rows, **kwargs):
+        seen.append(dict(kwargs.get("conversations") or {}))
+        return real(rows, **kwargs)
+
+    monkeypatch.setattr(gate_module, "gate_signals", spy)
+
+    def chats(kind: str) -> set[str]:
+        seen.clear()
+        rows = [replace(r, source_kind=kind) for r in (COSMOLOGY, *GARDEN_ROWS)]
+        run(FakeRetriever(rows, embedder), embedder)
+        assert seen
+        return {chat for call in seen for chat in call.values()}
+
+    assert chats("chatgpt") == {"conv-1"} and chats("claude") == {"conv-1"}
+    assert chats("locomo") == {""} and chats("transcript") == {""}
+
+
 def test_unknown_words_are_the_ones_no_note_holds_archived_notes_included(make_vault, embedder):
     vault = make_vault(notes=INTEGRATION_NOTES)
     with vault.lock("index"):

@@ -64,6 +64,7 @@ class LabelledCandidate:
     intent_narrow: str | None = None
     contaminant: bool = False
     title: str = ""
+    conversation: str = ""  # the chat the candidate came from, when it came from one (the gate's session signals)
 
     @property
     def relevant(self) -> bool:
@@ -148,6 +149,7 @@ def _labelled(data: Any) -> LabelledCandidate:
         intent_narrow=_optional_text(data, "intent_narrow"),
         contaminant=contaminant,
         title=_optional_text(data, "title") or "",
+        conversation=_optional_text(data, "conversation") or "",
     )
 
 
@@ -381,6 +383,7 @@ def _run_altitude(
             metered = MeteredLLM(llm)
             tokens_before = tap.tokens if tap else 0
             rows = [(item.candidate_id, item.title, "", item.candidate) for item in items]
+            conversations = {item.candidate_id: item.conversation for item in items if item.conversation}
             started = time.perf_counter()
             result = gate_rows(
                 rows,
@@ -393,6 +396,7 @@ def _run_altitude(
                 embedder=embedder,
                 variants=[v["text"] for v in decompose({"query": query, "intent": intent})["variants"]],
                 relevance=relevance,
+                conversations=conversations,
             )
             seconds = time.perf_counter() - started
             found.update(result)

@@ -56,6 +56,7 @@ from vault_pipeline.retrieve.rank import (
     selection,
     transcript_content,
 )
+from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.trace import build_package
 from vault_pipeline.retrieve.types import (
     MAX_VARIANTS,
@@ -725,6 +726,13 @@ def _gate(candidates: list[Candidate], passed: set[str], walk: _Walk) -> dict[st
                 vectors=vectors,
                 query_vectors=walk.query_vectors,
                 relevance=config.relevance,
+                conversations={c.row.chunk_id: chat_of(c.row.source_kind, c.row.source_conversation) for c in going},
+                # The candidates that passed earlier steps (``judge`` adds this step's after the gate).
+                context=[
+                    chat_of(c.row.source_kind, c.row.source_conversation)
+                    for c in walk.considered
+                    if c.row.chunk_id in walk.passed
+                ],
             )
         )
     return outcomes

@@ -221,12 +221,16 @@ def gate_rows(
     vectors: Mapping[str, np.ndarray] | None = None,
     relevance: RelevanceModel | None = None,
     query_vectors: Mapping[str, np.ndarray] | None = None,
+    conversations: Mapping[str, str] | None = None,
+    context: Sequence[str] = (),
 ) -> dict[str, GateOutcome]:
     """Gate (chunk_id, path, heading, text) rows; returns an outcome per chunk id.
 
     Optional: ``embedder`` turns on the retrieval signals (``variants``: the other queries the
     funnel ran; ``vectors``: stored unit vectors by chunk id, saving a re-embedding;
-    ``query_vectors``: text -> unit vector of the prompt and variants the funnel embedded already);
+    ``query_vectors``: text -> unit vector of the prompt and variants the funnel embedded already;
+    ``conversations``: chunk id -> the chat it came from, and ``context``: the chats of the candidates
+    that passed earlier steps, for the session signals);
     ``relevance``: the vault's fitted weights for the offline gate (else its shipped default).
     """
     ids = {f"c{i:02d}": row[0] for i, row in enumerate(rows, 1)}  # short keys a small model echoes well
@@ -239,6 +243,8 @@ def gate_rows(
             variants=variants,
             vectors=vectors,
             query_vectors=query_vectors,
+            conversations=conversations,
+            context=context,
         )
         if embedder is not None and rows
         else {}

@@ -166,7 +166,16 @@ def label_signals(
     for (query, intent), items in groups.items():
         variants = [v["text"] for v in decompose({"query": query, "intent": intent})["variants"]]
         rows = [(item.candidate_id, item.title, "", item.candidate) for item in items]
-        found = gate_signals(rows, query=query, intent=intent, embedder=embedder, variants=variants, vectors=vectors)
+        conversations = {item.candidate_id: item.conversation for item in items}
+        found = gate_signals(
+            rows,
+            query=query,
+            intent=intent,
+            embedder=embedder,
+            variants=variants,
+            vectors=vectors,
+            conversations=conversations,
+        )
         out.update({item.candidate_id: Labelled(item, found[item.candidate_id]) for item in items})
     return [out[item.candidate_id] for item in labels]
 

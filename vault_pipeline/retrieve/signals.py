@@ -13,6 +13,7 @@ import itertools
 import json
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,15 @@ def title_of(path: str) -> str:
 # --------------------------------------------------------------------------- retrieval signals
 
 ANCHORS = 3  # the pool's strongest candidates a candidate is compared with (``anchor``)
+# Where a conversation is one thread the user opened on a subject: the session signals' unit. A
+# transcript's or LoCoMo's session is a stretch of a longer talk that passes through many subjects,
+# and no labelled set measures the signals there, so their candidates count as of an unknown chat.
+CHAT_KINDS = frozenset({"chatgpt", "claude"})
+
+
+def chat_of(kind: str, conversation: str) -> str:
+    """The chat a candidate came from, for the session signals ("" when not a chat export's thread)."""
+    return conversation if kind in CHAT_KINDS else ""
 
 
 def gate_signals(
@@ -47,6 +57,8 @@ def gate_signals(
     variants: Sequence[str] = (),
     vectors: Mapping[str, np.ndarray] | None = None,
     query_vectors: Mapping[str, np.ndarray] | None = None,
+    conversations: Mapping[str, str] | None = None,
+    context: Sequence[str] = (),
 ) -> dict[str, dict[str, float]]:
     """The relevance model's signals (``relevance.FEATURES``) for each (chunk_id, path, heading, text) row.
 
@@ -54,6 +66,9 @@ def gate_signals(
     funnel already embedded) or a small cache, else one embedding call; candidates reuse
     ``vectors`` when given (the index embeds exactly the row text) and are embedded otherwise.
     IDF is taken over this pool of candidates, so words every candidate shares weigh little.
+    ``conversations`` (chunk id -> the chat it came from; empty or missing: not known) give the
+    session signals, counted over this pool and ``context``: the chats of the candidates that
+    passed earlier steps for the same query (the funnel widens and hops in steps).
     """
     queries = _query_vectors(embedder, [query, intent, *variants], query_vectors or {})
     cand = _candidate_vectors(rows, embedder, vectors or {})
@@ -66,6 +81,9 @@ def gate_signals(
     overlap = idf_overlap([t for run in prompt_runs for t in run], [{t for run in r for t in run} for r in runs])
     phrases = {pair for run in prompt_runs for pair in itertools.pairwise(run)}
     anchor = _anchor(cand.astype(np.float64), cos_query + cos_intent)
+    chats = [(conversations or {}).get(row[0], "") for row in rows]
+    known, share = _sessions(chats, context)
+    same = _same_chat_as_anchors(chats, cos_query + cos_intent)
     out: dict[str, dict[str, float]] = {}
     for i, (cid, *_) in enumerate(rows):
         pairs = {pair for run in runs[i] for pair in itertools.pairwise(run)}
@@ -76,6 +94,9 @@ def gate_signals(
             "overlap": overlap[i],
             "phrase": len(phrases & pairs) / len(phrases) if phrases else 0.0,
             "anchor": anchor[i],
+            "session_share": share[i],
+            "session_known": known[i],
+            "same_session": same[i],
         }
         out[cid] = {n: round(float(values[n]), 6) for n in FEATURES}  # rounded: stable logs and verdicts
     return out
@@ -147,6 +168,29 @@ def _anchor(vectors: np.ndarray, strength: np.ndarray) -> np.ndarray:
     for i in range(len(strength)):
         others = [j for j in order if j != i][:ANCHORS]
         out[i] = float(np.mean(sims[i, others])) if others else float(strength[i]) / 2
+    return out
+
+
+SESSION_MIN_OTHERS = 5  # a share of fewer other candidates is mostly noise (the labels' pools hold 11)
+
+
+def _sessions(conversations: Sequence[str], context: Sequence[str] = ()) -> tuple[list[float], list[float]]:
+    """(known, share) per candidate: whether its chat is known and there are enough other candidates
+    to count (``SESSION_MIN_OTHERS``), and the share of those others from the same chat (0 when
+    not known)."""
+    counts = Counter(c for c in [*conversations, *context] if c)
+    others = len(conversations) + len(context) - 1
+    known = [1.0 if c and others >= SESSION_MIN_OTHERS else 0.0 for c in conversations]
+    return known, [(counts[c] - 1) / others if k else 0.0 for c, k in zip(conversations, known)]
+
+
+def _same_chat_as_anchors(conversations: Sequence[str], strength: np.ndarray) -> list[float]:
+    """1 when the candidate's chat is the chat of one of the pool's ``ANCHORS`` strongest other candidates."""
+    order = sorted(range(len(strength)), key=lambda i: (-round(float(strength[i]), 9), i))[: ANCHORS + 1]
+    out = []
+    for i, chat in enumerate(conversations):
+        anchors = [j for j in order if j != i][:ANCHORS]
+        out.append(1.0 if chat and any(conversations[j] == chat for j in anchors) else 0.0)
     return out
 
 

@@ -137,6 +137,7 @@ QUERY_COLUMNS = (
     "tier",
     "speaker",
     "created",
+    "source_kind",
     "source_conversation",
     "source_messages",
     "heading",
@@ -164,6 +165,9 @@ class Hit(Protocol):
 
     @property
     def created(self) -> str: ...
+
+    @property
+    def source_kind(self) -> str: ...
 
     @property
     def source_conversation(self) -> str: ...

@@ -11,6 +11,12 @@ The signals (``FEATURES``) are what any embedder and index give for a candidate,
 * ``phrase``: share of the prompt's adjacent content-word pairs found adjacent in the candidate;
 * ``anchor``: mean cosine to the pool's three strongest other candidates (by cosine to prompt
   plus intent): notes of the prompt's domain sit together, a stray contaminant sits apart.
+* ``session_share``: share of the pool's other candidates that come from the same chat. A chat
+  about the subject sends several of its notes and turns; a stray note from an unrelated chat
+  comes alone (on the real archive's labels, ``vault_example/calibration/export.jsonl``).
+* ``session_known``: 1 when the candidate's chat is known (notes, turns and transcripts of an
+  ingested archive), 0 otherwise (a user's own note, a resource, a label without one): the
+  missing-value indicator that lets ``session_share`` weigh only where it exists.
 
 No word list: the weights are fitted on labels (``vault gate-calibrate --fit``) and the
 threshold is chosen out of fold so that at least 95 % of relevant candidates are kept.
@@ -25,8 +31,18 @@ from typing import Any
 
 from vault_pipeline.models.logistic import newton
 
-FEATURES = ("cos_query", "cos_intent", "agreement", "overlap", "phrase", "anchor")
-L2 = 0.1  # ridge on the weights (not the bias): six weights from ~100 labels need a little shrinkage
+FEATURES = (
+    "cos_query",
+    "cos_intent",
+    "agreement",
+    "overlap",
+    "phrase",
+    "anchor",
+    "session_share",
+    "same_session",
+    "session_known",
+)
+L2 = 0.1  # ridge on the weights (not the bias): eight weights from a few hundred labels need a little shrinkage
 # Shared words are evidence for a candidate, never against it. Unconstrained, a fit on labels
 # built around vocabulary traps learns a negative weight for overlap, which would then drop the
 # note that repeats a question's name and date (LoCoMo); the traps are the cosines' job.
@@ -113,21 +129,26 @@ def fit_weights(
 
 
 # Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
-# vault_example/calibration/traps.jsonl --json` (MiniLM embedder; the "model" of its "fitted_gate"):
-# weights on all 136 labels, threshold from their leave-one-query-out probabilities (the highest
-# keeping >= 97.5 % of the relevant candidates, ``gatefit.aim``). tests/test_gate_fit.py refits
-# and compares. Overlap and phrase fit below zero on these trap-heavy labels and are held at 0.
+# vault_example/calibration/traps.jsonl vault_example/calibration/export.jsonl --json` (MiniLM
+# embedder; the "model" of its "fitted_gate"): weights on all 304 labels, threshold from their
+# leave-one-query-out probabilities (the highest keeping >= 97.5 % of the relevant candidates,
+# ``gatefit.aim``). tests/test_gate_fit.py refits and compares. Overlap fits below zero on these
+# trap-heavy labels and is held at 0. The session signals weigh only on export.jsonl, the one set
+# whose candidates come from chats.
 DEFAULT = RelevanceModel(
     weights={
-        "cos_query": -1.9774,
-        "cos_intent": 7.2467,
-        "agreement": -1.5911,
+        "cos_query": -3.3713,
+        "cos_intent": 9.3458,
+        "agreement": 0.1765,
         "overlap": 0.0,
-        "phrase": 0.0,
-        "anchor": 8.7307,
+        "phrase": 0.9223,
+        "anchor": 4.3043,
+        "session_share": 3.287,
+        "same_session": 0.3787,
+        "session_known": -3.6629,
     },
-    bias=-2.1202,
-    threshold=0.32078,
+    bias=-1.7789,
+    threshold=0.313301,
     embedder="minilm-l6-v2-int8",
-    source="shipped default: labels.jsonl traps.jsonl",
+    source="shipped default: labels.jsonl traps.jsonl export.jsonl",
 )
