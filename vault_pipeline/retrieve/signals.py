@@ -160,9 +160,15 @@ def _candidate_vectors(
     return l2_normalise(np.vstack(out))
 
 
+def _strongest(strength: np.ndarray) -> list[int]:
+    """Positions of the ``ANCHORS`` + 1 strongest candidates (ties by position): each candidate's
+    anchors are the first ``ANCHORS`` of these that are not itself."""
+    return sorted(range(len(strength)), key=lambda i: (-round(float(strength[i]), 9), i))[: ANCHORS + 1]
+
+
 def _anchor(vectors: np.ndarray, strength: np.ndarray) -> np.ndarray:
     """Mean cosine to the ``ANCHORS`` strongest other candidates (ties by position)."""
-    order = sorted(range(len(strength)), key=lambda i: (-round(float(strength[i]), 9), i))[: ANCHORS + 1]
+    order = _strongest(strength)
     sims = vectors @ vectors.T
     out = np.zeros(len(strength))
     for i in range(len(strength)):
@@ -186,7 +192,7 @@ def _sessions(conversations: Sequence[str], context: Sequence[str] = ()) -> tupl
 
 def _same_chat_as_anchors(conversations: Sequence[str], strength: np.ndarray) -> list[float]:
     """1 when the candidate's chat is the chat of one of the pool's ``ANCHORS`` strongest other candidates."""
-    order = sorted(range(len(strength)), key=lambda i: (-round(float(strength[i]), 9), i))[: ANCHORS + 1]
+    order = _strongest(strength)
     out = []
     for i, chat in enumerate(conversations):
         anchors = [j for j in order if j != i][:ANCHORS]

@@ -14,9 +14,13 @@ The signals (``FEATURES``) are what any embedder and index give for a candidate,
 * ``session_share``: share of the pool's other candidates that come from the same chat. A chat
   about the subject sends several of its notes and turns; a stray note from an unrelated chat
   comes alone (on the real archive's labels, ``vault_example/calibration/export.jsonl``).
-* ``session_known``: 1 when the candidate's chat is known (notes, turns and transcripts of an
-  ingested archive), 0 otherwise (a user's own note, a resource, a label without one): the
-  missing-value indicator that lets ``session_share`` weigh only where it exists.
+* ``same_session``: 1 when one of the pool's three strongest other candidates comes from the
+  candidate's chat.
+* ``session_known``: 1 when the candidate's chat is known (the notes, turns and transcript chunks
+  of a ChatGPT or Claude conversation, ``signals.CHAT_KINDS``) and at least five other candidates
+  are there to count; 0 otherwise (a transcript's or LoCoMo's session, a user's own note, a
+  resource, a label without one): the missing-value indicator that lets ``session_share`` weigh
+  only where it exists.
 
 No word list: the weights are fitted on labels (``vault gate-calibrate --fit``) and the
 threshold is chosen out of fold so that at least 95 % of relevant candidates are kept.
