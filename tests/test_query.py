@@ -642,6 +642,8 @@ def test_json_shape(embedder):
         "rank",
     }
     assert all(entry_keys <= set(t) for t in data["trace"])
+    # A chat export's candidate names its chat (what a labels line copies as `conversation`).
+    assert {t["conversation"] for t in data["trace"]} == {"conv-1"}
     assert len(data["trace"]) == data["stats"]["retrieved"]
     assert data["tokens"] == sum(estimate_tokens(b["text"]) for b in data["blocks"])
     text = json.dumps(data)

@@ -12,6 +12,7 @@ from typing import Any
 
 from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, reason_of, reasoning_of
 from vault_pipeline.retrieve.package import Assembly, ContextPackage
+from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.types import Candidate, FunnelRun, Scored
 
 
@@ -93,6 +94,8 @@ def _trace_entry(
         "budget": done.cut if done else None,
         "cap": bool(done and done.by_cap),
         "expanded_from": run.expanded_from.get(cid),
+        # The chat it came from (labels for ``gate-calibrate`` copy it: the gate's session signals).
+        "conversation": chat_of(c.row.source_kind, c.row.source_conversation) or None,
     }
     if not in_wide:
         entry["reason"] = f"beyond the depth reached ({len(run.considered)} candidates: {run.depth.get('stopped', '')})"
