@@ -38,9 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_absent import ask
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 LABELS = Path(__file__).resolve().parent / "data" / "export_package_labels.jsonl"
 
 
@@ -67,26 +64,26 @@ def tally(packages: list[dict], labels: dict[tuple[str, str], dict]) -> dict[str
 
 def held_out_packages(vault_root: Path, queries: list[str], label_files: list[Path], budget: int) -> list[dict]:
     """Each question's package (as ``--json`` prints it), gated by weights fitted without its labels."""
+    from bench_contamination import held_out_gates  # puts the repository on the path, imports the funnel
+
     from vault_pipeline.config import load_settings
     from vault_pipeline.index.search import Index
     from vault_pipeline.models.embed import build_embedder
     from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.retrieve.calibrate import load_label_files
     from vault_pipeline.retrieve.funnel import run_query
-    from vault_pipeline.retrieve.gatefit import fit_model, label_signals
     from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
     from vault_pipeline.vault.files import Vault
 
     embedder = build_embedder("minilm")
-    rows = label_signals(load_label_files(label_files), embedder)
+    gates = held_out_gates(load_label_files(label_files), embedder)
     vault = Vault.open(vault_root)
     try:
         retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
         settings = load_settings(vault.root)
         packages = []
         for query in queries:
-            model = fit_model([r for r in rows if r.item.query != query])
-            config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=model)
+            config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=gates[query])
             package = run_query(
                 query,
                 retriever=retriever,

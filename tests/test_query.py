@@ -157,9 +157,9 @@ def garden(embedder, extra=()) -> FakeRetriever:
 GARDEN_INTENT = "Japanese garden design"
 
 
-def run(retriever, embedder, *, gate_llm=None, plan_llm=None, intent=None, **config):
+def run(retriever, embedder, *, gate_llm=None, plan_llm=None, intent=None, query=QUERY, **config):
     return run_query(
-        QUERY,
+        query,
         retriever=retriever,
         embedder=embedder,
         llm_plan=plan_llm or OfflineBackend(),
@@ -840,14 +840,7 @@ def test_a_prompt_word_no_note_holds_is_named_in_the_package(embedder):
     from vault_pipeline.retrieve.funnel import absent_words
 
     spy = LookupSpy([COSMOLOGY, *GARDEN_ROWS], embedder)
-    package = run_query(
-        "Where does the stone lantern zyxwvut go in a Japanese garden?",
-        retriever=spy,
-        embedder=embedder,
-        llm_plan=OfflineBackend(),
-        llm_gate=OfflineBackend(),
-        config=FunnelConfig(),
-    )
+    package = run(spy, embedder, query="Where does the stone lantern zyxwvut go in a Japanese garden?")
     assert package.stats["absent_words"] == ["lantern", "zyxwvut"]
     # Only the words no retrieved candidate holds were looked up ("japanese", "garden", "stone" came back).
     assert spy.asked and all(set(asked) <= {"lantern", "zyxwvut"} for asked in spy.asked)
@@ -856,14 +849,7 @@ def test_a_prompt_word_no_note_holds_is_named_in_the_package(embedder):
     assert json.loads(package.to_json())["stats"]["absent_words"] == ["lantern", "zyxwvut"]
     # Every word back in a candidate: no lookup, no line.
     spy.asked.clear()
-    held = run_query(
-        "Raked gravel and negative space in a Japanese garden",
-        retriever=spy,
-        embedder=embedder,
-        llm_plan=OfflineBackend(),
-        llm_gate=OfflineBackend(),
-        config=FunnelConfig(),
-    )
+    held = run(spy, embedder, query="Raked gravel and negative space in a Japanese garden")
     assert held.stats["absent_words"] == [] and spy.asked == []
     assert "No note in the vault holds" not in held.to_markdown()
     # A retriever that cannot look words up names none.

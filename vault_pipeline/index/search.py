@@ -426,8 +426,7 @@ class Index:
         unknown = []
         for word in words:
             try:
-                search = self.table.search(word, query_type="fts", fts_columns=TEXT_COLUMN).select(["chunk_id"])
-                found = search.limit(1).to_arrow().num_rows
+                found = self._fts(word, True, _SLIM)(1).num_rows
             except Exception:  # no FTS index yet, a word the parser refuses: not known to be absent
                 found = 1
             if not found:
