@@ -58,6 +58,9 @@ CURRENT_LABELS = REPO / "tests" / "data" / "quality_labels_current.jsonl"
 # A third sample of the current extractor's notes (2026-11-25), split and used the same way.
 ROUND3_LABELS = REPO / "tests" / "data" / "quality_labels_round3.jsonl"
 LOCOMO_LABELS = REPO / "benchmarks" / "data" / "quality_locomo_labels.jsonl"
+# A second, blind reading of the 243 held-out notes (id, label, why): how far two careful readers agree.
+SECOND_READING = REPO / "tests" / "data" / "quality_labels_second.jsonl"
+LABEL_NAMES = ("good", "mangled", "fragment", "meaningless")
 SHARED = Path(os.environ.get("VAULT_SHARED_DATA", REPO.parent / "shared" / "data"))
 HELD_OUT_SHARE = 30  # percent
 TARGET_PRECISION = 0.95
@@ -105,6 +108,47 @@ def counted(rows: Sequence[Mapping[str, Any]], passed: Sequence[Mapping[str, Any
         "passed": len(passed),
         "precision": round(hits / len(passed), 3) if passed else None,
         "recall": round(hits / goods, 3) if goods else None,
+    }
+
+
+def kappa(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> float:
+    """Cohen's kappa of two readers' labels (agreement beyond what their label shares give by chance)."""
+    n = len(pairs)
+    observed = sum(a == b for a, b in pairs) / n
+    chance = sum(sum(a == k for a, _ in pairs) * sum(b == k for _, b in pairs) for k in names) / (n * n)
+    return (observed - chance) / (1 - chance) if chance < 1 else 1.0
+
+
+def second_reading(
+    test: Sequence[Mapping[str, Any]], second: Mapping[str, str], model: GateModel = GATE
+) -> dict[str, Any]:
+    """The first labels against a blind second reading of the same notes: agreement, kappa, the second
+    reader judged as a gate against the first, and the gate against each reading."""
+    both = [r for r in test if r["id"] in second]
+    pairs = [(str(r["label"]), second[r["id"]]) for r in both]
+    goods = [(a == "good", b == "good") for a, b in pairs]
+    first_good, second_good = sum(a for a, _ in goods), sum(b for _, b in goods)
+    agreed = sum(a and b for a, b in goods)
+    passed = [passes(r, model) for r in both]
+
+    def gate_against(truth: Sequence[bool]) -> dict[str, float | None]:
+        hits = sum(p and t for p, t in zip(passed, truth))
+        return {
+            "precision": round(hits / sum(passed), 3) if any(passed) else None,
+            "recall": round(hits / sum(truth), 3) if any(truth) else None,
+        }
+
+    return {
+        "notes": len(both),
+        "confusion (first, second)": {f"{a}/{b}": n for (a, b), n in sorted(Counter(pairs).items())},
+        "four labels: agreement": round(sum(a == b for a, b in pairs) / len(pairs), 3),
+        "four labels: kappa": round(kappa(pairs, LABEL_NAMES), 3),
+        "good or not: kappa": round(kappa([(str(a), str(b)) for a, b in goods], ("True", "False")), 3),
+        "second reader as a gate, against the first: precision": round(agreed / second_good, 3)
+        if second_good
+        else None,
+        "second reader as a gate, against the first: recall": round(agreed / first_good, 3) if first_good else None,
+        "the gate against the second reading": gate_against([b for _, b in goods]),
     }
 
 
@@ -433,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     test = [r for rows in sets.values() for r in rows if held_out(r)]
     print(f"all real-export labels, held out: {scores(test, model)}")
+    if SECOND_READING.exists():
+        second = {row["id"]: str(row["label"]) for row in load(SECOND_READING)}
+        print(f"a blind second reading of the held-out notes: {second_reading(test, second, model)}")
     everything = [r for rows in sets.values() for r in rows]
     named = Counter(r["label"] for r in everything if collapsed_identifiers(r["text"], r.get("source_excerpt") or ""))
     print(

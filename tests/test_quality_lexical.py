@@ -109,3 +109,31 @@ def test_operating_points_come_from_the_curve():
     capped = operating_points(curve(scores, y | (scores < 0)))
     assert capped["recall 0.90"] is None
     assert operating_points(curve(np.array([0.5, 0.4]), np.array([False, True])))["precision 0.95"] is None
+
+
+def test_kappa_is_one_for_identical_readings_and_zero_for_chance_agreement():
+    from benchmarks.bench_quality import kappa
+
+    same = [("good", "good"), ("fragment", "fragment"), ("mangled", "mangled")]
+    assert kappa(same, ("good", "fragment", "mangled")) == 1.0
+    # Each reader says "good" half the time, independently: agreement 0.5 is all chance.
+    chance = [("good", "good"), ("good", "fragment"), ("fragment", "good"), ("fragment", "fragment")]
+    assert kappa(chance, ("good", "fragment")) == 0.0
+
+
+def test_second_reading_scores_the_second_reader_as_a_gate_against_the_first():
+    from benchmarks.bench_quality import second_reading
+
+    rows = [
+        {"id": "a", "text": "Django stores sessions in the database by default.", "label": "good"},
+        {"id": "b", "text": "Postgres listens on port 5432 unless configured otherwise.", "label": "good"},
+        {"id": "c", "text": "Expected Problems.", "label": "fragment"},
+        {"id": "d", "text": "not read twice", "label": "good"},
+    ]
+    second = {"a": "good", "b": "mangled", "c": "fragment"}
+    report = second_reading(rows, second)
+    assert report["notes"] == 3
+    assert report["confusion (first, second)"] == {"fragment/fragment": 1, "good/good": 1, "good/mangled": 1}
+    assert report["second reader as a gate, against the first: precision"] == 1.0
+    assert report["second reader as a gate, against the first: recall"] == 0.5
+    assert report["four labels: agreement"] == round(2 / 3, 3)
