@@ -382,6 +382,14 @@ def test_offline_decompose_strips_politeness_and_keeps_content_phrases():
     assert decompose({"query": "what about it?", "intent": "Garden design"})["intent"] == "Garden design"
 
 
+def test_offline_decompose_drops_the_function_words_of_the_prompts_own_language():
+    # A Dutch prompt's "hoe", "ik", "mijn" are no subject: before, the intent was the whole sentence.
+    assert decompose({"query": "Hoe ruim ik mijn huis op?"})["intent"] == "ruim, huis"
+    assert decompose({"query": "Wat zijn de beweegredenen voor de wet DBA?"})["intent"] == "beweegredenen, wet DBA"
+    # English keeps its own lists: words another language calls function words stay ("die", "door").
+    assert decompose({"query": "Why did the door hinge die?"})["intent"] == "door hinge die"
+
+
 def test_offline_gate_judges_by_the_fitted_model_over_the_signals():
     from vault_pipeline.models.offline.relevance import DEFAULT
 

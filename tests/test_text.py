@@ -245,3 +245,24 @@ def test_wikilinks_and_link_target():
     ]
     assert link_target("[[stem|alias]]") == link_target("[[stem#heading]]") == link_target(" stem ") == "stem"
     assert link_target(None) == "" and link_target("[[#x]]") == "[[#x]]"
+
+
+def test_prompt_language_is_the_one_whose_function_words_cover_most_of_the_prompt():
+    from vault_pipeline.text import prompt_languages, prompt_stopwords
+
+    assert prompt_languages("Hoe ruim ik mijn huis op?") == ("dutch",)
+    assert prompt_languages("Was ist das Problem mit der Datenbank?") == ("german",)
+    # English wins whenever it covers as many words; one shared word makes no language.
+    assert prompt_languages("What is the capital of Australia?") == ()
+    assert prompt_languages("Die Hard sequel plot") == ()
+    assert prompt_stopwords("What is the capital of Australia?") == frozenset()
+    dutch = prompt_stopwords("Hoe schrijf ik een subsidieaanvraag?")
+    assert {"hoe", "ik", "een"} <= dutch and "subsidieaanvraag" not in dutch
+
+
+def test_stem_runs_break_at_the_extra_function_words_given():
+    from vault_pipeline.text import prompt_stopwords, stem_runs
+
+    query = "Hoe verbeter ik mijn beenslag bij zwemmen?"
+    assert len(stem_runs(query)) == 1  # English lists alone: one run, "hoe" to "zwemmen"
+    assert [len(run) for run in stem_runs(query, prompt_stopwords(query))] == [1, 1, 1]

@@ -326,11 +326,11 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) >= 3 else word
 
 
-def stem_runs(text: str) -> list[list[str]]:
-    """Runs of adjacent content stems (stopwords and question words break a run)."""
+def stem_runs(text: str, also: frozenset[str] = frozenset()) -> list[list[str]]:
+    """Runs of adjacent content stems (stopwords, question words and the words of ``also`` break a run)."""
     runs: list[list[str]] = [[]]
     for word in tokens(text):
-        if word in STOPWORDS or word in QUERY_STOPWORDS:
+        if word in STOPWORDS or word in QUERY_STOPWORDS or word in also:
             if runs[-1]:
                 runs.append([])
             continue
@@ -385,3 +385,45 @@ PLEASANTRY = re.compile(
     r"hier is|hier zijn)\b",
     re.I,
 )
+
+
+# --------------------------------------------------------------------------- the prompt's language
+# The lists above are English. A prompt in another language ("Hoe ruim ik mijn huis op?") would
+# otherwise keep its own function words as content: its intent becomes the whole sentence, and
+# any note with "ik" and "mijn" looks on topic. The stop-words package (BSD-3) carries lists for
+# 33 languages; the prompt's language is the one whose list covers most of its words.
+
+MIN_LANGUAGE_HITS = 2  # one shared word ("post", "die") does not make a prompt Dutch or German
+
+
+@lru_cache(maxsize=1)
+def _stop_lists() -> dict[str, frozenset[str]]:
+    """Every language's stop words as ``tokens`` sees them (accents folded, lower case)."""
+    from stop_words import AVAILABLE_LANGUAGES, get_stop_words  # files in the wheel, read on first use
+
+    lists = {}
+    for language in sorted(set(AVAILABLE_LANGUAGES)):
+        folded = frozenset(t for word in get_stop_words(language) for t in tokens(word))
+        if folded:  # a list in a script ``tokens`` drops (Greek, Russian, ...) cannot be matched
+            lists[language] = folded
+    return lists
+
+
+def prompt_languages(text: str) -> tuple[str, ...]:
+    """The languages other than English whose function words the prompt uses most (ties: all of
+    them); empty when English covers as many of its words, or no list covers two."""
+    words = tokens(text)
+    lists = _stop_lists()
+    hits = {language: sum(w in stop for w in words) for language, stop in lists.items()}
+    best = max(hits.values(), default=0)
+    if best < MIN_LANGUAGE_HITS or hits.get("english", 0) >= best:
+        return ()
+    return tuple(language for language, n in hits.items() if n == best)
+
+
+@lru_cache(maxsize=512)
+def prompt_stopwords(text: str) -> frozenset[str]:
+    """The function words of the prompt's own language (``prompt_languages``); empty for English,
+    whose words the module's own lists already hold."""
+    lists = _stop_lists()
+    return frozenset().union(*(lists[language] for language in prompt_languages(text)))

@@ -25,7 +25,7 @@ from vault_pipeline.ingest.context import resolve_times
 from vault_pipeline.ingest.notes import MESSAGE_ID, block_id
 from vault_pipeline.retrieve.blocks import cited_messages, mark_times, parse_atomic
 from vault_pipeline.retrieve.types import Hit
-from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, tokens
+from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
 
 
 def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[tuple[Hit, str]]:
@@ -89,7 +89,7 @@ def feedback_terms(query: str, kept: Sequence[Hit], limit: int) -> list[str]:
     """Up to ``limit`` content words of the kept notes' sentences that the query lacks, most frequent first."""
     if limit <= 0:
         return []
-    have = set(tokens(query))
+    have = set(tokens(query)) | prompt_stopwords(query)  # nor the function words of the prompt's language
     counts: Counter[str] = Counter()
     first: dict[str, int] = {}
     for row in kept:

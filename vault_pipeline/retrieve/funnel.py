@@ -72,7 +72,7 @@ from vault_pipeline.retrieve.types import (
     SupersededLookup,
     WordLookup,
 )
-from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, estimate_tokens, tokens, wikilinks
+from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, estimate_tokens, prompt_stopwords, tokens, wikilinks
 
 VariantKind = Literal["concept", "methodology", "continuity", "authority"]
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
@@ -595,7 +595,10 @@ def absent_words(query: str, fused: Sequence[Candidate], retriever: Retriever) -
     """
     if not isinstance(retriever, WordLookup):
         return []
-    words = [w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS and w not in QUERY_STOPWORDS]
+    own = prompt_stopwords(query)
+    words = [
+        w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS and w not in QUERY_STOPWORDS and w not in own
+    ]
     texts = [c.row.text.casefold() for c in fused]
     missing = [w for w in words if not any(w in text for text in texts)]
     return retriever.unknown_words(missing) if missing else []

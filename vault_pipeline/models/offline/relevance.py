@@ -136,23 +136,24 @@ def fit_weights(
 # vault_example/calibration/traps.jsonl vault_example/calibration/export.jsonl --json` (MiniLM
 # embedder; the "model" of its "fitted_gate"): weights on all 304 labels, threshold from their
 # leave-one-query-out probabilities (the highest keeping >= 97.5 % of the relevant candidates,
-# ``gatefit.aim``). tests/test_gate_fit.py refits and compares. Overlap fits below zero on these
-# trap-heavy labels and is held at 0. The session signals weigh only on export.jsonl, the one set
-# whose candidates come from chats.
+# ``gatefit.aim``). tests/test_gate_fit.py refits and compares. Overlap fitted below zero on these
+# trap-heavy labels (held at 0) until a Dutch prompt's own function words stopped counting as its
+# terms (``text.prompt_stopwords``); it now fits just above. The session signals weigh only on
+# export.jsonl, the one set whose candidates come from chats.
 DEFAULT = RelevanceModel(
     weights={
-        "cos_query": -3.3713,
-        "cos_intent": 9.3458,
-        "agreement": 0.1765,
-        "overlap": 0.0,
-        "phrase": 0.9223,
-        "anchor": 4.3043,
-        "session_share": 3.287,
-        "same_session": 0.3787,
-        "session_known": -3.6629,
+        "cos_query": -5.7936,
+        "cos_intent": 8.0771,
+        "agreement": 4.5319,
+        "overlap": 0.0482,
+        "phrase": 0.9065,
+        "anchor": 4.317,
+        "session_share": 3.0261,
+        "same_session": 0.3264,
+        "session_known": -3.5458,
     },
-    bias=-1.7789,
-    threshold=0.313301,
+    bias=-1.9636,
+    threshold=0.320513,
     embedder="minilm-l6-v2-int8",
     source="shipped default: labels.jsonl traps.jsonl export.jsonl",
 )

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vault_pipeline.models.offline.relevance import DEFAULT, FEATURES, RelevanceModel
-from vault_pipeline.text import QUERY_STOPWORDS
+from vault_pipeline.text import QUERY_STOPWORDS, prompt_stopwords, tokens
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -32,11 +32,19 @@ def _words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text) if not (len(w) == 1 and w.isascii())]
 
 
+def _folded(word: str) -> str:
+    """A word as ``tokens`` spells it (accents folded, lower case), to look it up in a stop list."""
+    return "".join(tokens(word))
+
+
 def content_runs(text: str) -> list[list[str]]:
-    """Maximal runs of adjacent content words (surface forms): the prompt's noun phrases."""
+    """Maximal runs of adjacent content words (surface forms): the prompt's noun phrases.
+
+    Function words of the prompt's own language break runs too ("Hoe ruim ik mijn huis op?": "ruim", "huis")."""
+    own = prompt_stopwords(text)
     runs: list[list[str]] = [[]]
     for word in _words(text):
-        if word.lower() in QUERY_STOPWORDS or word.isdigit():
+        if word.lower() in QUERY_STOPWORDS or word.isdigit() or (own and _folded(word) in own):
             if runs[-1]:
                 runs.append([])
             continue
