@@ -15,6 +15,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,15 @@ ANCHORS = 3  # the pool's strongest candidates a candidate is compared with (``a
 # transcript's or LoCoMo's session is a stretch of a longer talk that passes through many subjects,
 # and no labelled set measures the signals there, so their candidates count as of an unknown chat.
 CHAT_KINDS = frozenset({"chatgpt", "claude"})
+
+
+@lru_cache(maxsize=4096)
+def _candidate_stems(text: str) -> tuple[tuple[str, ...], ...]:
+    """A candidate's runs of content stems (``stem_runs``), kept for the process: the same chunk comes
+    back in the steps of one query and in the next query's pool, and tokenizing it is the gate's
+    largest CPU cost after the vectors (about 8 ms of a question about the real export, profiled on
+    ``bench_scale.py``'s export questions; 82 texts, 63 of them distinct)."""
+    return tuple(tuple(run) for run in stem_runs(text))
 
 
 def chat_of(kind: str, conversation: str) -> str:
@@ -78,7 +88,7 @@ def gate_signals(
     own = prompt_stopwords(query)  # a prompt in another language: its function words are no terms
     prompt_runs = stem_runs(query, own) + stem_runs(intent, own)
     # Each candidate's text is tokenised and stemmed once: its stems weigh the overlap, its pairs the phrases.
-    runs = [stem_runs(" ".join((title_of(path), heading, text))) for _, path, heading, text in rows]
+    runs = [_candidate_stems(" ".join((title_of(path), heading, text))) for _, path, heading, text in rows]
     overlap = idf_overlap([t for run in prompt_runs for t in run], [{t for run in r for t in run} for r in runs])
     phrases = {pair for run in prompt_runs for pair in itertools.pairwise(run)}
     anchor = _anchor(cand.astype(np.float64), cos_query + cos_intent)
