@@ -47,7 +47,8 @@ from vault_pipeline.models.offline.relevance import RelevanceModel  # noqa: E402
 from vault_pipeline.retrieve.calibrate import LabelledCandidate, load_label_files  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
 from vault_pipeline.retrieve.gatefit import fit_model, label_signals  # noqa: E402
-from vault_pipeline.retrieve.types import FunnelConfig  # noqa: E402
+from vault_pipeline.retrieve.package import ContextPackage  # noqa: E402
+from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig  # noqa: E402
 from vault_pipeline.text import estimate_tokens  # noqa: E402
 from vault_pipeline.vault.files import Vault  # noqa: E402
 
@@ -101,6 +102,32 @@ def held_out_gates(labels: list[LabelledCandidate], embedder: Embedder) -> dict[
     return {query: fit_model([r for r in rows if r.item.query != query]) for query in {r.item.query for r in rows}}
 
 
+def held_out_packages(
+    vault: Vault,
+    asked: list[tuple[str, str | None]],
+    embedder: Embedder,
+    gates: dict[str, RelevanceModel],
+    budget: int,
+    gate: bool = True,
+) -> list[ContextPackage]:
+    """The package of each (query, intent), judged by that query's gate (fitted without its labels),
+    through the index as ``vault query`` opens it."""
+    retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
+    settings = load_settings(vault.root)
+    return [
+        run_query(
+            query,
+            retriever=retriever,
+            embedder=embedder,
+            llm_plan=OfflineBackend(),
+            llm_gate=OfflineBackend(),
+            config=FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=gates[query], gate=gate),
+            intent=intent,
+        )
+        for query, intent in asked
+    ]
+
+
 def funnel_packages(
     vault: Vault,
     labels: list[LabelledCandidate],
@@ -110,22 +137,11 @@ def funnel_packages(
     gate: bool,
 ) -> dict[str, list[str]]:
     """Each query's package stems, judged by the gate fitted without that query."""
-    retriever = Index.open(vault, embedder)
-    settings = load_settings(vault.root)
-    out: dict[str, list[str]] = {}
-    for query, intent in sorted({(item.query, item.intent_domain) for item in labels}):
-        config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=gates[query], gate=gate)
-        package = run_query(
-            query,
-            retriever=retriever,
-            embedder=embedder,
-            llm_plan=OfflineBackend(),
-            llm_gate=OfflineBackend(),
-            config=config,
-            intent=intent,
-        )
-        out[query] = [Path(block.item.path).stem for block in package.blocks]
-    return out
+    asked = sorted({(item.query, item.intent_domain) for item in labels})
+    packages = held_out_packages(vault, asked, embedder, gates, budget, gate)
+    return {
+        query: [Path(block.item.path).stem for block in package.blocks] for (query, _), package in zip(asked, packages)
+    }
 
 
 class Fused:

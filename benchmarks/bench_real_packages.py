@@ -64,36 +64,18 @@ def tally(packages: list[dict], labels: dict[tuple[str, str], dict]) -> dict[str
 
 def held_out_packages(vault_root: Path, queries: list[str], label_files: list[Path], budget: int) -> list[dict]:
     """Each question's package (as ``--json`` prints it), gated by weights fitted without its labels."""
-    from bench_contamination import held_out_gates  # puts the repository on the path, imports the funnel
+    from bench_contamination import held_out_gates, held_out_packages  # puts the repository on the path
 
-    from vault_pipeline.config import load_settings
-    from vault_pipeline.index.search import Index
     from vault_pipeline.models.embed import build_embedder
-    from vault_pipeline.models.offline import OfflineBackend
     from vault_pipeline.retrieve.calibrate import load_label_files
-    from vault_pipeline.retrieve.funnel import run_query
-    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
     from vault_pipeline.vault.files import Vault
 
     embedder = build_embedder("minilm")
     gates = held_out_gates(load_label_files(label_files), embedder)
     vault = Vault.open(vault_root)
     try:
-        retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
-        settings = load_settings(vault.root)
-        packages = []
-        for query in queries:
-            config = FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=gates[query])
-            package = run_query(
-                query,
-                retriever=retriever,
-                embedder=embedder,
-                llm_plan=OfflineBackend(),
-                llm_gate=OfflineBackend(),
-                config=config,
-            )
-            packages.append(json.loads(package.to_json(indent=None)))
-        return packages
+        packages = held_out_packages(vault, [(query, None) for query in queries], embedder, gates, budget)
+        return [json.loads(package.to_json(indent=None)) for package in packages]
     finally:
         vault.close()
 

@@ -261,8 +261,9 @@ def test_prompt_language_is_the_one_whose_function_words_cover_most_of_the_promp
 
 
 def test_stem_runs_break_at_the_extra_function_words_given():
-    from vault_pipeline.text import prompt_stopwords, stem_runs
+    from vault_pipeline.text import prompt_stopwords, query_runs, stem_runs
 
     query = "Hoe verbeter ik mijn beenslag bij zwemmen?"
     assert len(stem_runs(query)) == 1  # English lists alone: one run, "hoe" to "zwemmen"
     assert [len(run) for run in stem_runs(query, prompt_stopwords(query))] == [1, 1, 1]
+    assert query_runs(query) == stem_runs(query, prompt_stopwords(query))

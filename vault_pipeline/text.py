@@ -427,3 +427,10 @@ def prompt_stopwords(text: str) -> frozenset[str]:
     whose words the module's own lists already hold."""
     lists = _stop_lists()
     return frozenset().union(*(lists[language] for language in prompt_languages(text)))
+
+
+def query_runs(text: str, prompt: str | None = None) -> list[list[str]]:
+    """``stem_runs`` of a prompt, or of a text read in its ``prompt``'s language (an intent: a few words
+    tell no language, "evaluating a fine-tuned model" has more Italian function words than English),
+    where that language's function words break runs too."""
+    return stem_runs(text, prompt_stopwords(text if prompt is None else prompt))

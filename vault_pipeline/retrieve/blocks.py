@@ -29,7 +29,7 @@ from typing import Any
 from vault_pipeline.ingest.context import long_date
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.retrieve.package import SPEAKER, Part
-from vault_pipeline.text import idf_overlap, prompt_stopwords, stem_runs
+from vault_pipeline.text import idf_overlap, query_runs, stem_runs
 
 _CONTEXT = "context:"
 _SOURCE = "source:"
@@ -163,7 +163,7 @@ def transcript_parts(text: str, heading: str, messages: Sequence[str], query: st
     pieces = _pieces(text, heading, tuple(messages))
     shares: Sequence[float] = [0.0] * len(pieces)
     shown = {t for run in stem_runs(heading.rsplit(" > ", 1)[0]) for t in run}  # the lead's title: always kept
-    terms = [t for run in stem_runs(query, prompt_stopwords(query)) for t in run if t not in shown]
+    terms = [t for run in query_runs(query) for t in run if t not in shown]
     if terms and pieces:
         shares = idf_overlap(terms, _piece_stems(text, heading, tuple(messages)))
     return tuple(Part(p, held, share, bool(held) or bool(SPEAKER.match(p))) for (p, held), share in zip(pieces, shares))

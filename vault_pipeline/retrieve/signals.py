@@ -24,7 +24,7 @@ import numpy as np
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.offline.relevance import FEATURES, RelevanceModel
-from vault_pipeline.text import idf_overlap, prompt_stopwords, stem_runs
+from vault_pipeline.text import idf_overlap, query_runs, stem_runs
 from vault_pipeline.vault.files import STATE_DIR
 from vault_pipeline.vault.state import atomic_write
 
@@ -85,8 +85,7 @@ def gate_signals(
     cos = cand.astype(np.float64) @ queries.astype(np.float64).T  # (candidates, queries)
     cos_query, cos_intent = cos[:, 0], cos[:, 1]
     agreement = np.delete(cos, 1, axis=1).mean(axis=1)  # the prompt and its variants, not the intent
-    own = prompt_stopwords(query)  # a prompt in another language: its function words are no terms
-    prompt_runs = stem_runs(query, own) + stem_runs(intent, own)
+    prompt_runs = query_runs(query) + query_runs(intent, query)  # another language's function words are no terms
     # Each candidate's text is tokenised and stemmed once: its stems weigh the overlap, its pairs the phrases.
     runs = [_candidate_stems(" ".join((title_of(path), heading, text))) for _, path, heading, text in rows]
     overlap = idf_overlap([t for run in prompt_runs for t in run], [{t for run in r for t in run} for r in runs])

@@ -127,8 +127,9 @@ class FunnelConfig:
 
 # The index columns the funnel reads: ``Hit``'s fields, and ``speaker`` for an atomic note's block
 # (``rank.block_content``). ``pipeline.query`` opens the index with these only: a LanceDB read costs
-# per column. On the export's 24 questions at 100k notes these 11 of the 22 columns took the take of
-# the lanes' hits from 5.9 to 4.3 ms (median) and the hop's session read from 9.6 to 8.3 ms.
+# per column. On the export's 24 questions at 100k notes the first 11 of these (``source_kind``, for
+# the gate's session signals, came later) instead of all 22 columns took the take of the lanes' hits
+# from 5.9 to 4.3 ms (median) and the hop's session read from 9.6 to 8.3 ms.
 QUERY_COLUMNS = (
     "chunk_id",
     "note_id",
