@@ -578,18 +578,37 @@ def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
 
 
 def test_core_is_cut_last_and_only_when_nothing_else_is_left():
-    out = assemble([CORE, STRUCT, PERIPHERAL], budget=6, window=100_000, max_fraction=0.78)
+    core = replace(CORE, text="Core sentence first. Then a second one, longer than the first.")
+    out = assemble([core, STRUCT, PERIPHERAL], budget=6, window=100_000, max_fraction=0.78)
     assert [b.item.note_id for b in out.blocks] == ["core"] and out.blocks[0].truncated
+    assert out.blocks[0].text == "Core sentence first."
     assert {d["id"] for d in out.dropped} == {"session", "web"} and out.tokens <= 6
 
 
-def test_cut_text_respects_utf8_boundaries():
-    text = "日本庭園の余白は静けさを生む" * 4  # no spaces, no sentence marks: a character cut
-    head = cut_text(text, 5)
-    assert text.startswith(head) and 0 < len(head.encode("utf-8")) <= 20
-    assert cut_text("e\u0301" * 30, 3) == "e\u0301" * 4  # 12 bytes; never splits an accent from its letter
+def test_a_block_no_sentence_of_which_fits_is_left_out_not_cut():
+    # A one-sentence note cut to its first words ("This means that the") is a fragment.
+    out = assemble([CORE, STRUCT, PERIPHERAL], budget=6, window=100_000, max_fraction=0.78)
+    assert out.blocks == () and {d["id"] for d in out.dropped} == {"core", "session", "web"}
+    # What the cuts left is filled, in block order, by a later block that fits whole.
+    small = Selected("small#0", "small", "engrams/small.md", "engram", "atomic", 0.1, 9, "Short one.")
+    budget = estimate_tokens(CORE.text) + 5
+    out = assemble([CORE, STRUCT, PERIPHERAL, small], budget=budget, window=100_000, max_fraction=0.78)
+    assert [b.item.note_id for b in out.blocks] == ["core", "small"] and out.tokens <= budget
+    assert not any(b.truncated for b in out.blocks)
+
+
+def test_cut_text_ends_a_sentence_and_respects_utf8_boundaries():
+    text = "日本庭園の余白は静けさを生む。" * 4
+    head = cut_text(text, 12)
+    assert text.startswith(head) and head.endswith("。") and 0 < len(head.encode("utf-8")) <= 48
+    assert cut_text("日本庭園の余白は静けさを生む" * 4, 5) == ""  # no sentence mark: nothing to cut to
+    assert cut_text("e\u0301" * 30, 3) == ""
     assert cut_text("One. Two three four five six seven.", 3) == "One."
     assert cut_text("short", 100) == "short"
+    # A cut never ends on what opens the part it leaves out: a list marker, a bold label, a lead-in.
+    listed = "It has steps.\n\nTo do this, follow these steps:\n\n1. **Install it**\n\n7. More text that goes on."
+    assert cut_text(listed, 20) == "It has steps."
+    assert cut_text("Laws.\n\n7. A robot must explain itself.", 4) == "Laws."
 
 
 def test_cap_backstop_fires_when_forced(embedder):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from vault_pipeline.text import estimate_tokens, grapheme_safe
+from vault_pipeline.text import estimate_tokens
 
 Level = Literal["core", "structural", "peripheral"]
 Cut = Literal["full", "truncated", "dropped"]
@@ -46,6 +46,15 @@ STRUCTURAL_TYPES = frozenset({"session", "thread", "resource", "topic"})
 FLOAT_PLACES = 6
 
 _SENTENCE_END = re.compile(r"(?:[.!?;:][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*|\n)")
+# Where a cut may end: a sentence's or a clause's end (";"), a line's end. A colon promises what
+# follows, so a cut never ends on one.
+_CUT_POINT = re.compile(r"(?:[.!?;][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*|\n)")
+# A last line that opens what the cut left out: a list marker alone ("7."), a heading, a bold label
+# ("1. **Install the extension**"), a lead-in ("To do this, follow these steps:").
+_OPENING_LINE = re.compile(
+    r"(?:^|\n)[ \t]*(?:(?:[-*+\u2022]|\d{1,3}[.)])[ \t]*(?:\*\*[^\n]*\*\*[ \t]*)?|#{1,6}[ \t][^\n]*|\*\*[^\n]*\*\*[ \t]*"
+    r"|[^\n]*:[\"'\u201d\u2019)\]*]*[ \t]*)\Z"
+)
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 
@@ -58,18 +67,22 @@ def hard_cap(window: int, max_fraction: float) -> int:
 
 
 def cut_text(text: str, max_tokens: int) -> str:
-    """The longest head of ``text`` within ``max_tokens``, cut at a sentence, word or UTF-8 boundary."""
+    """The longest head of ``text`` within ``max_tokens`` that ends a sentence (or a clause, or a
+    line), without a last line that only opens what was cut off; "" when no such head fits.
+
+    A cut never ends inside a sentence: "This means that the" is a fragment, not a shorter block."""
     if estimate_tokens(text) <= max_tokens:
         return text
     max_bytes = max(0, max_tokens) * 4
     fit = len(text.encode("utf-8", "surrogatepass")[:max_bytes].decode("utf-8", "ignore"))
-    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, fit + 1) if m.end() <= fit]
-    if ends:
-        return text[: ends[-1]].rstrip()
-    spaces = [m.start() for m in re.finditer(r"\s", text[: fit + 1]) if m.start() <= fit]
-    if spaces and text[: spaces[-1]].strip():
-        return text[: spaces[-1]].rstrip()
-    return text[: grapheme_safe(text, fit)].rstrip()
+    ends = [m.end() for m in _CUT_POINT.finditer(text, 0, fit + 1) if m.end() <= fit]
+    for end in reversed(ends):
+        head = text[:end].rstrip()
+        while head and (opening := _OPENING_LINE.search(head)):
+            head = head[: opening.start()].rstrip()
+        if head:
+            return head
+    return ""
 
 
 def _is_heading_paragraph(paragraph: str) -> bool:
@@ -288,6 +301,7 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
     # The backstop fires only when the cap, not the configured budget, is what binds.
     cap_fired = total > cap and cap < budget
     _cut_to(work, limit)
+    _refill(work, limit)
     repeats = _transcript_repeats(work)
     repeats.update(_summary_repeats(work))
     blocks = tuple(Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped)
@@ -414,6 +428,18 @@ def _cut_to(work: list[_Work], limit: int) -> None:
             w.set_text(short)
     for w in by_level["structural"] + by_level["core"]:
         _fit(w, work, limit)
+
+
+def _refill(work: list[_Work], limit: int) -> None:
+    """Put back, in block order, each block left out whole that fits whole in what the cuts left.
+
+    Cutting goes from the last block up, so a block that could not be cut to a sentence is left
+    out; a shorter one after it may still fit (first fit, deterministic)."""
+    for w in work:
+        if w.dropped and not w.truncated and w.text == w.item.text and w.messages is None:
+            tokens = estimate_tokens(w.text)
+            if _total(work) + tokens <= limit:
+                w.dropped, w.tokens = False, tokens
 
 
 def _total(work: list[_Work]) -> int:
