@@ -378,6 +378,61 @@ def test_a_dependent_clause_stays_as_context_or_goes_with_its_sentence():
 
 
 @pytest.mark.parametrize(
+    ("sentence", "main", "context"),
+    [
+        (
+            "For a single node graph, the adjacency matrix (A) will be a 1x1 matrix with a single entry of 0, "
+            "as there are no connections between nodes.",
+            "The adjacency matrix (A) will be a 1x1 matrix with a single entry of 0.",
+            "for a single node graph",
+        ),
+        (
+            "In this case, the Laplacian centrality values for all nodes would be 0, indicating that their "
+            "removal will not affect the graph structure at all.",
+            "In this case, the Laplacian centrality values for all nodes would be 0.",
+            "indicating that their removal will not affect the graph structure at all",
+        ),
+        (
+            "Meltano is an open-source convention-over-configuration product for the entire data lifecycle, "
+            "rather than a Python library to be used within a Python script or application.",
+            "Meltano is an open-source convention-over-configuration product for the entire data lifecycle.",
+            "rather than a Python library to be used within a Python script or application",
+        ),
+        (
+            "As of my knowledge cutoff in September 2021, this is an accurate explanation of how the service "
+            "works in practice.",
+            "This is an accurate explanation of how the service works in practice.",
+            "as of my knowledge cutoff in September 2021",
+        ),
+    ],
+)
+def test_a_qualifier_split_off_is_context_never_a_note(sentence, main, context):
+    # Written alone, "As there are no connections between nodes." and "Making it a valuable tool." were
+    # fragments in the real export's inbox: a causal "as", a participle, a lead phrase qualify a clause.
+    units, skipped = compress_units(sentence, limit=MAX_WORDS, context_limit=MAX_WORDS)
+    assert (units, skipped) == ([(main, context)], 0)
+
+
+def test_a_qualifier_is_dropped_when_the_context_is_taken_and_a_gerund_object_is_never_split_off():
+    units, _ = compress_units(
+        "For a single node graph, the adjacency matrix (A) will be a 1x1 matrix with a single entry of 0, "
+        "as there are no connections between nodes.",
+        limit=MAX_WORDS,
+    )
+    assert [text for text, _ in units] == ["The adjacency matrix (A) will be a 1x1 matrix with a single entry of 0."]
+    # At a sentence's start a participle is a subject, not a qualifier.
+    assert compress_units("Making a backup of your database is important.", limit=MAX_WORDS)[0] == [
+        ("Making a backup of your database is important.", None)
+    ]
+    # "I recommend." without "using X" is cut before its point: too long with it, the sentence is skipped.
+    units, skipped = compress_units(
+        "Based on your description, I recommend using a deep shade of blue (such as #1E3452) for the logo background.",
+        limit=MAX_WORDS,
+    )
+    assert (units, skipped) == ([], 1)
+
+
+@pytest.mark.parametrize(
     "sentence",
     [
         "Explanation: Bartlett's test of sphericity is used to determine if sufficient correlations exist "

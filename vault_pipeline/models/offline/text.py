@@ -123,11 +123,33 @@ _LEAD_IN = re.compile(r"^[^\W\d_]+,\s+(?=\S)")  # "However, ", "Finally, ": one 
 # its main clause as that unit's context. When it does not fit there, one of these may be dropped (the main
 # clause still holds without it); any other (a condition, a purpose, a means) takes the sentence with it.
 _DROPPABLE = frozenset(("which", "that", "because", "omdat", "whereas", "while", "although", "though", "even though"))
+# A split-off piece that only qualifies the clause before it: a causal "as", a participle ("..., indicating
+# that X", "..., making it Y"), "based on X", "rather than Y". Alone it is no sentence ("As there are no
+# connections between nodes.", "Making it a valuable tool."); its main clause holds without it, so it is
+# that clause's context or is dropped. Read only in a piece split off after a comma, never at a sentence's
+# start, where "Making a backup is ..." is a subject.
+_QUALIFIER = re.compile(
+    r"^(as(?=\s+(?:there|it|they|he|she|we|you|i|the|this|these|those|each|all|both|no|its|their|our|my|your)\b)"
+    r"|indicating|making|allowing|enabling|ensuring|providing|resulting in|leading to|meaning|causing|"
+    r"creating|giving|helping|reducing|improving|increasing|requiring|suggesting|based on|rather than|"
+    r"due to|given that|now that|as of|as an?|according to)\b\s*",
+    re.I,
+)
+# A sentence's opening phrase that leads to its main clause after a comma, as a condition does: "As of
+# my knowledge cutoff in 2021, X", "Based on your description, X", "As a user, I want X". Split off, it is
+# the main clause's context (not a note of its own: "As of my knowledge cutoff in September 2021.").
+_LEAD_PHRASE = re.compile(r"^(?:as of|as an?|based on|due to|according to)\b", re.I)
 # A main clause ending on one of these verbs before "if/whether/that ..." is cut before its point: the clause
 # is its complement ("is used to determine | if X", "check | whether Y").
 _TAKES_CLAUSE = re.compile(
     r"^(?:check|determin|know|see|ask|test|verif|decid|wonder|tell|find|learn|understand|show|indicat|explain|"
     r"evaluat|assess|confirm|ensur|sure|unsure|clear|unclear|out|bepal|controleer|weet|vraag|kijk)\w*$",
+    re.I,
+)
+# ... and on one of these before "using X": the gerund is its object ("I recommend | using X").
+_TAKES_GERUND = re.compile(
+    r"^(?:recommend|suggest|advis|consider|avoid|try|tri|start|stop|keep|enjoy|prefer|begin|"
+    r"continu|practi[cs]|imagin|involv|risk|mention)\w*$",
     re.I,
 )
 _COMPLEMENTISER = frozenset(("if", "when", "where", "that", "whether", "dat", "of", "om", "to", "te"))
@@ -336,7 +358,7 @@ def stand_alone(clause: str) -> str:
     reworded into a sentence ('This applies if X') but stays with the clause it qualifies.
     """
     clause = _LEADING_JOIN.sub("", clause.strip())
-    if _RELATIVE_THAT.match(clause):
+    if _RELATIVE_THAT.match(clause) or _QUALIFIER.match(clause):
         return _MARKER + clause
     match = _DEPENDENT.match(clause)
     if not match:
@@ -350,6 +372,8 @@ def stand_alone(clause: str) -> str:
 
 def _dependent_word(clause: str) -> str:
     relative = _RELATIVE_THAT.match(clause)
+    if not relative and (qualifier := _QUALIFIER.match(clause)):
+        return qualifier.group(1).lower()
     match = _DEPENDENT.match(clause)
     return "that" if relative else match.group(1).lower() if match else ""
 
@@ -400,7 +424,7 @@ def compress_units(
             continue  # its main clause is skipped already
         if context and main[1] is None:
             main[1] = context
-        elif word not in _DROPPABLE:
+        elif word not in _DROPPABLE and not _QUALIFIER.match(clause):
             return [], mains  # a condition or purpose the claim needs: never dropped
     if out[0][0] is None:
         return [], mains
@@ -429,13 +453,16 @@ def _cut(said: str) -> bool:
 def _complement(main: str, word: str) -> bool:
     """Whether a clause opened by ``word`` completes ``main`` ('determine | if', 'om patronen | te ...')."""
     last = unmask(main).rstrip(".!?").split()[-1:]
-    return word in _COMPLEMENTISER and bool(last) and _TAKES_CLAUSE.match(last[0].strip("\"'()")) is not None
+    verb = last[0].strip("\"'()") if last else ""
+    if word == "using":  # "I recommend | using X": the gerund is the verb's object
+        return _TAKES_GERUND.match(verb) is not None
+    return word in _COMPLEMENTISER and bool(verb) and _TAKES_CLAUSE.match(verb) is not None
 
 
 def _as_context(clause: str, limit: int) -> str | None:
     """A dependent clause as a unit's context ('if X'), in at most ``limit`` words; None if it cannot be."""
     clause = " ".join(_balance(clause).split()).rstrip(" .!?…,;:")
-    if _DEPENDENT.match(clause) or _RELATIVE_THAT.match(clause):
+    if _DEPENDENT.match(clause) or _RELATIVE_THAT.match(clause) or _QUALIFIER.match(clause):
         clause = clause[:1].lower() + clause[1:]  # "If X, Y" -> context "if X"
     for text in (clause, _without_asides(clause)):
         tight = _tightened(text, limit)
@@ -454,7 +481,7 @@ def _split(text: str, limit: int, loose: bool = False) -> list[str | None]:
     dependent = False
     if loose:
         text = _LEADING_JOIN.sub("", text.strip())
-        dependent = bool(_DEPENDENT.match(text) or _RELATIVE_THAT.match(text))
+        dependent = bool(_DEPENDENT.match(text) or _RELATIVE_THAT.match(text) or _QUALIFIER.match(text))
     if count_words(text) <= limit:
         return [stand_alone(text) if loose else text]
     parts = _clauses(text)
@@ -468,7 +495,7 @@ def _split(text: str, limit: int, loose: bool = False) -> list[str | None]:
     if len(parts) < 2:
         tight = _tightened(_without_asides(text), limit)
         return [(stand_alone(tight) if loose else tight) if tight is not None else None]
-    lead = _DEPENDENT.match(parts[0]) is not None and not _DEPENDENT.match(parts[1])
+    lead = bool(_DEPENDENT.match(parts[0]) or _LEAD_PHRASE.match(parts[0])) and not _DEPENDENT.match(parts[1])
     if lead:
         parts[0], parts[1] = parts[1], parts[0]  # "If X, Y" -> "Y." + "This applies if X."
     done = [_split(part, limit, loose or i > 0 or bool(_DEPENDENT.match(part))) for i, part in enumerate(parts)]
