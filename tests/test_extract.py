@@ -404,6 +404,18 @@ def test_a_dependent_clause_stays_as_context_or_goes_with_its_sentence():
             "This is an accurate explanation of how the service works in practice.",
             "as of my knowledge cutoff in September 2021",
         ),
+        (
+            "These laws aim to ensure the harmonious coexistence of humans and AI, with the primary focus on "
+            "human welfare, safety, and ethical considerations.",
+            "These laws aim to ensure the harmonious coexistence of humans and AI.",
+            "with the primary focus on human welfare, safety, and ethical considerations",
+        ),
+        (
+            "This configuration file specifies the parameters that control the cluster autoscaler, such as how "
+            "long to wait before scaling down a node.",
+            "This configuration file specifies the parameters that control the cluster autoscaler.",
+            "such as how long to wait before scaling down a node",
+        ),
     ],
 )
 def test_a_qualifier_split_off_is_context_never_a_note(sentence, main, context):

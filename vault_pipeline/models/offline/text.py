@@ -124,7 +124,7 @@ _LEAD_IN = re.compile(r"^[^\W\d_]+,\s+(?=\S)")  # "However, ", "Finally, ": one 
 # clause still holds without it); any other (a condition, a purpose, a means) takes the sentence with it.
 _DROPPABLE = frozenset(("which", "that", "because", "omdat", "whereas", "while", "although", "though", "even though"))
 # A split-off piece that only qualifies the clause before it: a causal "as", a participle ("..., indicating
-# that X", "..., making it Y"), "based on X", "rather than Y". Alone it is no sentence ("As there are no
+# that X", "..., making it Y"), "based on X", "rather than Y", "such as X", "with the focus on Y". Alone it is no sentence ("As there are no
 # connections between nodes.", "Making it a valuable tool."); its main clause holds without it, so it is
 # that clause's context or is dropped. Read only in a piece split off after a comma, never at a sentence's
 # start, where "Making a backup is ..." is a subject.
@@ -132,7 +132,8 @@ _QUALIFIER = re.compile(
     r"^(as(?=\s+(?:there|it|they|he|she|we|you|i|the|this|these|those|each|all|both|no|its|their|our|my|your)\b)"
     r"|indicating|making|allowing|enabling|ensuring|providing|resulting in|leading to|meaning|causing|"
     r"creating|giving|helping|reducing|improving|increasing|requiring|suggesting|based on|rather than|"
-    r"due to|given that|now that|as of|as an?|according to)\b\s*",
+    r"due to|given that|now that|as of|as an?|according to|such as|including|"
+    r"with(?=\s+(?:the|a|an|its|their|his|her|our|your|this|these|those|each|all|no|some|many|most)\b))\b\s*",
     re.I,
 )
 # A sentence's opening phrase that leads to its main clause after a comma, as a condition does: "As of
