@@ -697,3 +697,29 @@ def test_offline_extraction_of_the_real_export():
     assert counts["decision"] > 0 and units > 1000 and seconds < 60
     assert all(u.speaker == "user" for e in extractions for u in e.units if u.category == "decision")
     assert all(count_words(e.summary) <= 400 for e in extractions)
+
+
+def test_a_leading_clause_put_after_its_main_clause_leaves_no_full_stop_between_them():
+    # "for X, creating A, adding B, and compiling them." had become "Creating A, ... them. for X."
+    units, _ = compress_units(
+        "Make sure that you've followed the steps outlined in the previous answer for setting up "
+        "internationalization, creating message files, adding translations, and compiling them.",
+        limit=MAX_WORDS,
+    )
+    assert all(". " not in text for text, _ in units)
+    units, _ = compress_units(
+        "After the migration has finished on every replica of the cluster, I will ask the team to switch traffic over.",
+        limit=MAX_WORDS,
+    )
+    assert units == [
+        (
+            "I will ask the team to switch traffic over.",
+            "after the migration has finished on every replica of the cluster",
+        )
+    ]
+    # "until X, at which point Y": Y is no main clause to put first; the condition cannot be dropped.
+    assert compress_units(
+        "In the context of a shopping website, it's common to store the order or cart data in the session "
+        "until the user checks out, at which point it would be saved to a database.",
+        limit=MAX_WORDS,
+    ) == ([], 1)

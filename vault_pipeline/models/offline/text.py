@@ -132,14 +132,22 @@ _QUALIFIER = re.compile(
     r"^(as(?=\s+(?:there|it|they|he|she|we|you|i|the|this|these|those|each|all|both|no|its|their|our|my|your)\b)"
     r"|indicating|making|allowing|enabling|ensuring|providing|resulting in|leading to|meaning|causing|"
     r"creating|giving|helping|reducing|improving|increasing|requiring|suggesting|based on|rather than|"
-    r"due to|given that|now that|as of|as an?|according to|such as|including|"
+    r"due to|given that|now that|as of|as an?|according to|such as|including|in the (?:context|case) of|"
+    r"in terms of|with respect to|regarding|in addition to|apart from|aside from|"
     r"with(?=\s+(?:the|a|an|its|their|his|her|our|your|this|these|those|each|all|no|some|many|most)\b))\b\s*",
     re.I,
 )
 # A sentence's opening phrase that leads to its main clause after a comma, as a condition does: "As of
 # my knowledge cutoff in 2021, X", "Based on your description, X", "As a user, I want X". Split off, it is
 # the main clause's context (not a note of its own: "As of my knowledge cutoff in September 2021.").
-_LEAD_PHRASE = re.compile(r"^(?:as of|as an?|based on|due to|according to)\b", re.I)
+_LEAD_PHRASE = re.compile(
+    r"^(?:as of|as an?|based on|due to|according to|in the (?:context|case) of|in terms of|with respect to|"
+    r"regarding|in addition to|apart from|aside from)\b",
+    re.I,
+)
+# What follows "after X, " is no main clause to put first when it is a relative clause ("until X, at which
+# point Y"), a gerund going on with a list ("for X, creating A, adding B"), or another dependent clause.
+_NO_MAIN = re.compile(r"(?:\w+\s+(?:which|whom)\b|which\b|who\b|whose\b|\w+ing\b)", re.I)
 # A main clause ending on one of these verbs before "if/whether/that ..." is cut before its point: the clause
 # is its complement ("is used to determine | if X", "check | whether Y").
 _TAKES_CLAUSE = re.compile(
@@ -366,8 +374,14 @@ def stand_alone(clause: str) -> str:
         return clause
     word, rest = match.group(1).lower(), clause[match.end() :]
     head, comma, main = rest.partition(", ")
-    if comma and word in _REORDER and count_words(main) >= 2 and not _DEPENDENT.match(main):
-        return f"{main} {word} {head}"  # "after X, I will ask" -> "I will ask after X"
+    if (
+        comma
+        and word in _REORDER
+        and count_words(main) >= 2
+        and not _DEPENDENT.match(main)
+        and not _NO_MAIN.match(main)
+    ):
+        return f"{main.rstrip(' .!?…')} {word} {head}"  # "after X, I will ask" -> "I will ask after X"
     return _MARKER + clause
 
 
