@@ -435,11 +435,13 @@ def _refill(work: list[_Work], limit: int) -> None:
 
     Cutting goes from the last block up, so a block that could not be cut to a sentence is left
     out; a shorter one after it may still fit (first fit, deterministic)."""
+    total = _total(work)
     for w in work:
-        if w.dropped and not w.truncated and w.text == w.item.text and w.messages is None:
+        if w.dropped and not w.truncated:  # a cut (``set_text``) marks it truncated; this one is whole
             tokens = estimate_tokens(w.text)
-            if _total(work) + tokens <= limit:
+            if total + tokens <= limit:
                 w.dropped, w.tokens = False, tokens
+                total += tokens
 
 
 def _total(work: list[_Work]) -> int:

@@ -123,26 +123,25 @@ _LEAD_IN = re.compile(r"^[^\W\d_]+,\s+(?=\S)")  # "However, ", "Finally, ": one 
 # its main clause as that unit's context. When it does not fit there, one of these may be dropped (the main
 # clause still holds without it); any other (a condition, a purpose, a means) takes the sentence with it.
 _DROPPABLE = frozenset(("which", "that", "because", "omdat", "whereas", "while", "although", "though", "even though"))
-# A split-off piece that only qualifies the clause before it: a causal "as", a participle ("..., indicating
-# that X", "..., making it Y"), "based on X", "rather than Y", "such as X", "with the focus on Y". Alone it is no sentence ("As there are no
-# connections between nodes.", "Making it a valuable tool."); its main clause holds without it, so it is
-# that clause's context or is dropped. Read only in a piece split off after a comma, never at a sentence's
-# start, where "Making a backup is ..." is a subject.
-_QUALIFIER = re.compile(
-    r"^(as(?=\s+(?:there|it|they|he|she|we|you|i|the|this|these|those|each|all|both|no|its|their|our|my|your)\b)"
-    r"|indicating|making|allowing|enabling|ensuring|providing|resulting in|leading to|meaning|causing|"
-    r"creating|giving|helping|reducing|improving|increasing|requiring|suggesting|based on|rather than|"
-    r"due to|given that|now that|as of|as an?|according to|such as|including|in the (?:context|case) of|"
-    r"in terms of|with respect to|regarding|in addition to|apart from|aside from|"
-    r"with(?=\s+(?:the|a|an|its|their|his|her|our|your|this|these|those|each|all|no|some|many|most)\b))\b\s*",
-    re.I,
-)
 # A sentence's opening phrase that leads to its main clause after a comma, as a condition does: "As of
 # my knowledge cutoff in 2021, X", "Based on your description, X", "As a user, I want X". Split off, it is
 # the main clause's context (not a note of its own: "As of my knowledge cutoff in September 2021.").
-_LEAD_PHRASE = re.compile(
-    r"^(?:as of|as an?|based on|due to|according to|in the (?:context|case) of|in terms of|with respect to|"
-    r"regarding|in addition to|apart from|aside from)\b",
+_LEADS = (
+    r"as of|as an?|based on|due to|according to|in the (?:context|case) of|in terms of|with respect to|"
+    r"regarding|in addition to|apart from|aside from"
+)
+_LEAD_PHRASE = re.compile(rf"^(?:{_LEADS})\b", re.I)
+# A split-off piece that only qualifies the clause before it: a causal "as", a participle ("..., indicating
+# that X", "..., making it Y"), "rather than Y", "such as X", "with the focus on Y", a lead phrase. Alone it
+# is no sentence ("As there are no connections between nodes.", "Making it a valuable tool."); its main
+# clause holds without it, so it is that clause's context or is dropped. Read only in a piece split off
+# after a comma, never at a sentence's start, where "Making a backup is ..." is a subject.
+_QUALIFIER = re.compile(
+    r"^(as(?=\s+(?:there|it|they|he|she|we|you|i|the|this|these|those|each|all|both|no|its|their|our|my|your)\b)"
+    r"|indicating|making|allowing|enabling|ensuring|providing|resulting in|leading to|meaning|causing|"
+    r"creating|giving|helping|reducing|improving|increasing|requiring|suggesting|rather than|"
+    rf"given that|now that|such as|including|{_LEADS}|"
+    r"with(?=\s+(?:the|a|an|its|their|his|her|our|your|this|these|those|each|all|no|some|many|most)\b))\b\s*",
     re.I,
 )
 # What follows "after X, " is no main clause to put first when it is a relative clause ("until X, at which
