@@ -425,6 +425,90 @@ def test_a_qualifier_split_off_is_context_never_a_note(sentence, main, context):
     assert (units, skipped) == ([(main, context)], 0)
 
 
+@pytest.mark.parametrize(
+    ("sentence", "main", "context"),
+    [
+        # The condition went into a note of its own ("Let op: Als je ... Facebook-account.") and the claim,
+        # "Kun je je Google-account niet gebruiken ...", said the opposite of its source without it.
+        (
+            "Let op: Als je een Spotify-account hebt gemaakt met je Facebook-account, kun je je Google-account "
+            "niet gebruiken om je Spotify-account te koppelen.",
+            "Je kunt je Google-account niet gebruiken om je Spotify-account te koppelen.",
+            "als je een Spotify-account hebt gemaakt met je Facebook-account",
+        ),
+        (
+            "Maak een Steam-account: Om je game op Steam te verkopen, moet je je aanmelden voor een "
+            "Steamworks-account en de eenmalige vergoeding van $100 betalen.",
+            "Je moet je aanmelden voor een Steamworks-account en de eenmalige vergoeding van $100 betalen.",
+            "om je game op Steam te verkopen",
+        ),
+        (
+            "Verhoog je eiwitinname: Omdat spiermassa afneemt met de leeftijd, is het belangrijk om voldoende "
+            "eiwitten binnen te krijgen.",
+            "Het is belangrijk om voldoende eiwitten binnen te krijgen.",
+            "omdat spiermassa afneemt met de leeftijd",
+        ),
+        (
+            "Als je pijn of ongemak ervaart, neem dan een stapje terug en pas de intensiteit of oefeningen aan.",
+            "Neem dan een stapje terug en pas de intensiteit of oefeningen aan.",
+            "als je pijn of ongemak ervaart",
+        ),
+        # A Dutch qualifier split off after a comma ("Waarbij je kracht ... komt." was a note).
+        (
+            "Voer snelle, kleine opwaartse en neerwaartse bewegingen uit, waarbij je kracht voornamelijk vanuit "
+            "je heupen en bovenbenen komt.",
+            "Voer snelle, kleine opwaartse en neerwaartse bewegingen uit.",
+            "waarbij je kracht voornamelijk vanuit je heupen en bovenbenen komt",
+        ),
+        (
+            "Circular reasoning: Het gebruiken van een conclusie als bewijs voor zichzelf, waardoor een "
+            "oneindige lus van redeneren ontstaat.",
+            "Circular reasoning: Het gebruiken van een conclusie als bewijs voor zichzelf.",
+            "waardoor een oneindige lus van redeneren ontstaat",
+        ),
+    ],
+)
+def test_a_dutch_opening_clause_is_context_and_its_main_clause_is_said_in_subject_verb_order(sentence, main, context):
+    units, skipped = compress_units(sentence, limit=MAX_WORDS, context_limit=MAX_WORDS)
+    assert (units, skipped) == ([(main, context)], 0)
+
+
+def test_a_dutch_main_clause_that_cannot_be_reordered_is_skipped_and_one_with_its_own_main_clause_stays_whole():
+    # The verb before a noun subject ("wordt de tegenrekening ..."): no safe reordering, so no note at all
+    # (it had been "Als je ... wilt boeken." and "Wordt de tegenrekening ...": two fragments).
+    assert compress_units(
+        "Als je de kosten van de auto van de zaak wilt boeken in e-boekhouden, wordt de tegenrekening "
+        "meestal bepaald door het soort kosten.",
+        limit=MAX_WORDS,
+    ) == ([], 1)
+    # "het" after a verb is an article here, not the subject: not reordered into "Het wordt lege formulier ...".
+    units, _ = compress_units(
+        "Als de gebruiker op de knop voor een nieuw adres klikt, wordt het lege formulier weergegeven samen "
+        "met de lijst van bestaande adressen.",
+        limit=MAX_WORDS,
+    )
+    assert not any(text.startswith("Het wordt") for text, _ in units)
+    # "door X, zul je Y" after "maar" holds its own main clause: a note of its own, not the first one's context.
+    units, _ = compress_units(
+        "Het kan enige tijd en geduld vergen om je borstcrawl te verbeteren, maar door je techniek en "
+        "uithoudingsvermogen geleidelijk op te bouwen, zul je zeker vooruitgang boeken.",
+        limit=MAX_WORDS,
+    )
+    assert [text for text, _ in units] == [
+        "Het kan enige tijd en geduld vergen om je borstcrawl te verbeteren.",
+        "Door je techniek en uithoudingsvermogen geleidelijk op te bouwen, zul je zeker vooruitgang boeken.",
+    ]
+    # An opening clause whose first part holds the main clause too is a sentence as it stands.
+    units, _ = compress_units(
+        "Hoewel C# minder gebruikelijk is in de Data Science-wereld, wordt het inderdaad steeds populairder, "
+        "vooral met de introductie van ML.NET, een machine learning-bibliotheek voor .NET-ontwikkelaars.",
+        limit=MAX_WORDS,
+    )
+    assert units[0][0] == (
+        "Hoewel C# minder gebruikelijk is in de Data Science-wereld, wordt het inderdaad steeds populairder."
+    )
+
+
 def test_a_qualifier_is_dropped_when_the_context_is_taken_and_a_gerund_object_is_never_split_off():
     units, _ = compress_units(
         "For a single node graph, the adjacency matrix (A) will be a 1x1 matrix with a single entry of 0, "

@@ -131,6 +131,15 @@ _LEADS = (
     r"regarding|in addition to|apart from|aside from"
 )
 _LEAD_PHRASE = re.compile(rf"^(?:{_LEADS})\b", re.I)
+# Dutch pieces split off after a comma that qualify the clause before them, as the English ones above do:
+# a relative adverb ("..., waarbij je kracht vanuit je heupen komt", "..., waardoor X ontstaat"), a relative
+# "die" or "wat", "terwijl/hoewel/doordat", an example ("zoals X"), "met je/de ..." ("Met je kin iets naar je
+# borst."). Alone each was a fragment in the real export's inbox.
+_DUTCH_QUALIFIER = (
+    r"waarbij|waardoor|waarmee|waarin|waarop|waarna|waarvan|waarvoor|die|wat|terwijl|hoewel|doordat|zoals|"
+    r"inclusief|bijvoorbeeld|met name|zonder dat|"
+    r"met(?=\s+(?:je|jouw|de|het|een|hun|zijn|haar|uw|ons|onze|deze|dit|die|elke|alle)\b)"
+)
 # A split-off piece that only qualifies the clause before it: a causal "as", a participle ("..., indicating
 # that X", "..., making it Y"), "rather than Y", "such as X", "with the focus on Y", a lead phrase. Alone it
 # is no sentence ("As there are no connections between nodes.", "Making it a valuable tool."); its main
@@ -141,9 +150,38 @@ _QUALIFIER = re.compile(
     r"|indicating|making|allowing|enabling|ensuring|providing|resulting in|leading to|meaning|causing|"
     r"creating|giving|helping|reducing|improving|increasing|requiring|suggesting|rather than|"
     rf"given that|now that|such as|including|{_LEADS}|"
-    r"with(?=\s+(?:the|a|an|its|their|his|her|our|your|this|these|those|each|all|no|some|many|most)\b))\b\s*",
+    r"with(?=\s+(?:the|a|an|its|their|his|her|our|your|this|these|those|each|all|no|some|many|most)\b)|"
+    rf"{_DUTCH_QUALIFIER})\b\s*",
     re.I,
 )
+# A Dutch condition, time or purpose split off after a comma ("..., als je X", "..., om X te Y"): the
+# clause before needs it, so it is context or the sentence is skipped, never dropped.
+_DUTCH_DEPENDENT = re.compile(r"^(als|zodra|mits|nadat|voordat|totdat|zolang|om|door|zonder)\b\s*", re.I)
+# A Dutch sentence that opens with a dependent clause puts its main clause's verb before the subject ("Als
+# je X hebt, kun je Y"). Over the word limit, the main clause is said in subject-verb order with the
+# opening clause as its context ("Je kunt Y" + "als je X hebt"); when its subject is no pronoun (the verb
+# and a noun phrase, "wordt de tabel ...") it cannot be reordered safely, and the sentence is skipped.
+# An optional short label ("Let op: ", "Maak een Steam-account: ") may precede the opening clause.
+_DUTCH_LEAD = re.compile(
+    r"^(?:[^:]{1,40}:\s+)?(?P<clause>(?:als|wanneer|indien|omdat|hoewel|nadat|voordat|zodra|terwijl|doordat|mits|"
+    r"tenzij|om|door|zonder|zoals|sinds)\b.*)$",
+    re.I | re.S,
+)
+_INVERTED = re.compile(
+    r"^(?:dan\s+)?(?P<verb>[^\W\d_]+)\s+(?P<subject>je|jij|u|het|er|ik|we|wij|ze|zij|hij|dit|dat|deze|men)\b", re.I
+)
+# A verb before "je/jij" is its stem; after the subject it takes the second person's "t" ("kun je" -> "je
+# kunt", "word je" -> "je wordt"), except where it has none (a modal, a past form) or another form.
+_SECOND_PERSON = {
+    "kun": "kunt",
+    "ga": "gaat",
+    "sta": "staat",
+    "sla": "slaat",
+    "zal": "zult",
+    "ben": "bent",
+    "heb": "hebt",
+}
+_NO_T = frozenset("kan mag zou moet kon mocht moest was had ging kreeg werd zag deed wist".split())
 # What follows "after X, " is no main clause to put first when it is a relative clause ("until X, at which
 # point Y"), a gerund going on with a list ("for X, creating A, adding B"), or another dependent clause.
 _NO_MAIN = re.compile(r"(?:\w+\s+(?:which|whom)\b|which\b|who\b|whose\b|\w+ing\b)", re.I)
@@ -366,7 +404,7 @@ def stand_alone(clause: str) -> str:
     reworded into a sentence ('This applies if X') but stays with the clause it qualifies.
     """
     clause = _LEADING_JOIN.sub("", clause.strip())
-    if _RELATIVE_THAT.match(clause) or _QUALIFIER.match(clause):
+    if _RELATIVE_THAT.match(clause) or _QUALIFIER.match(clause) or _dutch_dependent(clause):
         return _MARKER + clause
     match = _DEPENDENT.match(clause)
     if not match:
@@ -388,7 +426,7 @@ def _dependent_word(clause: str) -> str:
     relative = _RELATIVE_THAT.match(clause)
     if not relative and (qualifier := _QUALIFIER.match(clause)):
         return qualifier.group(1).lower()
-    match = _DEPENDENT.match(clause)
+    match = _DEPENDENT.match(clause) or _DUTCH_DEPENDENT.match(clause)
     return "that" if relative else match.group(1).lower() if match else ""
 
 
@@ -476,7 +514,12 @@ def _complement(main: str, word: str) -> bool:
 def _as_context(clause: str, limit: int) -> str | None:
     """A dependent clause as a unit's context ('if X'), in at most ``limit`` words; None if it cannot be."""
     clause = " ".join(_balance(clause).split()).rstrip(" .!?…,;:")
-    if _DEPENDENT.match(clause) or _RELATIVE_THAT.match(clause) or _QUALIFIER.match(clause):
+    if (
+        _DEPENDENT.match(clause)
+        or _RELATIVE_THAT.match(clause)
+        or _QUALIFIER.match(clause)
+        or _DUTCH_LEAD.match(clause)
+    ):
         clause = clause[:1].lower() + clause[1:]  # "If X, Y" -> context "if X"
     for text in (clause, _without_asides(clause)):
         tight = _tightened(text, limit)
@@ -495,7 +538,9 @@ def _split(text: str, limit: int, loose: bool = False) -> list[str | None]:
     dependent = False
     if loose:
         text = _LEADING_JOIN.sub("", text.strip())
-        dependent = bool(_DEPENDENT.match(text) or _RELATIVE_THAT.match(text) or _QUALIFIER.match(text))
+        dependent = bool(
+            _DEPENDENT.match(text) or _RELATIVE_THAT.match(text) or _QUALIFIER.match(text) or _dutch_dependent(text)
+        )
     if count_words(text) <= limit:
         return [stand_alone(text) if loose else text]
     parts = _clauses(text)
@@ -509,13 +554,70 @@ def _split(text: str, limit: int, loose: bool = False) -> list[str | None]:
     if len(parts) < 2:
         tight = _tightened(_without_asides(text), limit)
         return [(stand_alone(tight) if loose else tight) if tight is not None else None]
-    lead = bool(_DEPENDENT.match(parts[0]) or _LEAD_PHRASE.match(parts[0])) and not _DEPENDENT.match(parts[1])
+    # A Dutch opening clause alone (a first part that holds its main clause too, "Hoewel X, wordt het Y",
+    # is a sentence already).
+    dutch = None if loose or _holds_main(parts[0]) else _DUTCH_LEAD.match(parts[0])
+    if dutch:
+        main = _uninverted(parts[1]) or (parts[1] if _imperative(parts[1]) else None)
+        if main is not None:
+            parts[:2] = [dutch.group("clause"), main]
+        elif parts[1].split(maxsplit=1)[0].lower() in FINITE_AUXILIARIES:
+            return [None]  # an inverted main clause with a noun subject ("wordt de tabel ..."): skipped
+        else:
+            dutch = None  # no main clause follows ("Door X biedt FastAPI Y, ..."): split as any sentence
+    lead = bool(dutch or _DEPENDENT.match(parts[0]) or _LEAD_PHRASE.match(parts[0])) and not _DEPENDENT.match(parts[1])
     if lead:
         parts[0], parts[1] = parts[1], parts[0]  # "If X, Y" -> "Y." + "This applies if X."
     done = [_split(part, limit, loose or i > 0 or bool(_DEPENDENT.match(part))) for i, part in enumerate(parts)]
     if lead:  # the condition follows the first piece of its main clause, the piece it qualifies
         done[0], done[1] = done[0][:1], done[1] + done[0][1:]
     return [piece for pieces in done for piece in pieces]
+
+
+def _holds_main(text: str) -> bool:
+    """Whether a Dutch clause goes on to its inverted main clause after a comma ('door X, zul je Y')."""
+    return any(_INVERTED.match(text[m.end() :]) for m in re.finditer(r",\s+", text))
+
+
+def _dutch_dependent(clause: str) -> bool:
+    """A Dutch condition, time or purpose alone ('als je X', 'om X te Y'), not one with its main clause."""
+    return bool(_DUTCH_DEPENDENT.match(clause)) and not _holds_main(clause)
+
+
+def _imperative(main: str) -> bool:
+    """Whether a Dutch main clause opens with an imperative ('neem dan een stapje terug'): a verb's stem
+    (its lemma an infinitive it is not; a stem ending in "t" may be a third person, 'biedt') and no subject."""
+    words = main.split(maxsplit=2)
+    first = words[0].lower() if words else ""
+    if not first.isalpha() or first.endswith("t") or first in FINITE_AUXILIARIES or _INVERTED.match(main):
+        return False
+    import simplemma  # its Dutch dictionary loads on first use (only Dutch sentences get here)
+
+    lemma = str(simplemma.lemmatize(first, lang="nl"))
+    return lemma != first and lemma.endswith("en")
+
+
+def _uninverted(main: str) -> str | None:
+    """A Dutch main clause after its opening dependent clause, in subject-verb order ('kun je Y' -> 'je kunt
+    Y', 'is het belangrijk om Z' -> 'het is belangrijk om Z'); None when its subject is no pronoun. 'het',
+    'ze' and the demonstratives may be an imperative's object ('laat het me weten') or an article: they
+    count as the subject only after an auxiliary and before the clause they stand for."""
+    inverted = _INVERTED.match(main)
+    if not inverted:
+        return None
+    verb, subject = inverted.group("verb").lower(), inverted.group("subject")
+    if verb in FUNCTION_WORDS or _DUTCH_LEAD.match(verb) or _QUALIFIER.match(verb) or _DUTCH_DEPENDENT.match(verb):
+        return None  # "zodat ik ...": a joining word, no verb
+    rest = main[inverted.end() :]
+    # "het" may also be an article ("wordt het lege formulier getoond"): a subject only as the formal one of
+    # "is het belangrijk om/dat ..." (a word or two, then the clause it stands for).
+    if subject.lower() in ("het", "ze", "dit", "dat", "deze") and (
+        verb not in FINITE_AUXILIARIES or not re.match(r"(?:\s+[^\s,]+){1,2}\s+(?:om|dat)\b", rest)
+    ):
+        return None
+    if subject.lower() in ("je", "jij"):
+        verb = _SECOND_PERSON.get(verb) or (verb if verb in _NO_T or verb.endswith(("t", "e")) else verb + "t")
+    return f"{subject} {verb}{rest}"
 
 
 # Asides a point survives without: a bracketed remark, an example list after a comma.
