@@ -291,6 +291,21 @@ def test_gate_finds_the_verb_of_imperatives_and_labelled_lines(sentence):
     assert "fragment, no verb" not in quality_problems(GOOD, sentence + "\n", set())
 
 
+def test_a_dutch_separable_particle_ends_a_sentence_and_a_preposition_does_not():
+    from vault_pipeline.ingest.quality import features
+
+    # "Pas ... aan" (aanpassen), "berg ... op" (opbergen): the particle closes the clause.
+    for sentence in (
+        "Neem dan een stapje terug en pas de intensiteit of oefeningen aan.",
+        "Verwijder overbodige spullen en berg deze netjes op.",
+        "Moedig regelmatige lichaamsbeweging aan.",
+    ):
+        assert not features(sentence)["dangling_end"], sentence
+    # No verb of the sentence takes it: the phrase is open.
+    for sentence in ("De bezoeker kan terugkomen bij.", "Het verschil zit in.", "Dit is de methode van."):
+        assert features(sentence)["dangling_end"], sentence
+
+
 @pytest.mark.parametrize(
     "sentence",
     [

@@ -131,7 +131,9 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
         # "om" opens a purpose clause that needs "te" and an infinitive ("om patronen." is cut).
         lowered = [t.lower() for t in tokens]
         purpose_cut = "om" in lowered and "te" not in lowered[lowered.index("om") :]
-        dangling = last in _DUTCH_DANGLING or purpose_cut
+        # A separable verb's particle ends a main clause ("Pas de intensiteit aan.", "Berg ze netjes op."):
+        # no open phrase when it joins a word of the sentence into a known verb (aanpassen, opbergen).
+        dangling = (last in _DUTCH_DANGLING and not _particle_verb(last, lowered[:-1])) or purpose_cut
         relative_only = False
         # Dutch has no tagger here: a word that is no function word and no verb form stands for a noun.
         no_noun = not any(t.isalnum() and t.lower() not in _DUTCH and not _dutch_finite(t.lower()) for t in tokens[1:])
@@ -208,6 +210,22 @@ def _for_tagging(clause: str) -> str:
     return _CONTRACTED.sub(spell, _CODE_SPAN.sub("it", clause))
 
 
+def _particle_verb(particle: str, words: Sequence[str]) -> bool:
+    """Whether ``particle`` and one of ``words`` (a verb's stem or form) make a Dutch separable verb that
+    simplemma's dictionary knows: 'aan' + 'pas' -> aanpassen, 'op' + 'berg' -> opbergen."""
+    if particle not in _PARTICLES:
+        return False
+    import simplemma  # its Dutch dictionary loads on first use
+
+    for word in words:
+        if not word.isalpha() or word in _DUTCH:
+            continue
+        forms = {str(simplemma.lemmatize(word, lang="nl")), word + "en", word + word[-1:] + "en"}
+        if any(f.endswith("en") and simplemma.is_known(particle + f, lang="nl") for f in forms):
+            return True
+    return False
+
+
 @lru_cache(maxsize=8192)
 def _dutch_finite(word: str) -> bool:
     """Whether a Dutch word is a finite verb form: a closed-class auxiliary, or a form whose lemma is an
@@ -235,6 +253,7 @@ def _verbal(word: str) -> bool:
 
 _PUNCT_TAGS = frozenset((".", ",", ":", "(", ")", '"', "``", "''"))
 _LABEL = re.compile(r"^[^\s:][^:]{0,40}?:\s+(?=\S)")
+_PARTICLES = frozenset("aan op in bij door voor om".split())  # the separable particles among _DUTCH_DANGLING
 _DUTCH_OBJECT_OPENERS = frozenset("de het een je jouw uw deze dit die dat alle".split())
 _AUXILIARIES = frozenset(
     "is are was were be been am has have had can could will would shall should may might must".split()
