@@ -393,6 +393,22 @@ PLEASANTRY = re.compile(
 # any note with "ik" and "mijn" looks on topic. The stop-words package (BSD-3) carries lists for
 # 33 languages; the prompt's language is the one whose list covers most of its words.
 
+
+@lru_cache(maxsize=8192)
+def dutch_lemma(word: str) -> str:
+    """simplemma's Dutch lemma of a lower-case word (its dictionary loads on first use; offline, in the wheel)."""
+    import simplemma
+
+    return str(simplemma.lemmatize(word, lang="nl"))
+
+
+def dutch_verb_form(word: str) -> bool:
+    """Whether a Dutch word is a verb form other than the infinitive: its lemma is an infinitive it is not
+    (maak -> maken, voert -> voeren; oefeningen -> oefening is a noun)."""
+    lemma = dutch_lemma(word)
+    return lemma != word and lemma.endswith("en")
+
+
 MIN_LANGUAGE_HITS = 2  # one shared word ("post", "die") does not make a prompt Dutch or German
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from vault_pipeline.ingest.extract import MAX_WORDS
 from vault_pipeline.models.logistic import newton
-from vault_pipeline.text import PLEASANTRY, TEMPLATE_LEADS, sentence_count, word_count
+from vault_pipeline.text import PLEASANTRY, TEMPLATE_LEADS, dutch_lemma, dutch_verb_form, sentence_count, word_count
 
 # --------------------------------------------------------------------------- features
 
@@ -220,7 +220,7 @@ def _particle_verb(particle: str, words: Sequence[str]) -> bool:
     for word in words:
         if not word.isalpha() or word in _DUTCH:
             continue
-        forms = {str(simplemma.lemmatize(word, lang="nl")), word + "en", word + word[-1:] + "en"}
+        forms = {dutch_lemma(word), word + "en", word + word[-1:] + "en"}
         if any(f.endswith("en") and simplemma.is_known(particle + f, lang="nl") for f in forms):
             return True
     return False
@@ -234,10 +234,7 @@ def _dutch_finite(word: str) -> bool:
         return True
     if not word.isalpha() or word.endswith("en") or word in _DUTCH or word in _DUTCH_OPENERS:
         return False
-    import simplemma  # its Dutch dictionary loads on first use
-
-    lemma = str(simplemma.lemmatize(word, lang="nl"))
-    return lemma != word and lemma.endswith("en")
+    return dutch_verb_form(word)
 
 
 def _verbal(word: str) -> bool:

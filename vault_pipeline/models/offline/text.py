@@ -12,6 +12,7 @@ from vault_pipeline.text import (
     FINITE_AUXILIARIES,
     FUNCTION_WORDS,
     SUBJECT_PRONOUNS,
+    dutch_verb_form,
     split_sentences,
     word_count,
 )
@@ -556,7 +557,9 @@ def _split(text: str, limit: int, loose: bool = False) -> list[str | None]:
         return [(stand_alone(tight) if loose else tight) if tight is not None else None]
     # A Dutch opening clause alone (a first part that holds its main clause too, "Hoewel X, wordt het Y",
     # is a sentence already).
-    dutch = None if loose or _holds_main(parts[0]) else _DUTCH_LEAD.match(parts[0])
+    dutch = None if loose else _DUTCH_LEAD.match(parts[0])
+    if dutch and _holds_main(parts[0]):
+        dutch = None
     if dutch:
         main = _uninverted(parts[1]) or (parts[1] if _imperative(parts[1]) else None)
         if main is not None:
@@ -587,14 +590,10 @@ def _dutch_dependent(clause: str) -> bool:
 def _imperative(main: str) -> bool:
     """Whether a Dutch main clause opens with an imperative ('neem dan een stapje terug'): a verb's stem
     (its lemma an infinitive it is not; a stem ending in "t" may be a third person, 'biedt') and no subject."""
-    words = main.split(maxsplit=2)
-    first = words[0].lower() if words else ""
+    first = (main.split(maxsplit=1) or [""])[0].lower()
     if not first.isalpha() or first.endswith("t") or first in FINITE_AUXILIARIES or _INVERTED.match(main):
         return False
-    import simplemma  # its Dutch dictionary loads on first use (only Dutch sentences get here)
-
-    lemma = str(simplemma.lemmatize(first, lang="nl"))
-    return lemma != first and lemma.endswith("en")
+    return dutch_verb_form(first)
 
 
 def _uninverted(main: str) -> str | None:
@@ -607,7 +606,7 @@ def _uninverted(main: str) -> str | None:
         return None
     verb, subject = inverted.group("verb").lower(), inverted.group("subject")
     if verb in FUNCTION_WORDS or _DUTCH_LEAD.match(verb) or _QUALIFIER.match(verb) or _DUTCH_DEPENDENT.match(verb):
-        return None  # "zodat ik ...": a joining word, no verb
+        return None  # "zodat ik ...": a joining word, no verb (simplemma misses verb forms: "ontstaat", "vraag")
     rest = main[inverted.end() :]
     # "het" may also be an article ("wordt het lege formulier getoond"): a subject only as the formal one of
     # "is het belangrijk om/dat ..." (a word or two, then the clause it stands for).
