@@ -796,3 +796,24 @@ def test_related_stems_reads_the_links_the_clean_wrote(make_vault, embedder):
     # Links as stems; a note without links, a broken one, a missing one or a path out of the vault: none.
     assert index.related_stems(paths) == {"engrams/paper.md": ["refs", "plan"]}
     assert isinstance(index, RelatedRetriever) and isinstance(index, HybridRetriever)
+
+
+def test_a_notes_place_in_its_message_is_indexed(tmp_path, embedder):
+    vault = Vault.init(tmp_path / "v")
+    write_note(vault, "inbox/step.md", "a-step", "Export the photo as PNG.\n", source_position=3)
+    write_note(vault, "inbox/plain.md", "a-plain", "Blur hides a face.\n")
+    write_note(vault, "inbox/odd.md", "a-odd", "A user typed a word here.\n", source_position="third")
+    sync(vault, embedder)
+    rows = {r.note_id: r for r in Index.open(vault).rows_by_stem(["step", "plain", "odd"])}
+    assert {n: r.source_position for n, r in rows.items()} == {"a-step": 3, "a-plain": 0, "a-odd": 0}
+
+
+def test_an_index_built_before_a_column_existed_still_answers(tmp_path, embedder):
+    vault = Vault.init(tmp_path / "v")
+    write_note(vault, "inbox/step.md", "a-step", "Export the photo as PNG.\n", source_position=3)
+    sync(vault, embedder)
+    _table(vault).drop_columns(["source_position"])  # the table as schema version 1 wrote it
+    (row,) = Index.open(vault).rows_by_stem(["step"])
+    assert row.note_id == "a-step" and row.source_position == 0
+    (hit,) = Index.open(vault).vector_search(embedder.embed(["Export the photo as PNG."])[0], 1)
+    assert hit.note_id == "a-step" and hit.source_position == 0

@@ -281,3 +281,93 @@ def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
         assert f"{number}. [[{block.item.stem}]] from [[{block.item.links[0]}]]" in references
     source = package.blocks[0].to_dict()["source"]
     assert source["links"] == list(package.blocks[0].item.links) and source["path"] == package.blocks[0].item.path
+
+
+# A made-up procedure in one assistant answer: its notes must read in the answer's order.
+STEPS = (
+    "Open the photo in the editor and duplicate the background layer first. "
+    "Select the ellipse tool and draw an ellipse around the licence plate. "
+    "Open the filters menu and apply a Gaussian blur with a radius of 20 pixels. "
+    "Export the result as a new PNG file next to the original photo."
+)
+
+
+def _procedure_notes():
+    from datetime import UTC, datetime
+
+    from vault_pipeline.ingest.notes import positions
+    from vault_pipeline.ingest.parse.types import Conversation, Message
+
+    when = datetime(2023, 5, 25, 10, 0, tzinfo=UTC)
+    conv = Conversation(
+        "chatgpt",
+        "c-steps",
+        "Blur a licence plate",
+        when,
+        when,
+        (
+            Message("q1", "user", "user", "How do I blur a licence plate in a photo?", when),
+            Message("a1", "assistant", "assistant", STEPS, when),
+        ),
+        "test",
+    )
+    extraction = extract_conversation(conv, OfflineBackend())
+    session = session_note(conv, extraction.summary)
+    units = extraction.units
+    return [
+        atomic_note(u, conv, session.stem, "2023-05-25T10:00:00+00:00", (), n) for u, n in zip(units, positions(units))
+    ]
+
+
+def _selected(note, score: float, rank: int) -> Selected:
+    row = dataclasses.replace(
+        _row(note), type="atomic", source_position=int(note.frontmatter.get("source_position", 0))
+    )
+    text, messages, links = block_content(row)
+    return Selected(
+        row.chunk_id,
+        row.note_id,
+        row.path,
+        "chat",
+        "atomic",
+        score,
+        rank,
+        text,
+        "",
+        row.source_conversation,
+        messages,
+        links,
+        position=row.source_position,
+    )
+
+
+def test_each_note_records_its_place_in_its_message():
+    notes = _procedure_notes()
+    steps = [n for n in notes if n.frontmatter["source_messages"] == ["a1"]]
+    assert len(steps) == 4, [n.body for n in notes]
+    assert [n.frontmatter["source_position"] for n in steps] == [1, 2, 3, 4]
+    assert [n.body.split()[0] for n in steps] == ["Open", "Select", "Open", "Export"]
+
+
+def test_a_procedure_reads_in_its_source_order_at_its_best_steps_place():
+    steps = [n for n in _procedure_notes() if n.frontmatter["source_messages"] == ["a1"]]
+    other = fake_row(
+        note_id="a-other",
+        text="[user, 1 May 2023] Blurring hides personal data in shared photos.",
+        tier="chat",
+        type="atomic",
+    )
+    lone = Selected(other.chunk_id, other.note_id, other.path, "chat", "atomic", 0.95, 1, other.text)
+    # The unrelated note first, then the steps out of order: third, first, fourth, second.
+    ranked = [lone, *(_selected(steps[i], 0.9 - r / 10, r + 2) for r, i in enumerate((2, 0, 3, 1)))]
+    assembly = assemble(ranked, budget=1000, window=8000, max_fraction=0.78)
+    order = [b.item.note_id for b in assembly.blocks]
+    assert order == ["a-other", *(s.frontmatter["id"] for s in steps)]
+    assert [b.item.rank for b in assembly.blocks] == [1, 3, 5, 2, 4]  # ranks kept: a script can sort by them
+
+
+def test_notes_without_a_place_keep_their_rank_order():
+    steps = [n for n in _procedure_notes() if n.frontmatter["source_messages"] == ["a1"]]
+    ranked = [dataclasses.replace(_selected(s, 1.0 - i / 10, i + 1), position=0) for i, s in enumerate(reversed(steps))]
+    assembly = assemble(ranked, budget=1000, window=8000, max_fraction=0.78)
+    assert [b.item.note_id for b in assembly.blocks] == [s.frontmatter["id"] for s in reversed(steps)]

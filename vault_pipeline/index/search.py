@@ -70,6 +70,7 @@ class Row:
     superseded_by: str
     duplicate_of: str
     active: bool
+    source_position: int  # the note's place among the notes of its first source message (0: not known)
     similarity: float = math.nan  # cosine to the query vector; NaN when none was given
     score: float = 0.0  # the lane's own score: cosine (vector) or BM25 (text)
     lane: str = ""  # "vector" | "text" | "lookup"
@@ -95,7 +96,10 @@ class Index:
         self.root = root
         self.table = table
         self.meta = meta
-        self.columns = frozenset(columns)
+        # An index built before a column existed (an older schema, rebuilt by the next ``vault index``)
+        # still answers: the rows it cannot fill hold the column's empty value.
+        self.present = frozenset(table.schema.names)
+        self.columns = frozenset(columns) & self.present
         self.dim = int(meta.get("dim") or table.schema.field(VECTOR_COLUMN).type.list_size)
 
     @classmethod
@@ -473,7 +477,8 @@ class Index:
     def _columns(self, *needed: str) -> list[str]:
         """The columns a read of rows selects, in table order: the reader's, the chunk id (a row's
         identity: takes are checked and rows sorted by it) and the ones the read ``needed``."""
-        return [name for name in ROW_COLUMNS if name in self.columns or name == "chunk_id" or name in needed]
+        wanted = self.columns | {"chunk_id"} | (set(needed) & self.present)
+        return [name for name in ROW_COLUMNS if name in wanted]
 
     def _full(self) -> tuple[str, ...]:
         """A one-phase page's columns: the rows' and the vector."""

@@ -24,7 +24,8 @@ from vault_pipeline.index.manifest import ManifestEntry
 from vault_pipeline.vault.frontmatter import source_properties
 from vault_pipeline.vault.note import iso, note_tier
 
-SCHEMA_VERSION = 1
+# 2: ``source_position`` (a note's place in its message), so packages keep a procedure's order.
+SCHEMA_VERSION = 2
 TABLE = "chunks"
 INDEX_DIR = "index"
 TEXT_COLUMN = "text"
@@ -80,6 +81,7 @@ ROW_COLUMNS = (
     "superseded_by",
     "duplicate_of",
     "active",
+    "source_position",
 )
 _TYPES = {
     "level": pa.int32(),
@@ -87,6 +89,7 @@ _TYPES = {
     "tokens": pa.int32(),
     "synopsis": pa.bool_(),
     "active": pa.bool_(),
+    "source_position": pa.int32(),
 }
 # What a ``Row`` field holds when a reader left its column out: its type's empty value.
 EMPTY_VALUES = {name: {pa.int32(): 0, pa.bool_(): False}.get(_TYPES.get(name), "") for name in ROW_COLUMNS}
@@ -141,7 +144,18 @@ def note_columns(frontmatter: dict[str, Any], relpath: str) -> dict[str, Any]:
         "duplicate_of": duplicate_of,
         # Default retrieval leaves out archived, superseded and duplicate notes.
         "active": not archived and status != "archived" and not superseded_by and not duplicate_of,
+        "source_position": _position(frontmatter.get("source_position")),
     }
+
+
+def _position(value: Any) -> int:
+    """``source_position`` as a whole number >= 1, or 0 when the note has none (or not a number)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    text = str(value or "").strip()
+    return int(text) if text.isdigit() else 0
 
 
 def _text(value: Any) -> str:

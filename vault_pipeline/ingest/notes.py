@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from functools import lru_cache
@@ -126,11 +127,18 @@ def _one_line(text: str | None) -> str:
 
 
 def atomic_note(
-    unit: AtomicUnit, conv: Conversation, session_stem: str, created_iso: str, topics: Iterable[str] = ()
+    unit: AtomicUnit,
+    conv: Conversation,
+    session_stem: str,
+    created_iso: str,
+    topics: Iterable[str] = (),
+    position: int = 0,
 ) -> Note:
     """A provisional atomic note in inbox/, linked to its source messages in the session note.
 
-    Tagged with its category and a ``topic/<slug>`` per topic hub that links it."""
+    Tagged with its category and a ``topic/<slug>`` per topic hub that links it. ``position`` is the
+    unit's place among the units drawn from its first source message (1 = first; 0 = not known):
+    ``source_position``, so a package can give a procedure's steps in their source's order."""
     nid = atomic_id(conv.kind, conv.id, unit.category, unit.text)
     sentence = _one_line(unit.text)
     who_when, context = unit_context(unit, conv)  # speaker_name, when: the note answers who and when on its own
@@ -143,6 +151,7 @@ def atomic_note(
         "speaker": unit.speaker,
         **who_when,
         **_source(conv, unit.source_ids),
+        **({"source_position": position} if position > 0 else {}),
         "session": wikilink(session_stem),
         "created": created_stamp(created_iso),
         "tags": _tags(obsidian_tag(unit.category), *(topic_tag(t) for t in topics)),
@@ -153,6 +162,17 @@ def atomic_note(
     links = ", ".join(wikilink(session_stem, "^" + block_id(m)) for m in unit.source_ids)
     lines.append(f"Source: {links}")
     return Note(nid, "atomic", "inbox", safe_stem(sentence, nid), frontmatter, "\n".join(lines) + "\n")
+
+
+def positions(units: Sequence[AtomicUnit]) -> list[int]:
+    """Each unit's place among the units drawn from its first source message, in the order the
+    extractor gave them (1 = first): the offline extractor reads a message sentence by sentence."""
+    seen: Counter[str] = Counter()
+    out = []
+    for unit in units:
+        seen[unit.source_ids[0]] += 1
+        out.append(seen[unit.source_ids[0]])
+    return out
 
 
 def session_note(conv: Conversation, summary: str, units_by_message: Mapping[str, Sequence[Any]] | None = None) -> Note:

@@ -17,7 +17,14 @@ from pathlib import PurePosixPath
 
 from vault_pipeline.errors import ModelError, VaultError
 from vault_pipeline.ingest.extract import Extraction, group_threads, map_thread
-from vault_pipeline.ingest.notes import atomic_note, conversation_created, session_note, thread_note, topic_hub
+from vault_pipeline.ingest.notes import (
+    atomic_note,
+    conversation_created,
+    positions,
+    session_note,
+    thread_note,
+    topic_hub,
+)
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import wikilinks
@@ -87,7 +94,8 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
     created = conversation_created(conv)
     # A topic unit anchors a hub note that loads its conversation's cluster of notes (and tags them).
     topics = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if u.category == "topic"))
-    notes = [(unit, atomic_note(unit, conv, session_stem, created, topics)) for unit in extraction.units]
+    units = extraction.units
+    notes = [(u, atomic_note(u, conv, session_stem, created, topics, n)) for u, n in zip(units, positions(units))]
     report.units_skipped += extraction.skipped
     stems = []
     for unit, note in notes:

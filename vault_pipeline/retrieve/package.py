@@ -162,6 +162,7 @@ class Selected:
     links: tuple[str, ...] = ()  # the note's own source links (``[[session#^block]]``)
     lead: str = ""  # a transcript chunk's lead (``[conversation, day]``) before its ``parts``
     parts: tuple[Part, ...] = ()  # a transcript chunk's turns: ``text`` is the lead and all of them
+    position: int = 0  # an atomic note's place among the notes of its first message (0: not known)
 
     @property
     def stem(self) -> str:
@@ -304,7 +305,7 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
     _refill(work, limit)
     repeats = _transcript_repeats(work)
     repeats.update(_summary_repeats(work))
-    blocks = tuple(Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped)
+    blocks = in_source_order([Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped])
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
         {
@@ -319,6 +320,24 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
         if w.dropped
     )
     return Assembly(blocks, outcomes, dropped, sum(b.tokens for b in blocks), budget, cap, cap_fired)
+
+
+def in_source_order(blocks: Sequence[Block]) -> tuple[Block, ...]:
+    """The blocks in rank order, except that atomic notes drawn from one message read in that message's
+    order (``source_position``): a procedure's steps come as its source gave them, at the place of the
+    group's best-ranked step. Notes without a position keep their rank's place."""
+    groups: dict[tuple[str, str], list[Block]] = {}
+    for b in blocks:
+        if b.item.position > 0 and b.item.messages:
+            groups.setdefault((b.item.conversation, b.item.messages[0]), []).append(b)
+    out: list[Block] = []
+    for b in blocks:
+        key = (b.item.conversation, b.item.messages[0]) if b.item.position > 0 and b.item.messages else None
+        if key is None:
+            out.append(b)
+        elif key in groups:  # the group's first (best-ranked) block: the whole group goes here
+            out += sorted(groups.pop(key), key=lambda m: m.item.position)
+    return tuple(out)
 
 
 SPEAKER = re.compile(r"^[^\W\d][\w .'-]{0,39}: ")  # "Caroline: ...", "User: ...": a turn's label

@@ -154,6 +154,7 @@ def selection(ranked: Sequence[Scored], query: str = "") -> list[Selected]:
                 links,
                 lead,
                 parts,
+                row.source_position if row.type == "atomic" else 0,
             )
         )
     return out

@@ -143,6 +143,7 @@ QUERY_COLUMNS = (
     "source_messages",
     "heading",
     "text",
+    "source_position",
 )
 
 
@@ -181,6 +182,9 @@ class Hit(Protocol):
 
     @property
     def text(self) -> str: ...
+
+    @property
+    def source_position(self) -> int: ...
 
     @property
     def similarity(self) -> float: ...

@@ -19,7 +19,7 @@ from typing import cast
 
 from vault_pipeline.errors import VaultError
 from vault_pipeline.ingest.extract import CATEGORIES, AtomicUnit, extract_conversation, shorten
-from vault_pipeline.ingest.notes import atomic_note, session_note
+from vault_pipeline.ingest.notes import atomic_note, positions, session_note
 from vault_pipeline.ingest.parse.types import Conversation, Kind, Message
 from vault_pipeline.ingest.quality import sentence_problems
 from vault_pipeline.models.protocol import StructuredLLM
@@ -115,7 +115,10 @@ def _write(
     """Write the session note and each unit's note; a note already in the vault is left as it is."""
     session = _with_client(session_note(conv, summary), client)
     created = (conv.created or datetime.now(UTC)).isoformat(timespec="seconds")
-    notes = [_with_client(atomic_note(unit, conv, session.stem, created), client) for unit in units]
+    notes = [
+        _with_client(atomic_note(unit, conv, session.stem, created, position=n), client)
+        for unit, n in zip(units, positions(units))
+    ]
     report.session = _put(vault, session, report, atomic=False)
     for note in notes:
         _put(vault, note, report, atomic=True)

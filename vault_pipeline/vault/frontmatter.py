@@ -23,6 +23,7 @@ KEY_ORDER = (
     "source_conversation",
     "source_title",
     "source_messages",
+    "source_position",
     "source",  # the nested form notes had before the flat source_* keys; still read, no longer written
     "session",
     "created",
