@@ -56,6 +56,28 @@ def _row(note):
         speaker=str(fm.get("speaker", "")),
         source_conversation=fm["source_conversation"],
         source_messages=[str(m) for m in fm["source_messages"]],
+        source_position=int(fm.get("source_position", 0)),
+    )
+
+
+def _selected(note, score: float, rank: int) -> Selected:
+    """A note as the funnel hands it to assembly (``rank.selection``'s fields), with this score and rank."""
+    row = _row(note)
+    text, messages, links = block_content(row)
+    return Selected(
+        row.chunk_id,
+        row.note_id,
+        row.path,
+        row.tier,
+        row.type,
+        score,
+        rank,
+        text,
+        "",
+        row.source_conversation,
+        messages,
+        links,
+        position=row.source_position,
     )
 
 
@@ -252,26 +274,7 @@ def test_a_transcript_leaves_out_a_turn_a_verbatim_turn_block_shows(tmp_path):
 def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
     _, _, atomic = _notes(tmp_path)
 
-    items = []
-    for rank, note in enumerate(atomic[:3], 1):
-        row = _row(note)
-        text, messages, links = block_content(row)
-        items.append(
-            Selected(
-                row.chunk_id,
-                row.note_id,
-                row.path,
-                "chat",
-                "atomic",
-                1.0 / rank,
-                rank,
-                text,
-                "",
-                row.source_conversation,
-                messages,
-                links,
-            )
-        )
+    items = [_selected(note, 1.0 / rank, rank) for rank, note in enumerate(atomic[:3], 1)]
     assembly = assemble(items, budget=1000, window=8000, max_fraction=0.78)
     package = ContextPackage("q", "i", assembly.blocks, assembly.tokens, {}, ())
     markdown = package.to_markdown()
@@ -317,28 +320,6 @@ def _procedure_notes():
     return [
         atomic_note(u, conv, session.stem, "2023-05-25T10:00:00+00:00", (), n) for u, n in zip(units, positions(units))
     ]
-
-
-def _selected(note, score: float, rank: int) -> Selected:
-    row = dataclasses.replace(
-        _row(note), type="atomic", source_position=int(note.frontmatter.get("source_position", 0))
-    )
-    text, messages, links = block_content(row)
-    return Selected(
-        row.chunk_id,
-        row.note_id,
-        row.path,
-        "chat",
-        "atomic",
-        score,
-        rank,
-        text,
-        "",
-        row.source_conversation,
-        messages,
-        links,
-        position=row.source_position,
-    )
 
 
 def test_each_note_records_its_place_in_its_message():

@@ -387,11 +387,7 @@ PLEASANTRY = re.compile(
 )
 
 
-# --------------------------------------------------------------------------- the prompt's language
-# The lists above are English. A prompt in another language ("Hoe ruim ik mijn huis op?") would
-# otherwise keep its own function words as content: its intent becomes the whole sentence, and
-# any note with "ik" and "mijn" looks on topic. The stop-words package (BSD-3) carries lists for
-# 33 languages; the prompt's language is the one whose list covers most of its words.
+# --------------------------------------------------------------------------- Dutch verbs
 
 
 @lru_cache(maxsize=8192)
@@ -407,6 +403,13 @@ def dutch_verb_form(word: str) -> bool:
     (maak -> maken, voert -> voeren; oefeningen -> oefening is a noun)."""
     lemma = dutch_lemma(word)
     return lemma != word and lemma.endswith("en")
+
+
+# --------------------------------------------------------------------------- the prompt's language
+# The lists above are English. A prompt in another language ("Hoe ruim ik mijn huis op?") would
+# otherwise keep its own function words as content: its intent becomes the whole sentence, and
+# any note with "ik" and "mijn" looks on topic. The stop-words package (BSD-3) carries lists for
+# 33 languages; the prompt's language is the one whose list covers most of its words.
 
 
 MIN_LANGUAGE_HITS = 2  # one shared word ("post", "die") does not make a prompt Dutch or German

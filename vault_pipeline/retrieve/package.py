@@ -326,13 +326,16 @@ def in_source_order(blocks: Sequence[Block]) -> tuple[Block, ...]:
     """The blocks in rank order, except that atomic notes drawn from one message read in that message's
     order (``source_position``): a procedure's steps come as its source gave them, at the place of the
     group's best-ranked step. Notes without a position keep their rank's place."""
-    groups: dict[tuple[str, str], list[Block]] = {}
+
+    def message(b: Block) -> tuple[str, str] | None:
+        return (b.item.conversation, b.item.messages[0]) if b.item.position > 0 and b.item.messages else None
+
+    groups: dict[tuple[str, str] | None, list[Block]] = {}
     for b in blocks:
-        if b.item.position > 0 and b.item.messages:
-            groups.setdefault((b.item.conversation, b.item.messages[0]), []).append(b)
+        groups.setdefault(message(b), []).append(b)
     out: list[Block] = []
     for b in blocks:
-        key = (b.item.conversation, b.item.messages[0]) if b.item.position > 0 and b.item.messages else None
+        key = message(b)
         if key is None:
             out.append(b)
         elif key in groups:  # the group's first (best-ranked) block: the whole group goes here
