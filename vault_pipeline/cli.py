@@ -1067,6 +1067,7 @@ def gate_calibrate(
     Example:  vault gate-calibrate vault_example/calibration/labels.jsonl"""
     from vault_pipeline.config import load_settings
     from vault_pipeline.models.calllog import CallLog
+    from vault_pipeline.models.offline.relevance import DEFAULT
     from vault_pipeline.retrieve.calibrate import calibrate, load_label_files
     from vault_pipeline.retrieve.gatefit import fit_gate
     from vault_pipeline.retrieve.signals import load_relevance, save_relevance
@@ -1079,12 +1080,13 @@ def gate_calibrate(
     else:
         settings, log = load_settings(None, os.environ), CallLog(None)
     embedder = _embedder(settings)
+    current = load_relevance(vault.root) if vault is not None else None
     report = calibrate(
         items,
         llm=_llm(settings, settings.gate_model, log),
         embedder=embedder,
         config=FunnelConfig.from_settings(settings, embedder),
-        relevance=load_relevance(vault.root) if vault is not None else None,
+        relevance=current,
     )
     fitted = fit_gate(items, embedder, source=" ".join(p.name for p in labels))
     stored = save_relevance(vault.root, fitted.model) if fit and vault is not None else None
@@ -1104,14 +1106,27 @@ def gate_calibrate(
     _print_calibration(
         report, "set in vault.toml or VAULT_FLOOR" if settings.floor is not None else "the embedder's calibration"
     )
-    _print_fitted(fitted, report, stored, fit)
+    _print_fitted(fitted, report, stored, fit, seen_by(current or DEFAULT, labels) if report.offline else "")
+
+
+def seen_by(model, labels: list[Path]) -> str:
+    """How the configured offline gate's figures on ``labels`` read: in sample when its ``source`` names
+    the files, held out when it names none of them."""
+    fitted_on = set(model.source.split())
+    given = [p.name for p in labels]
+    seen = [name for name in given if name in fitted_on]
+    if not seen:
+        return "current weights: held out (fitted on none of these files)"
+    if len(seen) == len(given):
+        return "current weights: in-sample on the labels they were fitted on"
+    return f"current weights: in-sample on {', '.join(seen)}, held out on the rest"
 
 
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _print_fitted(fitted, report, stored, fit: bool) -> None:
+def _print_fitted(fitted, report, stored, fit: bool, current: str) -> None:
     """The fitted offline gate's held-out figures beside the configured gate's on the same labels."""
     from vault_pipeline.retrieve.gatefit import side_by_side
 
@@ -1134,8 +1149,8 @@ def _print_fitted(fitted, report, stored, fit: bool) -> None:
         )
     )
     out.print(
-        "held out: leave-one-query-out, weights and threshold fitted without the judged query; "
-        "current weights: in-sample on the labels they were fitted on",
+        "held out: leave-one-query-out, weights and threshold fitted without the judged query"
+        + (f"; {current}" if current else ""),
         markup=False,
     )
     model = fitted.model
