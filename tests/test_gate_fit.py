@@ -307,3 +307,34 @@ def test_cli_fit_stores_the_fitted_gate_in_the_vault(tmp_path):
     again = run_vault("gate-calibrate", *labels, "--vault", str(vault.root), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "stored the fitted gate" not in again.stdout and "held out: leave-one-query-out" in again.stdout
+
+
+DUTCH = CALIBRATION / "dutch.jsonl"
+
+
+def test_the_dutch_pools_are_labelled_per_question_and_the_shipped_gate_never_saw_them():
+    items = load_label_files([DUTCH])
+    queries = {item.query for item in items}
+    assert len(queries) == 14 and len(items) == 167
+    assert all(item.candidate_id.startswith("nl") for item in items)  # a chunk may come back for two questions
+    assert not any(item.contaminant and item.relevant for item in items)
+    assert DUTCH.name not in DEFAULT.source.split()
+
+
+def test_the_shipped_gate_keeps_the_relevant_candidates_of_the_dutch_pools_it_was_not_fitted_on():
+    items = load_label_files([DUTCH])
+    rows = gatefit.label_signals(items, build_embedder("minilm"))
+    kept = [r for r in rows if DEFAULT.keeps(r.signals)]
+    relevant = sum(r.item.relevant for r in rows)
+    assert sum(r.item.relevant for r in kept) >= 0.95 * relevant
+    # Held out, it still drops off-topic candidates: fewer than half of them are kept.
+    assert sum(not r.item.relevant for r in kept) < 0.5 * (len(rows) - relevant)
+
+
+def test_calibration_says_whether_the_current_weights_saw_the_labels(tmp_path):
+    from vault_pipeline.cli import seen_by
+
+    files = [CALIBRATION / "labels.jsonl", DUTCH]
+    assert "held out" in seen_by(DEFAULT, [DUTCH]) and "in-sample" not in seen_by(DEFAULT, [DUTCH])
+    assert seen_by(DEFAULT, SHIPPED) == "current weights: in-sample on the labels they were fitted on"
+    assert seen_by(DEFAULT, files) == "current weights: in-sample on labels.jsonl, held out on the rest"
