@@ -331,7 +331,7 @@ def test_the_shipped_gate_keeps_the_relevant_candidates_of_the_dutch_pools_it_wa
     assert sum(not r.item.relevant for r in kept) < 0.5 * (len(rows) - relevant)
 
 
-def test_calibration_says_whether_the_current_weights_saw_the_labels(tmp_path):
+def test_calibration_says_whether_the_current_weights_saw_the_labels():
     from vault_pipeline.cli import seen_by
 
     files = [CALIBRATION / "labels.jsonl", DUTCH]
