@@ -38,6 +38,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -117,7 +118,7 @@ def language_axis(vectors: np.ndarray, languages: Sequence[str], min_rows: int =
     """Orthonormal rows spanning the offsets of each language's mean vector from the mean of all
     ``vectors`` (languages with at least ``min_rows`` rows); (0, dim) when fewer than two qualify."""
     vectors = np.asarray(vectors, dtype=np.float64)
-    names = sorted({lang for lang in languages if sum(lang == other for other in languages) >= min_rows})
+    names = sorted(lang for lang, rows in Counter(languages).items() if rows >= min_rows)
     if len(names) < 2:
         return np.zeros((0, vectors.shape[1]))
     codes = np.asarray(languages)
@@ -147,10 +148,7 @@ def vault_axis(vault: Path) -> tuple[np.ndarray, dict[str, int]]:
     texts = table["text"].to_pylist()
     vectors = np.stack(table["vector"].to_numpy(zero_copy_only=False))
     languages = [(prompt_languages(text) or ("english",))[0] for text in texts]
-    counts: dict[str, int] = {}
-    for lang in languages:
-        counts[lang] = counts.get(lang, 0) + 1
-    return language_axis(vectors, languages), counts
+    return language_axis(vectors, languages), dict(Counter(languages))
 
 
 def separation(scored: dict[str, list[tuple[str, bool, float]]], names: Sequence[str]) -> None:
