@@ -166,11 +166,25 @@ def separation(scored: dict[str, list[tuple[str, bool, float]]], names: Sequence
         )
 
 
+def remembered(embed: Embed, dim: int) -> Embed:
+    """``embed`` that embeds each distinct text once: every alpha, and the gate's signals beside the
+    AUCs, read the same prompts and candidates (only the projection differs)."""
+    seen: dict[str, np.ndarray] = {}
+
+    def once(texts: Sequence[str]) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(texts) if text not in seen]
+        if missing:
+            seen.update(zip(missing, embed(missing)))
+        return np.stack([seen[text] for text in texts]) if texts else np.zeros((0, dim))
+
+    return once
+
+
 class _Projected:
     """The shipped embedder seen through ``without`` (for the gate's signals)."""
 
     def __init__(self, inner, embed: Embed):
-        self.inner, self.name, self.dim, self._embed = inner, inner.name, inner.dim, embed
+        self.name, self.dim, self._embed = inner.name, inner.dim, embed
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed(list(texts)).astype(np.float32)
@@ -214,7 +228,7 @@ def axis_report(vault: Path, alphas: Sequence[float], gate: bool) -> None:
     common = ", ".join(f"{n} {c}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1])[:3])
     print(f"language axis of {vault}: {axis.shape[0]} direction(s); rows by language: {common}")
     shipped = build_embedder("minilm")
-    plain = _unit(lambda texts: shipped.embed(list(texts)))
+    plain = remembered(_unit(lambda texts: shipped.embed(list(texts))), shipped.dim)
     for alpha in alphas:
         embed = without(axis, alpha, plain) if axis.shape[0] else plain
         print(f"alpha {alpha:g} (share of the axis removed)")

@@ -74,3 +74,18 @@ def test_the_language_axis_is_refused_for_another_embedder(capsys):
     with pytest.raises(SystemExit) as stop:
         compare_embedders.main(["e5", "--language-axis", "some-vault"])
     assert stop.value.code == 2 and "use it with minilm" in capsys.readouterr().err
+
+
+def test_each_distinct_text_is_embedded_once():
+    import numpy as np
+
+    calls = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return np.array([[float(len(t)), 1.0] for t in texts])
+
+    once = compare_embedders.remembered(embed, 2)
+    assert once(["ab", "c", "ab"]).tolist() == [[2.0, 1.0], [1.0, 1.0], [2.0, 1.0]]
+    assert once(["c", "def"]).tolist() == [[1.0, 1.0], [3.0, 1.0]]
+    assert calls == [["ab", "c"], ["def"]] and once([]).shape == (0, 2)
