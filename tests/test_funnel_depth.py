@@ -13,7 +13,7 @@ from tests.fakes import HashEmbedder, fake_row, note_text, write_file
 from vault_pipeline.cli import _depth_line
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
-from vault_pipeline.retrieve.expand import as_turn, feedback_terms, neighbours, turn_excerpts
+from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.rank import duplicate_key
 from vault_pipeline.retrieve.types import FunnelConfig
@@ -198,6 +198,46 @@ def test_neighbours_follow_the_session_order_within_the_radius(embedder):
     assert near == [("a-1", "a-2"), ("a-3", "a-2")]
     wider = [r.note_id for r, _ in neighbours([seed], rows, 3)]
     assert wider == ["a-1", "a-3", "a-4", "a-5"]  # turn 8 is beyond three turns
+
+
+def test_ahead_the_neighbours_are_the_seed_turns_notes_and_the_reply_after_it(embedder):
+    rows = conversation(embedder).rows
+    seed = next(r for r in rows if r.note_id == "a-3")
+    assert [r.note_id for r, _ in neighbours([seed], rows, 1, ahead=True)] == ["a-4"]  # not turn 2 before it
+    sibling = replace(next(r for r in rows if r.note_id == "a-4"), note_id="a-3b", chunk_id="a-3b#0")
+    sibling = replace(sibling, source_messages=seed.source_messages)
+    found = [r.note_id for r, _ in neighbours([seed], [*rows, sibling], 1, ahead=True)]
+    assert found == ["a-3b", "a-4"]  # the rest of the question's own turn comes too
+
+
+def test_asks_reads_the_sentence_of_a_note_and_the_end_of_a_turn():
+    question = note(5, "Did the glaze on your pottery crack in the kiln?")
+    assert asks(question)  # its Context and Source lines come after the sentence
+    assert not asks(note(4, "We had lunch afterwards."))
+    turn = fake_row(type="turn", text="Caroline: That bowl is lovely! What gave you the idea for the colours?")
+    assert asks(turn)
+    assert not asks(replace(turn, text="Caroline: Why? Because I could."))
+
+
+def test_a_survivor_that_asks_a_question_brings_the_turn_that_answers_it(embedder):
+    rows = [
+        note(2, "I signed up for a pottery class with a glaze and kiln workshop."),
+        note(3, "My teacher says the first bowl is always lopsided."),
+        note(5, "Did it crack in the kiln?"),
+        note(6, "No, it came out shiny and smooth."),
+        note(8, "The bus was late again."),
+        session_row(),
+    ]
+    settings = {"budget": 2000, "floor": -1.0, "beam": 1, "radius": 1, "turns": 0, "wide": 2, "per_list": 2}
+    package = run(SessionFake(rows, embedder), embedder, **settings)
+    trace = {t["id"]: t for t in package.trace}
+    # a-2 is the beam's seed; a-5 survives beyond the beam and asks; turn 6 answers it, out of a-2's radius.
+    assert package.stats["expansion"]["seeds"] == ["a-2"] and package.stats["expansion"]["questions"] == 1
+    assert trace["a-6"]["expanded_from"] == "a-5" and trace["a-6"]["lanes"] == ["neighbour"]
+    assert "a-6" in [b.item.note_id for b in package.blocks]
+    assert "a-8" not in trace  # the turn after the reply is not reached
+    without = run(SessionFake(rows, embedder), embedder, replies=0, **settings)
+    assert "a-6" not in {t["id"] for t in without.trace} and without.stats["expansion"]["questions"] == 0
 
 
 def test_where_each_message_is_a_chunk_the_neighbouring_turns_themselves_join(embedder):

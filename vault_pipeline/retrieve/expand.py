@@ -28,12 +28,12 @@ from vault_pipeline.retrieve.types import Hit
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
 
 
-def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[tuple[Hit, str]]:
+def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int, *, ahead: bool = False) -> list[tuple[Hit, str]]:
     """(row, seed note id) for each note citing a seed's turns or one within ``radius`` of them, and
     for each of those turns itself where the index keeps it as a chunk of its own (``as_turn``).
 
     ``rows`` are every chunk of the seeds' conversations; the session rows among them give the
-    turn order. A seed is an atomic note or a turn. Seeds come in rank order; a neighbour is
+    turn order. ``ahead``: only the seed's own turns and the ``radius`` after them (a question's reply). A seed is an atomic note or a turn. Seeds come in rank order; a neighbour is
     credited to the first seed that reaches it; a seed is never its own neighbour. Sorted by seed
     order, then chunk id.
     """
@@ -45,13 +45,14 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[t
             positions = order.setdefault(row.source_conversation, {})
             for position, message in enumerate(cited_messages(row.source_messages)):
                 positions.setdefault(message, position)
+    offsets = range(0 if ahead else -radius, radius + 1)
     reached = {
         (seed.source_conversation, order[seed.source_conversation][m] + d)
         for seed in seeds
         if seed.source_conversation in order
         for m in cited_messages(seed.source_messages)
         if m in order[seed.source_conversation]
-        for d in range(-radius, radius + 1)
+        for d in offsets
     }
     by_turn: dict[tuple[str, int], list[Hit]] = {}
     for row in rows:
@@ -71,11 +72,7 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[t
     for seed in seeds:
         turns = order.get(seed.source_conversation, {})
         near = sorted(
-            {
-                p + d
-                for p in (turns[m] for m in cited_messages(seed.source_messages) if m in turns)
-                for d in range(-radius, radius + 1)
-            }
+            {p + d for p in (turns[m] for m in cited_messages(seed.source_messages) if m in turns) for d in offsets}
         )
         found = [r for p in near for r in by_turn.get((seed.source_conversation, p), [])]
         for row in sorted(found, key=lambda r: r.chunk_id):
@@ -83,6 +80,13 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int) -> list[t
                 seen.add(row.chunk_id)
                 out.append((row, seed.note_id))
     return out
+
+
+def asks(row: Hit) -> bool:
+    """Whether a turn, or an atomic note's sentence, ends on a question: the speaker hands the floor
+    over, and the next turn is the answer (a question-answer adjacency pair)."""
+    text = parse_atomic(row.text).sentence if row.type == "atomic" else row.text
+    return text.rstrip().endswith("?")
 
 
 def feedback_terms(query: str, kept: Sequence[Hit], limit: int) -> list[str]:

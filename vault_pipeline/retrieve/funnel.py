@@ -13,8 +13,9 @@ the package trace:
 3. drop those below a cosine floor against the ORIGINAL query (a noise backstop);
 4. the fit-gate (``gate.py``) keeps or drops each survivor against the intent;
    then associative recall (``expand.py``): pseudo-relevance feedback when few survive, and one
-   hop from the strongest survivors (neighbouring turns, hub members, the clean's ``related``
-   links, verbatim turns), through the same floor and gate; then whole turns in place of
+   hop from the strongest survivors (neighbouring turns, the next turn after a survivor that asks
+   a question, hub members, the clean's ``related`` links, verbatim turns), through the same
+   floor and gate; then whole turns in place of
    several notes of one turn when the turn costs no more (``_consolidate``);
 5. rank the survivors, gate first: similarity x tier weight x recency;
 6. collapse exact duplicates into the highest-provenance copy (steps 5-6: ``rank.py``);
@@ -32,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import is_dataclass, replace
 from datetime import datetime
 from functools import cache
+from itertools import islice
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -43,7 +45,7 @@ from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.blocks import cited_messages
-from vault_pipeline.retrieve.expand import as_turn, feedback_terms, neighbours, turn_excerpts, turn_rows
+from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts, turn_rows
 from vault_pipeline.retrieve.gate import Drop, GateOutcome, Keep, Skipped, gate_rows, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level, pick_parts
 from vault_pipeline.retrieve.rank import (
@@ -331,14 +333,26 @@ def _associate(
 
 
 def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:
-    """One hop from the strongest survivors: their sessions' neighbouring turns, their hubs' members,
-    and their own turns verbatim."""
-    strongest = _strongest(walk, max(config.beam, config.turns))
+    """One hop from the strongest survivors: their sessions' neighbouring turns, the replies to the
+    questions among them, their hubs' members, and their own turns verbatim."""
+    ranked = _strongest(walk, len(walk.considered))
+    strongest = ranked[: max(config.beam, config.turns)]
     kept = strongest[: config.beam]
     seeds = [c.row for c in kept if c.row.type in ("atomic", "turn") and c.row.source_conversation]
     speakers = [c.row for c in strongest[: config.turns] if c.row.type == "atomic" and c.row.source_conversation]
-    rows = walk.conversation_rows(retriever, {r.source_conversation for r in seeds + speakers})
+    beamed = {r.chunk_id for r in seeds}
+    asking = (
+        c.row
+        for c in ranked
+        if c.row.type in ("atomic", "turn")
+        and c.row.source_conversation
+        and c.row.chunk_id not in beamed
+        and asks(c.row)
+    )
+    questions = list(islice(asking, config.replies))
+    rows = walk.conversation_rows(retriever, {r.source_conversation for r in seeds + speakers + questions})
     found = neighbours(seeds, rows, config.radius) if config.radius else []
+    found += neighbours(questions, rows, 1, ahead=True)
     hubs = [c.row for c in kept if c.row.type == "topic"]
     for hub in hubs:
         # A hub's links are its members; the ``wide`` nearest to the query go on (a fixed beam).
@@ -371,6 +385,7 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     survived = sum(1 for c in new if c.row.chunk_id in walk.passed and survives(walk.outcomes[c.row.chunk_id]))
     return {
         "seeds": list(dict.fromkeys(r.note_id for r in seeds + hubs + related)),
+        "questions": len(questions),  # survivors beyond the beam asking a question: their replies joined
         "neighbours": near,  # neighbouring turns' notes, hub members and related notes
         "related": sum(1 for cid in unique if cid in via_related),  # of the neighbours, by ``related`` links
         "turns": len(turns),  # verbatim turns
