@@ -14,9 +14,9 @@ from vault_pipeline.cli import _depth_line
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts
-from vault_pipeline.retrieve.funnel import run_query
+from vault_pipeline.retrieve.funnel import _fused_strongest, run_query
 from vault_pipeline.retrieve.rank import duplicate_key
-from vault_pipeline.retrieve.types import FunnelConfig
+from vault_pipeline.retrieve.types import Candidate, FunnelConfig
 from vault_pipeline.text import estimate_tokens
 
 CONV = "conv-7:session_1"
@@ -198,6 +198,16 @@ def test_neighbours_follow_the_session_order_within_the_radius(embedder):
     assert near == [("a-1", "a-2"), ("a-3", "a-2")]
     wider = [r.note_id for r, _ in neighbours([seed], rows, 3)]
     assert wider == ["a-1", "a-3", "a-4", "a-5"]  # turn 8 is beyond three turns
+
+
+def test_the_hop_seeds_are_the_survivors_the_lanes_rank_highest_not_the_nearest_by_cosine():
+    near = Candidate(fake_row(note_id="a-near"), rrf=1 / 61, lanes=("vector",), variants=("original",), similarity=0.72)
+    both = Candidate(
+        fake_row(note_id="a-both"), rrf=2 / 62, lanes=("vector", "text"), variants=("original",), similarity=0.51
+    )
+    tied = Candidate(fake_row(note_id="a-tied"), rrf=2 / 62, lanes=("text",), variants=("concept",), similarity=0.3)
+    assert [c.row.note_id for c in _fused_strongest([near, tied, both], 2)] == ["a-both", "a-tied"]
+    assert [c.row.note_id for c in _fused_strongest([near, tied, both], 5)] == ["a-both", "a-tied", "a-near"]
 
 
 def test_ahead_the_neighbours_are_the_seed_turns_notes_and_the_reply_after_it(embedder):

@@ -333,13 +333,14 @@ def _associate(
 
 
 def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:
-    """One hop from the strongest survivors: their sessions' neighbouring turns, the replies to the
-    questions among them, their hubs' members, and their own turns verbatim."""
+    """One hop from the strongest survivors: the ``beam`` the lanes rank highest seed their sessions'
+    neighbouring turns and their hubs' and ``related`` members; the replies to the questions among
+    the rest, and the strongest notes' own turns verbatim, follow."""
     ranked = _strongest(walk, len(walk.considered))
-    strongest = ranked[: max(config.beam, config.turns)]
-    kept = strongest[: config.beam]
+    strongest = ranked[: config.turns]
+    kept = _fused_strongest(walk.survivors(), config.beam)
     seeds = [c.row for c in kept if c.row.type in ("atomic", "turn") and c.row.source_conversation]
-    speakers = [c.row for c in strongest[: config.turns] if c.row.type == "atomic" and c.row.source_conversation]
+    speakers = [c.row for c in strongest if c.row.type == "atomic" and c.row.source_conversation]
     beamed = {r.chunk_id for r in seeds}
     asking = (
         c.row
@@ -507,6 +508,14 @@ def _nearest(rows: Sequence[Hit], qvec: np.ndarray, k: int) -> list[Hit]:
         for r in rows
     ]
     return [r for _, r in sorted(scored, key=lambda p: (-round(p[0], 9), p[1].chunk_id))[:k]]
+
+
+def _fused_strongest(survivors: Sequence[Candidate], beam: int) -> list[Candidate]:
+    """The ``beam`` survivors the lanes rank highest (their RRF score over both lanes and every searched
+    variant; ties by id). The hop's seeds: MiniLM's cosine alone ranks any Dutch sentence near a
+    Dutch prompt ("Daar ben ik het niet mee eens." at 0.72 for a question about VAT), and the seed's
+    chat would fill the package."""
+    return sorted(survivors, key=lambda c: (-round(c.rrf, 9), *c.key))[:beam]
 
 
 def _strongest(walk: _Walk, beam: int) -> list[Candidate]:
