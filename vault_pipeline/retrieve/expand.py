@@ -33,9 +33,10 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int, *, ahead:
     for each of those turns itself where the index keeps it as a chunk of its own (``as_turn``).
 
     ``rows`` are every chunk of the seeds' conversations; the session rows among them give the
-    turn order. ``ahead``: only the seed's own turns and the ``radius`` after them (a question's reply). A seed is an atomic note or a turn. Seeds come in rank order; a neighbour is
+    turn order. A seed is an atomic note or a turn. Seeds come in rank order; a neighbour is
     credited to the first seed that reaches it; a seed is never its own neighbour. Sorted by seed
-    order, then chunk id.
+    order, then chunk id. ``ahead``: only the seeds' own turns and the ``radius`` turns after them
+    (the reply to a question), none before.
     """
     order: dict[str, dict[str, int]] = {}
     read: set[tuple[str, str]] = set()  # every chunk of a session lists the same messages: read once
