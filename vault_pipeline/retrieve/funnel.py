@@ -137,11 +137,13 @@ def run_query(
     the_intent, source = _intent(query, user_intent, plan)
     queries = _queries(query, plan, config)
     unsearched = {text for (_, text), run in zip(queries, searched([t for _, t in queries])) if not run}
-    fused, vectors = _retrieve(queries, retriever, embedder, config, unsearched)
+    # The gate reads the intent's vector too: it is embedded in the same call as the queries.
+    extra = [the_intent] if config.gate and the_intent not in {text for _, text in queries} else []
+    fused, vectors = _retrieve(queries, retriever, embedder, config, unsearched, extra)
     absent = absent_words(query, fused, retriever)
     walk = _Walk(vectors[0], embedder, llm_gate, the_intent, query, config)
     walk.queries = list(queries)
-    walk.query_vectors = {text: vec for (_, text), vec in zip(queries, vectors)}
+    walk.query_vectors = dict(zip([text for _, text in queries] + extra, vectors))
     # Steps 2-4, retrieve wider by budget: widen until the survivors fill it (``_deepen``).
     depth = _deepen(walk, fused, config)
     # Associative recall: feedback terms for a prompt whose words found little, then one hop.
@@ -567,9 +569,11 @@ def _retrieve(
     embedder: Embedder,
     config: FunnelConfig,
     unsearched: AbstractSet[str] = frozenset(),
+    extra: Sequence[str] = (),
 ) -> tuple[list[Candidate], np.ndarray]:
     """Both lanes of every query but the ``unsearched`` ones (``searched``), fused; also returns
-    every query's unit vector (the original first: the floor and the gate's signals read them all).
+    every query's unit vector (the original first: the floor and the gate's signals read them all),
+    then those of the ``extra`` texts, embedded in the same call and never searched.
 
     The index runs both lanes of the searched queries at once (``hybrid_search``); any other
     retriever's full-text searches start first, on the search threads, and run while this thread
@@ -577,8 +581,8 @@ def _retrieve(
     filled in afterwards, for the candidates that go on. A transcript message's own chunk comes
     back as that turn (``expand.as_turn``).
     """
-    words = [text for _, text in queries]
-    runs = [text not in unsearched for text in words]
+    words = [text for _, text in queries] + list(extra)
+    runs = [text not in unsearched for text, _ in zip(words, queries)] + [False] * len(extra)
     words_run = [w for w, run in zip(words, runs) if run]
     embedded: list[np.ndarray] = []
 
