@@ -285,16 +285,26 @@ _TENS = {
     w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"
 }
 _TENS_DIGITS = frozenset(str(t) for t in _TENS.values())
+_NUMBER_NAMES = frozenset(_NUMBER_WORDS) | frozenset(_TENS)
 _TOKEN = re.compile(r"\d+(?:[.:/-]\d+)*(?:st|nd|rd|th|am|pm|k|m|%)?|[a-z]+\d[a-z\d]*|[a-z]+(?:'[a-z]+)?", re.I)
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 
 
 def tokens(text: str, *, keep_case: bool = False) -> list[str]:
     """Word and number tokens, accents folded, number words turned into digits, lower-cased unless asked."""
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    words = [w.replace("'", "") if w.lower().endswith("n't") else w.split("'")[0] for w in _TOKEN.findall(folded)]
-    words = [_ORDINAL.sub(r"\1", w.lower()) if w[:1].isdigit() else w for w in words]  # "3rd" -> "3"
-    return _numbers(words if keep_case else [w.lower() for w in words])
+    folded = text if text.isascii() else unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    if not keep_case:  # ASCII only by now: lower-casing first gives the same tokens, lower-cased
+        folded = folded.lower()
+    words = [_word(w) if "'" in w or w[:1].isdigit() else w for w in _TOKEN.findall(folded)]
+    # Most texts hold no number word: lower-cased words skip the pass when none is among them.
+    return words if not keep_case and _NUMBER_NAMES.isdisjoint(words) else _numbers(words)
+
+
+def _word(w: str) -> str:
+    """A token with an apostrophe ("don't" -> "dont", "it's" -> "it") or a leading digit ("3rd" -> "3")."""
+    if "'" in w:
+        w = w.replace("'", "") if w.lower().endswith("n't") else w.split("'")[0]
+    return _ORDINAL.sub(r"\1", w.lower()) if w[:1].isdigit() else w
 
 
 def _numbers(words: list[str]) -> list[str]:

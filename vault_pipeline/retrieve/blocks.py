@@ -55,6 +55,7 @@ class Parsed:
     links: tuple[str, ...]
 
 
+@lru_cache(maxsize=4096)  # immutable; the same note is parsed by several steps of one query
 def parse_atomic(text: str) -> Parsed:
     """The parts of an atomic note's indexed text (sentence, Context line, Source line)."""
     sentence, context, links = "", "", []
@@ -207,6 +208,17 @@ def cited_messages(raw: Any) -> list[str]:
     """The message ids a chunk cites: the index stores them as a JSON list string."""
     if isinstance(raw, (list, tuple)):
         return [str(m) for m in raw]
+    return list(_cited(raw)) if isinstance(raw, str) else _parse_cited(raw)
+
+
+@lru_cache(maxsize=8192)
+def _cited(raw: str) -> tuple[str, ...]:
+    """``cited_messages`` of a stored string, parsed once: a session's chunks all carry its whole
+    message list, and the one hop reads it for every chunk."""
+    return tuple(_parse_cited(raw))
+
+
+def _parse_cited(raw: Any) -> list[str]:
     try:
         value = json.loads(raw) if raw else []
     except (TypeError, ValueError):
