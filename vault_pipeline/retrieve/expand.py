@@ -200,8 +200,15 @@ def _by_anchor(source_messages: str) -> dict[str, str]:
 
 def own_message(row: Hit) -> str | None:
     """The one message a session chunk holds whole (its only block id), else None."""
-    anchors = MESSAGE_ID.findall(row.text) if row.type == "session" else []
-    return _by_anchor(row.source_messages).get(anchors[0]) if len(anchors) == 1 else None
+    return _own_message(row.text, row.source_messages) if row.type == "session" else None
+
+
+@lru_cache(maxsize=4096)
+def _own_message(text: str, source_messages: str) -> str | None:
+    """``own_message`` of a session chunk's text, found once: the one hop asks for every chunk of a
+    session, for its seeds and again for its questions, and the next query often reads the same."""
+    anchors = MESSAGE_ID.findall(text)
+    return _by_anchor(source_messages).get(anchors[0]) if len(anchors) == 1 else None
 
 
 def as_turn(row: Hit) -> Hit:
