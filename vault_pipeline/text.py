@@ -408,6 +408,13 @@ def dutch_lemma(word: str) -> str:
     return str(simplemma.lemmatize(word, lang="nl"))
 
 
+def dutch_known(word: str) -> bool:
+    """Whether simplemma's Dutch dictionary holds ``word`` (a lower-case form)."""
+    import simplemma
+
+    return bool(simplemma.is_known(word, lang="nl"))
+
+
 def dutch_verb_form(word: str) -> bool:
     """Whether a Dutch word is a verb form other than the infinitive: its lemma is an infinitive it is not
     (maak -> maken, voert -> voeren; oefeningen -> oefening is a noun)."""

@@ -34,7 +34,15 @@ from typing import Any
 
 from vault_pipeline.ingest.extract import MAX_WORDS
 from vault_pipeline.models.logistic import newton
-from vault_pipeline.text import PLEASANTRY, TEMPLATE_LEADS, dutch_lemma, dutch_verb_form, sentence_count, word_count
+from vault_pipeline.text import (
+    PLEASANTRY,
+    TEMPLATE_LEADS,
+    dutch_known,
+    dutch_lemma,
+    dutch_verb_form,
+    sentence_count,
+    word_count,
+)
 
 # --------------------------------------------------------------------------- features
 
@@ -215,13 +223,11 @@ def _particle_verb(particle: str, words: Sequence[str]) -> bool:
     simplemma's dictionary knows: 'aan' + 'pas' -> aanpassen, 'op' + 'berg' -> opbergen."""
     if particle not in _PARTICLES:
         return False
-    import simplemma  # its Dutch dictionary loads on first use
-
     for word in words:
         if not word.isalpha() or word in _DUTCH:
             continue
         forms = {dutch_lemma(word), word + "en", word + word[-1:] + "en"}
-        if any(f.endswith("en") and simplemma.is_known(particle + f, lang="nl") for f in forms):
+        if any(f.endswith("en") and dutch_known(particle + f) for f in forms):
             return True
     return False
 

@@ -582,7 +582,7 @@ def _retrieve(
     back as that turn (``expand.as_turn``).
     """
     words = [text for _, text in queries] + list(extra)
-    runs = [text not in unsearched for text, _ in zip(words, queries)] + [False] * len(extra)
+    runs = [text not in unsearched for _, text in queries] + [False] * len(extra)  # extra texts: never searched
     words_run = [w for w, run in zip(words, runs) if run]
     embedded: list[np.ndarray] = []
 
