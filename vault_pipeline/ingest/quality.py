@@ -198,6 +198,9 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
 
 
 _CODE_SPAN = re.compile(r"`[^`]+`")
+_DETERMINED_SPAN = re.compile(
+    r"\b(the|a|an|this|that|these|those|your|my|our|their|its|his|her|each|every|any|no|some)\s+`[^`]+`", re.I
+)
 # A contraction's verb, where the tagger would split it into a quote and a letter ("It's" -> "It ' s").
 _CONTRACTED = re.compile(
     r"\b(it|that|there|here|what|who|where|he|she|this)['’]s\b|(\w)n['’]t\b|['’](re|ll|ve|m|d)\b", re.I
@@ -215,6 +218,9 @@ def _for_tagging(clause: str) -> str:
             return f"{match.group(2)} not"
         return _CONTRACTIONS[match.group(3).lower()]
 
+    # After a determiner the span names a thing ("the `-d` flag", "an `expiration_date` field"): as "it"
+    # it would read as a subject pronoun and make the next noun its verb ("the it flag").
+    clause = _DETERMINED_SPAN.sub(lambda m: f"{m.group(1)} item", clause)
     return _CONTRACTED.sub(spell, _CODE_SPAN.sub("it", clause))
 
 
