@@ -205,6 +205,7 @@ _DETERMINED_SPAN = re.compile(
 _CONTRACTED = re.compile(
     r"\b(it|that|there|here|what|who|where|he|she|this)['’]s\b|(\w)n['’]t\b|['’](re|ll|ve|m|d)\b", re.I
 )
+_POSSESSIVE = re.compile(r"(\w)['’]s\b")
 _CONTRACTIONS = {"re": " are", "ll": " will", "ve": " have", "m": " am", "d": " would"}
 
 
@@ -221,7 +222,10 @@ def _for_tagging(clause: str) -> str:
     # After a determiner the span names a thing ("the `-d` flag", "an `expiration_date` field"): as "it"
     # it would read as a subject pronoun and make the next noun its verb ("the it flag").
     clause = _DETERMINED_SPAN.sub(lambda m: f"{m.group(1)} item", clause)
-    return _CONTRACTED.sub(spell, _CODE_SPAN.sub("it", clause))
+    spelled = _CONTRACTED.sub(spell, _CODE_SPAN.sub("it", clause))
+    # What is left of "'s" is a possessive; the tagger splits it off as "s", a pronoun, which then made
+    # the next noun its verb ("The user's session data." had a verb).
+    return _POSSESSIVE.sub(r"\1", spelled)
 
 
 def _particle_verb(particle: str, words: Sequence[str]) -> bool:
