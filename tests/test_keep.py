@@ -361,6 +361,9 @@ def test_a_gerund_subject_is_a_subject_a_gerund_alone_is_not():
 
     assert not features("Posting dance clips online can help a new studio.")["verb_first"]
     assert features("Posting dance clips online every week.")["verb_first"]
+    # A leading adverb stands for no subject: the finite verb still comes first.
+    assert features("Typically occurs when the respondent skips a question.")["verb_first"]
+    assert not features("Typically the respondent skips a question.")["verb_first"]
 
 
 def test_gate_features_for_clauses_without_a_main_clause_and_talk_about_the_chat():

@@ -166,9 +166,11 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
         # An auxiliary or copula as the last word has lost its complement ("The distance is.").
         dangling = bool(tags) and (tags[-1] in _DANGLING_TAGS or last in _AUXILIARIES)
         # A gerund opens a subject when a finite verb follows ("Posting clips can help."); alone it is a fragment.
+        # Leading adverbs do not stand for a subject either ("Typically occurs when ...").
+        body = tags[next((i for i, tag in enumerate(tags) if tag != "RB"), len(tags)) :]
         verb_first = (
-            bool(tags)
-            and (tags[0] in ("VBZ", "VBP", "VBD", "MD") or (tags[0] == "VBG" and not set(tags[1:]) & _FINITE))
+            bool(body)
+            and (body[0] in ("VBZ", "VBP", "VBD", "MD") or (body[0] == "VBG" and not set(body[1:]) & _FINITE))
             and not text.endswith("?")
         )
         relative_only = _relative_only(tags, [w for w, _ in tagged])
