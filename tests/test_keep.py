@@ -376,6 +376,16 @@ def test_gate_features_for_clauses_without_a_main_clause_and_talk_about_the_chat
     assert not features("Postgres stores the notes of the vault.")["about_the_chat"]
 
 
+def test_a_note_cut_from_a_longer_sentence_and_one_after_a_connective():
+    from vault_pipeline.ingest.quality import features
+
+    source = "To deploy the app, you can use environment variables.\nYes, you can read secrets in Terraform."
+    assert features("You can use environment variables.", source)["cut_start"]  # its condition is lost
+    assert not features("You can read secrets in Terraform.", source)["cut_start"]  # only "Yes," before it
+    assert features("The pool keeps connections", "The pool keeps connections open for reuse.")["cut_end"]
+    assert not features("The pool keeps connections.", "The pool keeps connections, which saves time.")["cut_end"]
+
+
 def test_gate_checks_literal_tokens_against_the_source():
     body = "The pool has a MAX_CONN of 100.\n"
     problems = quality_problems(GOOD, body, set(), source="The pool has a MAX_POOL of 100.")

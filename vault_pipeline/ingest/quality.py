@@ -308,6 +308,12 @@ _POINTERS = frozenset("it its they them their this these those such hen hun dit 
 _POINTING = re.compile(r"^(?:in this (?:case|view|way)|then\b|therefore|thus|hence|dus\b|daarom|daardoor)", re.I)
 _WORD = re.compile(r"\w+")
 _JOINER = re.compile(r"(?:and|or|but|en|of|maar)\b", re.I)
+# A sentence opened by a connective only: the start of the text, a sentence end or a line break, then it.
+_CONNECTIVE_HEAD = re.compile(
+    r"(?:^|[.!?:\n]\s*|\*\*\s*)(?:yes|no|also|and|so|but|then|note that|however|therefore|at the same time|"
+    r"ja|nee|ook|en|dus|maar)\s*,?$",
+    re.I,
+)
 
 
 def _cut(sentence: str, source: str, *, head: bool) -> bool:
@@ -324,7 +330,9 @@ def _cut(sentence: str, source: str, *, head: bool) -> bool:
         return False
     if head:
         before = [source[: m.start()].rstrip(" \t*_\"'“‘(") for m in hits]
-        return all(b and (b[-1].isalnum() or b[-1] in ",;") for b in before)
+        # A sentence connective alone before it ("Yes, you can ...", "Also, ensure ...", "Note that ...")
+        # leaves the point whole, as a joiner after it does.
+        return all(b and (b[-1].isalnum() or b[-1] in ",;") and not _CONNECTIVE_HEAD.search(b) for b in before)
     after = [source[m.end() :].lstrip(" \t*_\"'”’)") for m in hits]
     # A non-restrictive tail (", which ...", "and ...") leaves the point made; a bare word does not.
     return all(a and a[0].isalnum() and not _JOINER.match(a) for a in after)
