@@ -376,6 +376,18 @@ def test_gate_features_for_clauses_without_a_main_clause_and_talk_about_the_chat
     assert not features("Postgres stores the notes of the vault.")["about_the_chat"]
 
 
+def test_a_pronoun_points_outside_the_note_only_without_an_antecedent_in_it():
+    from vault_pipeline.ingest.quality import features
+
+    assert not features("If you don't have Cookiecutter installed, you can install it using pip.")["pronoun"]
+    assert not features("Non-representative outliers can distort results and make them less general.")["pronoun"]
+    assert features("You can install it using pip.")["pronoun"]  # nothing before "it" to point at
+    assert features("Apply these files to your Kubernetes cluster.")["pronoun"]  # a demonstrative points out
+    assert features("Use it to deploy the app.")["pronoun"]  # the first word is a verb, no antecedent
+    assert not features("Zet de oven aan en laat hem warm worden.")["pronoun"]  # "hem" is no pointer here
+    assert features("Je kunt ook zo je slingers opbergen in deze doos.")["pronoun"]  # Dutch demonstrative
+
+
 def test_a_note_cut_from_a_longer_sentence_and_one_after_a_connective():
     from vault_pipeline.ingest.quality import features
 

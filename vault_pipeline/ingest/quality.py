@@ -190,7 +190,7 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
         "no_full_stop": not text.endswith((".", "?", "!", ".)", '."', ".”")),
         "short": word_count(text) < 3,
         "verb_first": verb_first,
-        "pronoun": any(t.lower() in _POINTERS for t in tokens[1:]) or bool(_POINTING.search(text)),
+        "pronoun": _points_outside(clause, dutch) or bool(_POINTING.search(text)),
         "cut_start": source is not None and _cut(text, source, head=True),
         "cut_end": source is not None and _cut(text, source, head=False),
         "about_the_chat": bool(_ABOUT_THE_CHAT.search(text)),
@@ -304,7 +304,48 @@ def _relative_only(tags: Sequence[str], words: Sequence[str]) -> bool:
     return len(finite_after) < 2
 
 
-_POINTERS = frozenset("it its they them their this these those such hen hun dit deze zo'n".split())
+_DEMONSTRATIVES = frozenset("this these those such dit deze zo'n".split())
+_PERSONAL = frozenset("it its they them their hen hun".split())
+
+
+def _points_outside(clause: str, dutch: bool) -> bool:
+    """Whether a pointing word after the first refers to something the note does not hold.
+
+    A demonstrative always does ("use `kubectl` to apply these files"). A personal pronoun does only
+    when no noun stands before it in the note: in "If you don't have Cookiecutter installed, you can
+    install it using pip." the pronoun has its antecedent."""
+    words = [w.strip(".,;:!?()\"'*“”‘’") for w in clause.split()]
+    seen_noun = False
+    for i, word in enumerate(w for w in words if w):
+        lower = word.lower()
+        if i and (lower in _DEMONSTRATIVES or (lower in _PERSONAL and not seen_noun)):
+            return True
+        seen_noun = seen_noun or (lower not in _DEICTIC and _nounish(word, dutch, first=not i))
+    return False
+
+
+def _nounish(word: str, dutch: bool, *, first: bool) -> bool:
+    """Whether a word can be a pronoun's antecedent: a code span, an identifier, a number, a name
+    (capitalised, and as the first word of English one the lexicon does not know), or after the first word a
+    noun by the tagger's lexicon (the first word is often an imperative the lexicon calls a noun:
+    "Use it ..."). Dutch has no tagger here: after the first word, a word that is no function word
+    and no verb form stands for a noun (as for the no-noun sign)."""
+    from textblob.en import lexicon  # the tagger's own lexicon, loaded on first use
+
+    lower = word.lower()
+    if lower in _PERSONAL or lower in _DEMONSTRATIVES:
+        return False
+    if "`" in word or "_" in word or any(c.isdigit() for c in word):
+        return True
+    if word[:1].isupper() and (not first or (not dutch and lower not in lexicon)):
+        return True
+    if first:
+        return False
+    if dutch:
+        return lower.isalpha() and lower not in _DUTCH and lower not in _DUTCH_OPENERS and not _dutch_finite(lower)
+    return str(lexicon.get(lower, "")).startswith("NN")
+
+
 _POINTING = re.compile(r"^(?:in this (?:case|view|way)|then\b|therefore|thus|hence|dus\b|daarom|daardoor)", re.I)
 _WORD = re.compile(r"\w+")
 _JOINER = re.compile(r"(?:and|or|but|en|of|maar)\b", re.I)
