@@ -283,6 +283,9 @@ def test_gate_names_the_fragment(sentence, reason):
         "Type `pytest` to run your test.",  # a code span stands as a noun phrase; "type" is a verb by "typed"
         "The `GKE_ZONE` usually refers to the geographical zone.",  # a determined span is a subject's noun
         "The server's response time is short.",  # a possessive inside the subject
+        "For translations with variables, use the `{% blocktrans %}` tag.",  # an imperative after a fronted phrase
+        "In the new app directory, create a `templatetags` directory.",
+        "The `delete()` method deletes all objects in the QuerySet.",  # an -s verb the lexicon calls a plural
         "It's still a good idea to set up load balancing.",  # the contraction's verb ("It ' s" to the tagger)
         "Always be sure to explore the transformed variables.",  # an adverb before the imperative
         "Maak connecties met professionals in je interessegebieden.",  # Dutch: maak -> maken (simplemma)

@@ -146,7 +146,9 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
         # Dutch has no tagger here: a word that is no function word and no verb form stands for a noun.
         no_noun = not any(t.isalnum() and t.lower() not in _DUTCH and not _dutch_finite(t.lower()) for t in tokens[1:])
     else:
-        tagged = [(w.lower(), tag) for w, tag in _tagger().tag(_for_tagging(clause)) if tag not in _PUNCT_TAGS]
+        raw = _tagger().tag(_for_tagging(clause))
+        tagged = [(w.lower(), tag) for w, tag in raw if tag not in _PUNCT_TAGS]
+        starts = _clause_starts(raw)
         tags = [tag for _, tag in tagged]
         # A subject pronoun makes the next word its verb ("We store ..."): the lexicon tags it a noun.
         has_verb = any(
@@ -155,9 +157,20 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
         # A sentence-initial bare noun or verb followed straight by a determiner or possessive cannot be
         # a subject noun phrase: it is an imperative verb ("Share your ...", "Access the ..."). So is a
         # word the lexicon knows in a verb's inflections before a name ("Check GitHub ...").
-        imperative = len(tags) > 1 and (
-            (tags[0] in ("VB", "NN", "NNP") and tags[1] in ("DT", "PRP$", "PRP"))
-            or (tags[1] in ("DT", "PRP$", "PRP", "NNP") and _verbal(tagged[0][0]))
+        # The same holds after a fronted phrase and its comma ("For translations, use the ... tag.").
+        imperative = any(
+            len(tags) - start > 1
+            and (
+                (tags[start] in ("VB", "NN", "NNP") and tags[start + 1] in ("DT", "PRP$", "PRP"))
+                or (tags[start + 1] in ("DT", "PRP$", "PRP", "NNP") and _verbal(tagged[start][0]))
+            )
+            for start in starts
+        )
+        # The lexicon reads a verb's -s form after a noun as a plural ("The method deletes all objects."):
+        # between a noun and a determiner it is the finite verb.
+        has_verb = has_verb or any(
+            tags[i - 1] in ("NN", "NNS", "NNP") and tags[i + 1] in ("DT", "PRP$", "CD") and _third_person(tagged[i][0])
+            for i in range(1, len(tags) - 1)
         )
         # Adverbs may lead an imperative ("Always be sure ...", "Never commit ...").
         leading = next((tag for tag in tags if tag != "RB"), "")
@@ -253,6 +266,26 @@ def _dutch_finite(word: str) -> bool:
     if not word.isalpha() or word.endswith("en") or word in _DUTCH or word in _DUTCH_OPENERS:
         return False
     return dutch_verb_form(word)
+
+
+def _clause_starts(raw: Sequence[tuple[str, str]]) -> list[int]:
+    """Where the sentence and each stretch after a comma start, as indices into the tagged words without
+    punctuation."""
+    starts, kept = [0], 0
+    for _, tag in raw:
+        if tag == ",":
+            starts.append(kept)
+        elif tag not in _PUNCT_TAGS:
+            kept += 1
+    return sorted(set(starts))
+
+
+def _third_person(word: str) -> bool:
+    """Whether ``word`` is a verb's -s form the lexicon knows by its stem ("deletes" -> "delete")."""
+    if not word.endswith("s") or len(word) < 4:
+        return False
+    stems = (word[:-1], word[:-2]) if word.endswith("es") else (word[:-1],)
+    return any(_verbal(stem) for stem in stems)
 
 
 def _verbal(word: str) -> bool:
