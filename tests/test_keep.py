@@ -387,6 +387,7 @@ def test_a_pronoun_points_outside_the_note_only_without_an_antecedent_in_it():
     assert features("You can install it using pip.")["pronoun"]  # nothing before "it" to point at
     assert features("Apply these files to your Kubernetes cluster.")["pronoun"]  # a demonstrative points out
     assert features("Use it to deploy the app.")["pronoun"]  # the first word is a verb, no antecedent
+    assert features("Then I install it with pip.")["pronoun"]  # "I" is no name
     assert not features("Zet de oven aan en laat hem warm worden.")["pronoun"]  # "hem" is no pointer here
     assert features("Je kunt ook zo je slingers opbergen in deze doos.")["pronoun"]  # Dutch demonstrative
 

@@ -370,7 +370,8 @@ def _nounish(word: str, dutch: bool, *, first: bool) -> bool:
         return False
     if "`" in word or "_" in word or any(c.isdigit() for c in word):
         return True
-    if word[:1].isupper() and (not first or (not dutch and lower not in lexicon)):
+    # A name is a capitalised word, not "I" or a contraction ("You'll").
+    if word[:1].isupper() and word.isalpha() and len(word) > 1 and (not first or (not dutch and lower not in lexicon)):
         return True
     if first:
         return False
