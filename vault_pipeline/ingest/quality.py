@@ -277,7 +277,7 @@ def _clause_starts(raw: Sequence[tuple[str, str]]) -> list[int]:
             starts.append(kept)
         elif tag not in _PUNCT_TAGS:
             kept += 1
-    return sorted(set(starts))
+    return starts
 
 
 def _third_person(word: str) -> bool:
@@ -288,10 +288,16 @@ def _third_person(word: str) -> bool:
     return any(_verbal(stem) for stem in stems)
 
 
+def _lexicon() -> Any:
+    """The lexicon the tagger reads (word -> its most frequent tag), imported on first use."""
+    from textblob.en import lexicon
+
+    return lexicon
+
+
 def _verbal(word: str) -> bool:
     """Whether the tagger's lexicon knows ``word`` as a verb: its own tag, or an inflection's (typed, checking)."""
-    from textblob.en import lexicon  # the same lexicon the tagger reads, loaded on first use
-
+    lexicon = _lexicon()
     if lexicon.get(word) == "VB":
         return True
     stems = (word, word[:-1]) if word.endswith("e") else (word, word + word[-1:])
@@ -363,8 +369,7 @@ def _nounish(word: str, dutch: bool, *, first: bool) -> bool:
     noun by the tagger's lexicon (the first word is often an imperative the lexicon calls a noun:
     "Use it ..."). Dutch has no tagger here: after the first word, a word that is no function word
     and no verb form stands for a noun (as for the no-noun sign)."""
-    from textblob.en import lexicon  # the tagger's own lexicon, loaded on first use
-
+    lexicon = _lexicon()
     lower = word.lower()
     if lower in _PERSONAL or lower in _DEMONSTRATIVES:
         return False
