@@ -113,11 +113,11 @@ def test_the_context_line_parts_survive_the_compaction():
     assert parsed.times == (("three years ago", "9 June 2020"),) and parsed.links == ("caroline-session-3#^m-D3-1",)
     text, _ = atomic_text(body, "2023-06-09T19:55:00+00:00", "user")
     assert text == (
-        "[Caroline, 9 June 2023] It made me reflect on how far I've come "
+        "[Caroline, 9 Jun 2023] It made me reflect on how far I've come "
         "(since I started transitioning three years ago; three years ago: 9 June 2020)."
     )
     # A role-only export names no one: the role stands in.
-    assert atomic_text("It works.", "2024-03-01", "assistant")[0] == "[assistant, 1 March 2024] It works."
+    assert atomic_text("It works.", "2024-03-01", "assistant")[0] == "[assistant, 1 Mar 2024] It works."
 
 
 def test_a_transcript_chunk_cites_only_the_turns_it_holds(tmp_path):
