@@ -10,7 +10,7 @@ from vault_pipeline.ingest.extract import extract_conversation
 from vault_pipeline.ingest.notes import atomic_note, session_note
 from vault_pipeline.ingest.parse.read import read_export
 from vault_pipeline.models.offline import OfflineBackend
-from vault_pipeline.retrieve.blocks import atomic_text, parse_atomic, structural_text, transcript_parts
+from vault_pipeline.retrieve.blocks import atomic_text, header, parse_atomic, structural_text, transcript_parts
 from vault_pipeline.retrieve.package import ContextPackage, Part, Selected, assemble, pick_parts
 from vault_pipeline.retrieve.rank import block_content, transcript_content
 from vault_pipeline.text import estimate_tokens
@@ -118,6 +118,9 @@ def test_the_context_line_parts_survive_the_compaction():
     )
     # A role-only export names no one: the role stands in.
     assert atomic_text("It works.", "2024-03-01", "assistant")[0] == "[assistant, 1 Mar 2024] It works."
+    # The header's day costs what ISO 8601's digits do, whatever the month ("16 Sep 2023", "2023-09-16").
+    assert all(len(header(f"2023-{month:02d}-16", "")) <= len("[2023-09-16]") + 1 for month in range(1, 13))
+    assert header("2023-09-16", "Maria") == "[Maria, 16 Sep 2023]" and header("", "Maria") == "[Maria]"
 
 
 def test_a_transcript_chunk_cites_only_the_turns_it_holds(tmp_path):
