@@ -456,7 +456,8 @@ def test_a_re_ingest_keeps_the_gate_verdict_and_writes_nothing(tmp_path):
 
     export = tmp_path / "chat.md"
     export.write_text(
-        "# Stores\n\nUser: Which database do we use?\n\nAssistant: We use Postgres for the main store. Thanks!\n",
+        "# Stores\n\nUser: Which database do we use?\n\n"
+        "Assistant: We use Postgres for the main store. With the pgvector extension.\n",
         encoding="utf-8",
     )
     vault = Vault.init(tmp_path / "v")

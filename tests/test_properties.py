@@ -223,3 +223,22 @@ def test_reingest_migrates_untouched_old_notes_and_leaves_edited_ones(tmp_path):
     third = pipeline.ingest(vault, exports, OfflineBackend())
     assert third.files_written == 0 and third.writes["refused"] == len(edited)
     vault.close()
+
+
+def test_a_topic_only_named_is_a_hub_and_tags_not_a_note(tmp_path):
+    """A topic note "The conversation is about Stores." is template filler (the Note Quality Gate refuses it): the
+    topic's name lives in its hub note and in every note's `topic/...` tag instead."""
+    export = tmp_path / "chat.md"
+    export.write_text(
+        "# Stores\n\nUser: Which database do we use?\n\nAssistant: We use Postgres for the main store.\n",
+        encoding="utf-8",
+    )
+    vault = Vault.init(tmp_path / "v")
+    report = pipeline.ingest(vault, [export], OfflineBackend())
+    assert report.topics_named == 1 and "topic" not in report.notes_by_category
+    notes = _notes(vault.root)
+    atomic = {Path(r).stem: fm for r, (fm, body) in notes.items() if fm["type"] == "atomic"}
+    assert atomic and not [r for r, (_, body) in notes.items() if "The conversation is about" in body]
+    (hub,) = [(fm, body) for fm, body in notes.values() if fm["type"] == "topic"]
+    assert "topic/stores" in hub[0]["tags"] and set(re.findall(r"\[\[([^\]#|]+)\]\]", hub[1])) == set(atomic)
+    assert all("topic/stores" in fm["tags"] for fm in atomic.values())

@@ -761,6 +761,12 @@ def ingested_example(tmp_path_factory) -> Path:
         pipeline.clean(vault, embedder=build_embedder("minilm"), llm=OfflineBackend())
     finally:
         vault.close()
+    # Clean relates notes within these conversations; a link across two of them, as clean or a user
+    # writes it, lets the one hop bring a note its sessions do not hold.
+    asking = next((root / "inbox").glob("can-we-talk-about-peer-review-for-our-paper-*.md"))
+    other = next((root / "inbox").glob("ill-keep-related-work-to-one-page-*.md"))
+    head, fence, body = asking.read_text(encoding="utf-8").partition("\n---\n")
+    asking.write_text(f'{head}\nrelated:\n  - "[[{other.stem}]]"{fence}{body}', encoding="utf-8")
     return root
 
 

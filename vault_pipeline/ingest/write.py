@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from vault_pipeline.errors import ModelError, VaultError
-from vault_pipeline.ingest.extract import Extraction, group_threads, map_thread
+from vault_pipeline.ingest.extract import AtomicUnit, Extraction, group_threads, map_thread
 from vault_pipeline.ingest.notes import (
     atomic_note,
     conversation_created,
@@ -65,6 +65,7 @@ class IngestReport:
     alternates: int = 0
     notes_by_category: Counter = field(default_factory=Counter)
     units_skipped: int = 0  # pieces not sayable in the word limit: left out, never cut
+    topics_named: int = 0  # topic units that only named their topic: kept as hubs and tags, not notes
     writes: Counter = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # read all the same (e.g. bytes not UTF-8)
@@ -94,7 +95,11 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
     created = conversation_created(conv)
     # A topic unit anchors a hub note that loads its conversation's cluster of notes (and tags them).
     topics = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if u.category == "topic"))
-    units = extraction.units
+    # One that only names its topic ("The conversation is about Offerte software project.") is no
+    # note worth keeping (the Note Quality Gate refuses it as template filler): its name lives on in
+    # the hub and in every note's `topic/...` tag.
+    units = [u for u in extraction.units if not _names_a_topic(u)]
+    report.topics_named += len(extraction.units) - len(units)
     notes = [(u, atomic_note(u, conv, session_stem, created, topics, n)) for u, n in zip(units, positions(units))]
     report.units_skipped += extraction.skipped
     stems = []
@@ -108,6 +113,10 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
 
 def _stem(relpath: str) -> str:
     return PurePosixPath(relpath).stem
+
+
+def _names_a_topic(unit: AtomicUnit) -> bool:
+    return unit.category == "topic" and unit.text.strip().lower().startswith(_TOPIC_PREFIXES)
 
 
 def _topic_name(sentence: str) -> str:
