@@ -392,6 +392,16 @@ def test_a_pronoun_points_outside_the_note_only_without_an_antecedent_in_it():
     assert features("Je kunt ook zo je slingers opbergen in deze doos.")["pronoun"]  # Dutch demonstrative
 
 
+def test_a_dutch_note_opening_on_daar_or_hier_points_before_it():
+    from vault_pipeline.ingest.quality import features
+
+    # "Daar ... mee" is "with that", "Hier" is "in this": the note does not say what.
+    assert features("Daar ben ik het niet mee eens.")["unresolved_reference"]
+    assert features("Hier kun je PySpark-code schrijven in notebooks.")["unresolved_reference"]
+    # A connective built on it ("Daarnaast", "Daarom") is another word: other signs judge it.
+    assert not features("Daarnaast zijn er nog andere populaire tools en bibliotheken.")["unresolved_reference"]
+
+
 def test_a_note_cut_from_a_longer_sentence_and_one_after_a_connective():
     from vault_pipeline.ingest.quality import features
 

@@ -86,7 +86,9 @@ _DUTCH_OPENERS = frozenset(
     "door zonder tot over onder tussen om tegen volgens na sinds".split()
 )
 _DUTCH_DANGLING = frozenset("de het een en of van met voor in op bij naar door om te aan dat die als zoals".split())
-_DEICTIC = frozenset("this that these those it they he she dit dat deze die hij zij ze".split())
+# Words that, opening a note, point at something before it; Dutch "daar" and "hier" stand for "that"
+# and "this" with a preposition ("Daar ben ik het niet mee eens.", "Hier kun je ... schrijven.").
+_DEICTIC = frozenset("this that these those it they he she dit dat deze die hij zij ze daar hier".split())
 _ABOVE = re.compile(r"\b(?:the above|the following|as follows|hierboven|hieronder|het volgende)\b", re.I)
 _QUIZ = re.compile(r"^(?:question\s*\d+\s*[:.]\s*)?(?:\(?[a-e][.):]\s|correct\b|incorrect\b|answer\b)", re.I)
 _LOG = re.compile(
