@@ -290,8 +290,10 @@ def _third_person(word: str) -> bool:
     return any(_verbal(stem) for stem in stems)
 
 
+@lru_cache(maxsize=1)
 def _lexicon() -> Any:
-    """The lexicon the tagger reads (word -> its most frequent tag), imported on first use."""
+    """The lexicon the tagger reads (word -> its most frequent tag), imported once, on first use: every
+    word of every note asks for it."""
     from textblob.en import lexicon
 
     return lexicon
