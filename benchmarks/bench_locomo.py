@@ -65,6 +65,7 @@ from vault_pipeline.config import load_settings  # noqa: E402
 from vault_pipeline.index.search import Index  # noqa: E402
 from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
+from vault_pipeline.models.threads import one_blas_thread  # noqa: E402
 from vault_pipeline.retrieve.blocks import parse_atomic  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
 from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig  # noqa: E402
@@ -458,6 +459,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (set VAULT_SHARED_DATA or pass --data)")
+    one_blas_thread()  # as ``vault`` does at start: the funnel's latency is timed in this process
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-locomo-"))
     qs = questions(args.data, args.limit)
     turns_by_sample = raw_turns(args.data)

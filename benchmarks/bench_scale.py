@@ -47,6 +47,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_clean import ATTRIBUTES, ENTITIES, QUALIFIERS, generate, write_vault  # noqa: E402
 
+from vault_pipeline.models.threads import one_blas_thread  # noqa: E402
+
 MARK = ".vault_pipeline/bench_scale.json"  # what --reuse checks
 REAL_QUERIES = REPO / "benchmarks" / "data" / "export_questions.jsonl"
 VAULT_CMD = [sys.executable, "-m", "vault_pipeline.cli"]
@@ -312,6 +314,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    one_blas_thread()  # as ``vault`` does at start: the funnel is timed in this process
     root = args.out or Path(tempfile.mkdtemp(prefix="bench-scale-")) / "vault"
     figures: dict = {"date": date.today().isoformat(), "machine": _machine()}
     marker = root / MARK
@@ -350,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     qs = queries(args.queries, args.seed)
     real = real_queries(args.real_queries) if figures["vault"].get("export") else []
     if args.funnel_only:  # e.g. to compare two checkouts on one built vault
+        print(_machine())
         for adaptive in (True, False) if args.compare_fixed else (True,):
             for name, asked in (("synthetic", qs), ("the export's questions", real)):
                 if not asked:
@@ -390,8 +394,15 @@ def _best(measure, times: int) -> float:
 
 
 def _machine() -> str:
+    import numpy  # noqa: F401 (loads the BLAS library whose threads are reported)
+    from threadpoolctl import threadpool_info
+
     load = os.getloadavg()[0]
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load {load:.1f} at start"
+    blas = sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load {load:.1f} at start, "
+        f"BLAS threads {'/'.join(map(str, blas)) or 'not loaded'}"
+    )
 
 
 def _print(f: dict) -> None:

@@ -23,6 +23,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from vault_pipeline.config import BUDGET_RANGE, CONFIG_FILE, WIDE_RANGE, Settings
 from vault_pipeline.errors import ConfigError, VaultError
+from vault_pipeline.models.threads import one_blas_thread
 
 # Exit codes, the same in every command and in every --json report ("exit_code"):
 EXIT_OK = 0  # the command did what was asked
@@ -1298,6 +1299,7 @@ def main() -> None:
     # long-lived object (LanceDB's thousands of classes) over and over: 0.16 s of a 2.2 s
     # one-note `vault index` at 102k notes.
     gc.set_threshold(100_000, 50, 100)
+    one_blas_thread()  # small matrix products: a BLAS thread per core only spins (models/threads.py)
     try:
         app()
     except VaultError as exc:  # raised outside a command (the group maps those inside one)

@@ -9,6 +9,7 @@
   ``litellm_embed`` and ``is_remote``; the only module that imports litellm, instructor and tenacity.
 * ``build``: ``build_llm``, the backend for a model string.
 * ``embed``: the embedders.
+* ``threads``: ``one_blas_thread``, BLAS on one thread for the CLI's process.
 
 Nothing is re-exported here, so importing one module never pays for another's dependencies.
 """
