@@ -20,6 +20,12 @@ notes, filled to the same budget; the same fusion, and MiniLM cosine alone, cut 
 block count for each query (equal size). Also the funnel with the floor alone (``--no-gate``), to show what the gate adds.
 
     python benchmarks/bench_contamination.py [--out DIR] [--budget 1500]
+    python benchmarks/bench_contamination.py --model openai/gpt-4o-mini [--api-base URL]
+
+``--model`` adds a row: the same packages judged by that model as the gate (instructor + LiteLLM,
+any provider by model string; its prompt carries the signals and the held-out weights, as
+``vault query`` with ``[models] gate`` does). No model API is reachable from the machine these
+figures were measured on, so the README has no such row yet.
 """
 
 from __future__ import annotations
@@ -41,9 +47,11 @@ from bench_locomo import bm25_ranking, bm25_scores, rrf, words_of  # noqa: E402
 from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
 from vault_pipeline.index.search import Index  # noqa: E402
+from vault_pipeline.models.build import build_llm  # noqa: E402
 from vault_pipeline.models.embed import Embedder, build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
 from vault_pipeline.models.offline.relevance import RelevanceModel  # noqa: E402
+from vault_pipeline.models.protocol import StructuredLLM  # noqa: E402
 from vault_pipeline.retrieve.calibrate import LabelledCandidate, load_label_files  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
 from vault_pipeline.retrieve.gatefit import fit_model, label_signals  # noqa: E402
@@ -109,9 +117,11 @@ def held_out_packages(
     gates: dict[str, RelevanceModel],
     budget: int,
     gate: bool = True,
+    llm_gate: StructuredLLM | None = None,
 ) -> list[ContextPackage]:
-    """The package of each (query, intent), judged by that query's gate (fitted without its labels),
-    through the index as ``vault query`` opens it."""
+    """The package of each (query, intent), judged by that query's gate (fitted without its labels;
+    ``llm_gate``: a model judging with those weights and signals in its prompt), through the index
+    as ``vault query`` opens it."""
     retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
     settings = load_settings(vault.root)
     return [
@@ -120,7 +130,7 @@ def held_out_packages(
             retriever=retriever,
             embedder=embedder,
             llm_plan=OfflineBackend(),
-            llm_gate=OfflineBackend(),
+            llm_gate=llm_gate or OfflineBackend(),
             config=FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=gates[query], gate=gate),
             intent=intent,
         )
@@ -135,10 +145,11 @@ def funnel_packages(
     gates: dict[str, RelevanceModel],
     budget: int,
     gate: bool,
+    llm_gate: StructuredLLM | None = None,
 ) -> dict[str, list[str]]:
-    """Each query's package stems, judged by the gate fitted without that query."""
+    """Each query's package stems, judged by the gate fitted without that query (or by ``llm_gate``)."""
     asked = sorted({(item.query, item.intent_domain) for item in labels})
-    packages = held_out_packages(vault, asked, embedder, gates, budget, gate)
+    packages = held_out_packages(vault, asked, embedder, gates, budget, gate, llm_gate)
     return {
         query: [Path(block.item.path).stem for block in package.blocks] for (query, _), package in zip(asked, packages)
     }
@@ -199,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where the vault is built (default: a temporary folder)")
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--labels", type=Path, nargs="+", default=LABELS)
+    parser.add_argument("--model", help="also judge the packages with this gate model (a LiteLLM model string)")
+    parser.add_argument("--api-base", help="the model's server, as [models] api_base")
     args = parser.parse_args(argv)
+    llm = build_llm(args.model, api_base=args.api_base) if args.model else None
     labels = load_label_files(args.labels)
     embedder = build_embedder("minilm")
     with tempfile.TemporaryDirectory(prefix="vault-contamination-") as tmp:
@@ -211,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         gates = held_out_gates(labels, embedder)
         funnel = funnel_packages(vault, labels, embedder, gates, args.budget, gate=True)
         report("funnel (floor + fitted gate, held out)", funnel, labels)
+        if llm is not None:
+            judged = funnel_packages(vault, labels, embedder, gates, args.budget, gate=True, llm_gate=llm)
+            report(f"funnel, gate model {args.model}", judged, labels)
         floor_only = funnel_packages(vault, labels, embedder, gates, args.budget, gate=False)
         report("funnel, floor only (--no-gate)", floor_only, labels)
         fused = Fused(labels, embedder)

@@ -15,6 +15,10 @@ shows up here first). Each count is split by how the block came in: the one-hop 
 
     python benchmarks/bench_real_packages.py --vault V [--budget 1500]
     python benchmarks/bench_real_packages.py --vault V --held-out LABELS...
+    python benchmarks/bench_real_packages.py --vault V [--held-out LABELS...] --model openai/gpt-4o-mini
+
+``--model`` makes that model the gate (instructor + LiteLLM, any provider by model string), with the
+signals and the weights in its prompt, as ``[models] gate`` does for ``vault query``.
 
 With ``--held-out``, each question is answered in this process with the offline gate refitted on
 the given label files without that question's lines (leave one query out, ``gatefit.fit_model``):
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -62,10 +67,14 @@ def tally(packages: list[dict], labels: dict[tuple[str, str], dict]) -> dict[str
     return counts
 
 
-def held_out_packages(vault_root: Path, queries: list[str], label_files: list[Path], budget: int) -> list[dict]:
-    """Each question's package (as ``--json`` prints it), gated by weights fitted without its labels."""
+def held_out_packages(
+    vault_root: Path, queries: list[str], label_files: list[Path], budget: int, model: str | None = None
+) -> list[dict]:
+    """Each question's package (as ``--json`` prints it), gated by weights fitted without its labels
+    (``model``: by that gate model, those weights and the signals in its prompt)."""
     from bench_contamination import held_out_gates, held_out_packages  # puts the repository on the path
 
+    from vault_pipeline.models.build import build_llm
     from vault_pipeline.models.embed import build_embedder
     from vault_pipeline.retrieve.calibrate import load_label_files
     from vault_pipeline.vault.files import Vault
@@ -74,7 +83,8 @@ def held_out_packages(vault_root: Path, queries: list[str], label_files: list[Pa
     gates = held_out_gates(load_label_files(label_files), embedder)
     vault = Vault.open(vault_root)
     try:
-        packages = held_out_packages(vault, [(query, None) for query in queries], embedder, gates, budget)
+        llm = build_llm(model) if model else None
+        packages = held_out_packages(vault, [(query, None) for query in queries], embedder, gates, budget, llm_gate=llm)
         return [json.loads(package.to_json(indent=None)) for package in packages]
     finally:
         vault.close()
@@ -92,15 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--held-out", type=Path, nargs="+", metavar="LABELS", help="refit the gate without each question's labels"
     )
+    parser.add_argument("--model", help="the gate is this model (a LiteLLM model string), as [models] gate")
     args = parser.parse_args(argv)
     labels = load(args.labels)
     queries = list(dict.fromkeys(query for query, _ in labels))
     if args.held_out:
-        packages = held_out_packages(args.vault, queries, args.held_out, args.budget)
+        packages = held_out_packages(args.vault, queries, args.held_out, args.budget, args.model)
         gate = f"gate refitted without each question on {' '.join(p.name for p in args.held_out)}"
     else:
+        if args.model:  # ``vault query`` reads it as [models] gate
+            os.environ["VAULT_GATE_MODEL"] = args.model
         packages = ask(args.vault, queries, args.budget)
         gate = "the vault's gate"
+    gate += f", judged by {args.model}" if args.model else ""
     print(f"{len(queries)} questions, vault {args.vault}, budget {args.budget}, {gate}; shares of the labelled blocks")
     for package in packages:
         c = tally([package], labels)["all"]

@@ -40,3 +40,59 @@ def test_blocks_are_counted_by_label_and_by_how_they_came_in():
     assert counts["hop"] == {"blocks": 1, "off_topic": 1, "contaminant": 1}
     assert counts["retrieved"]["blocks"] == 3 and counts["retrieved"]["unlabelled"] == 1
     assert bench.share(1, 4) == "25.0%" and bench.share(1, 0) == "-"
+
+
+def test_a_gate_model_judges_the_held_out_packages(tmp_path, capsys, monkeypatch):
+    """``bench_contamination --model``: the model is the gate of an added row (here one that drops every
+    candidate, so its packages are empty while the fitted gate's are not)."""
+    import json
+
+    import bench_contamination
+
+    from tests.fakes import ScriptedLLM
+
+    pools = {
+        ("kiln glaze firing", "pottery"): [
+            ("The kiln fired the glaze at 1240 degrees.", True),
+            ("Glazes need a second firing after the bisque.", True),
+            ("Bake the bread at 220 degrees.", False),
+        ],
+        ("sprint length in scrum", "agile software teams"): [
+            ("Our sprints last two weeks.", True),
+            ("The team agreed on two-week sprints after the retro.", True),
+            ("The sprinter ran 100 metres.", False),
+        ],
+        ("shady garden plants", "shade gardening"): [
+            ("Hostas and ferns thrive under the north wall.", True),
+            ("Hydrangeas take the shade by the fence.", True),
+            ("Sunglasses give shade to the eyes.", False),
+        ],
+    }
+    labels = [
+        {
+            "query": query,
+            "intent_domain": domain,
+            "candidate_id": f"{query.split()[0]}-{i}",
+            "candidate": text,
+            "label": "relevant" if relevant else "off-topic",
+            "contaminant": not relevant,
+        }
+        for (query, domain), rows in pools.items()
+        for i, (text, relevant) in enumerate(rows)
+    ]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in labels), encoding="utf-8")
+
+    def drop_all(prompt_name, variables):
+        keys = [c["key"] for c in variables["candidates"]]
+        return {"verdicts": [{"key": k, "reasoning": "-", "verdict": "drop", "reason": "test"} for k in keys]}
+
+    made = []
+    monkeypatch.setattr(
+        bench_contamination, "build_llm", lambda model, **_: made.append(model) or ScriptedLLM(drop_all)
+    )
+    bench_contamination.main(["--labels", str(path), "--out", str(tmp_path / "run"), "--model", "test/drop-all"])
+    rows = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert made == ["test/drop-all"]
+    assert "blocks    0" in rows["funnel, gate model test/drop-all"]
+    assert "blocks    0" not in rows["funnel (floor + fitted gate, held out)"]
