@@ -250,6 +250,28 @@ def test_a_survivor_that_asks_a_question_brings_the_turn_that_answers_it(embedde
     assert "a-6" not in {t["id"] for t in without.trace} and without.stats["expansion"]["questions"] == 0
 
 
+def test_a_question_that_shares_no_word_with_the_prompt_brings_no_reply(embedder):
+    """A question survives on its cosine alone (any Dutch question sits near a Dutch prompt): its
+    answer would bring another subject, so only a question holding one of the prompt's terms does."""
+    rows = [
+        note(2, "I signed up for a pottery class with a glaze and kiln workshop."),
+        note(3, "My teacher says the first bowl is always lopsided."),
+        note(5, "Did you finish the novel you were reading?"),
+        note(6, "No, I gave up halfway through the second chapter."),
+        session_row(),
+    ]
+    settings = {"budget": 2000, "floor": -1.0, "beam": 1, "radius": 1, "turns": 0, "wide": 10, "per_list": 10}
+    package = run(SessionFake(rows, embedder), embedder, **settings)
+    trace = {t["id"]: t for t in package.trace}
+    assert package.stats["expansion"]["seeds"] == ["a-2"]
+    assert trace["a-5"]["floor"] == "pass" and trace["a-5"]["expanded_from"] is None  # it went on, and asks
+    assert package.stats["expansion"]["questions"] == 0
+    assert trace.get("a-6", {}).get("expanded_from") != "a-5"
+    asked = [replace(r, text=r.text.replace("the novel you were reading", "the kiln workshop")) for r in rows]
+    again = run(SessionFake(asked, embedder), embedder, **settings)
+    assert again.stats["expansion"]["questions"] == 1  # the same question with the prompt's "kiln"
+
+
 def test_where_each_message_is_a_chunk_the_neighbouring_turns_themselves_join(embedder):
     """With the index's one chunk per transcript message, a turn is a seed too, and the turns
     within the radius enter as turns (beside the notes citing them)."""

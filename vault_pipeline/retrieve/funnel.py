@@ -44,7 +44,7 @@ from vault_pipeline.errors import ConfigError, ModelError
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
-from vault_pipeline.retrieve.blocks import cited_messages
+from vault_pipeline.retrieve.blocks import cited_messages, parse_atomic
 from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts, turn_rows
 from vault_pipeline.retrieve.gate import Drop, GateOutcome, Keep, Skipped, gate_rows, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level, pick_parts
@@ -74,7 +74,16 @@ from vault_pipeline.retrieve.types import (
     SupersededLookup,
     WordLookup,
 )
-from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, estimate_tokens, prompt_stopwords, tokens, wikilinks
+from vault_pipeline.text import (
+    QUERY_STOPWORDS,
+    STOPWORDS,
+    content_stems,
+    estimate_tokens,
+    prompt_stopwords,
+    query_runs,
+    tokens,
+    wikilinks,
+)
 
 VariantKind = Literal["concept", "methodology", "continuity", "authority"]
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
@@ -337,13 +346,14 @@ def _associate(
 def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict[str, Any]:
     """One hop from the strongest survivors: the ``beam`` the lanes rank highest seed their sessions'
     neighbouring turns and their hubs' and ``related`` members; the replies to the questions among
-    the rest, and the strongest notes' own turns verbatim, follow."""
+    the rest that hold one of the prompt's terms, and the strongest notes' own turns verbatim, follow."""
     ranked = _strongest(walk, len(walk.considered))
     strongest = ranked[: config.turns]
     kept = _fused_strongest(walk.survivors(), config.beam)
     seeds = [c.row for c in kept if c.row.type in ("atomic", "turn") and c.row.source_conversation]
     speakers = [c.row for c in strongest if c.row.type == "atomic" and c.row.source_conversation]
     beamed = {r.chunk_id for r in seeds}
+    terms = {t for run in query_runs(walk.query) for t in run}
     asking = (
         c.row
         for c in ranked
@@ -351,6 +361,7 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
         and c.row.source_conversation
         and c.row.chunk_id not in beamed
         and asks(c.row)
+        and _shares_a_term(c.row, terms)
     )
     questions = list(islice(asking, config.replies))
     rows = walk.conversation_rows(retriever, {r.source_conversation for r in seeds + speakers + questions})
@@ -395,6 +406,14 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
         "floor": passed,  # of both, past the floor
         "kept": survived,  # of both, past the floor and the gate
     }
+
+
+def _shares_a_term(row: Hit, terms: set[str]) -> bool:
+    """Whether a question's own words hold one of the prompt's content terms (stemmed): its reply
+    joins the hop only then. A cosine alone ranks any Dutch question near a Dutch prompt, and the
+    reply to "Wat zijn de bekende rhetorische trucs om een discussie te winnen?" brought a chat on
+    rhetoric into a question on VAT."""
+    return bool(terms & content_stems(parse_atomic(row.text).sentence if row.type == "atomic" else row.text))
 
 
 def _stored_vector(row: Hit) -> np.ndarray | None:
