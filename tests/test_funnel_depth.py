@@ -270,6 +270,16 @@ def test_a_question_that_shares_no_word_with_the_prompt_brings_no_reply(embedder
     asked = [replace(r, text=r.text.replace("the novel you were reading", "the kiln workshop")) for r in rows]
     again = run(SessionFake(asked, embedder), embedder, **settings)
     assert again.stats["expansion"]["questions"] == 1  # the same question with the prompt's "kiln"
+    meant = run_query(
+        "pottery class glaze kiln",
+        retriever=SessionFake(rows, embedder),
+        embedder=embedder,
+        llm_plan=OfflineBackend(),
+        llm_gate=OfflineBackend(),
+        config=FunnelConfig(**{"variants": False, "gate": False, **settings}),
+        intent="pottery class and the novel I am reading",
+    )
+    assert meant.stats["expansion"]["questions"] == 1  # the user's intent names the novel
 
 
 def test_where_each_message_is_a_chunk_the_neighbouring_turns_themselves_join(embedder):

@@ -353,7 +353,7 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
     seeds = [c.row for c in kept if c.row.type in ("atomic", "turn") and c.row.source_conversation]
     speakers = [c.row for c in strongest if c.row.type == "atomic" and c.row.source_conversation]
     beamed = {r.chunk_id for r in seeds}
-    terms = {t for run in query_runs(walk.query) for t in run}
+    terms = {t for run in query_runs(walk.query) + query_runs(walk.intent, walk.query) for t in run}
     asking = (
         c.row
         for c in ranked
@@ -409,8 +409,8 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
 
 
 def _shares_a_term(row: Hit, terms: set[str]) -> bool:
-    """Whether a question's own words hold one of the prompt's content terms (stemmed): its reply
-    joins the hop only then. A cosine alone ranks any Dutch question near a Dutch prompt, and the
+    """Whether a question's own words hold one of the prompt's or the intent's content terms
+    (stemmed): its reply joins the hop only then. A cosine alone ranks any Dutch question near a Dutch prompt, and the
     reply to "Wat zijn de bekende rhetorische trucs om een discussie te winnen?" brought a chat on
     rhetoric into a question on VAT."""
     return bool(terms & content_stems(parse_atomic(row.text).sentence if row.type == "atomic" else row.text))

@@ -53,9 +53,9 @@ class FunnelConfig:
     # Adjacency pairs: the ``replies`` strongest survivors that ask a question (beyond the beam) bring
     # the next turn of their session, the one that answers them. LoCoMo tuning part (conv-26, conv-30),
     # measured with the seeds still by cosine (beam 3): evidence 93.1 -> 92.6 %, answer words 90.5 ->
-    # 91.8 % at 5, 10, 20 or 40; 0 turns it off. Only a question holding one of the prompt's content
-    # terms counts (a cosine alone puts any Dutch question near a Dutch prompt): the tuning part
-    # stayed at 93.9 / 91.8 %, and 8 of 40 real questions lost only off-topic replies (README).
+    # 91.8 % at 5, 10, 20 or 40; 0 turns it off. Only a question holding one of the prompt's (or the
+    # intent's) content terms counts (a cosine alone puts any Dutch question near a Dutch prompt):
+    # the tuning part stayed at 93.9 / 91.8 %, and 8 of 40 real questions lost only off-topic replies.
     replies: int = 10
     # Small-to-big: a turn two or more of whose notes survive replaces them when it costs at most
     # ``whole_turn_cost`` times their tokens together (the rest of the turn rides along cheaply).
