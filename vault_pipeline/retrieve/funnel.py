@@ -410,9 +410,9 @@ def _hop(walk: _Walk, retriever: SessionRetriever, config: FunnelConfig) -> dict
 
 def _shares_a_term(row: Hit, terms: set[str]) -> bool:
     """Whether a question's own words hold one of the prompt's or the intent's content terms
-    (stemmed): its reply joins the hop only then. A cosine alone ranks any Dutch question near a Dutch prompt, and the
-    reply to "Wat zijn de bekende rhetorische trucs om een discussie te winnen?" brought a chat on
-    rhetoric into a question on VAT."""
+    (stemmed): its reply joins the hop only then. A cosine alone ranks any Dutch question near a
+    Dutch prompt, and the reply to "Wat zijn de bekende rhetorische trucs om een discussie te
+    winnen?" brought a chat on rhetoric into a question on VAT."""
     return bool(terms & content_stems(parse_atomic(row.text).sentence if row.type == "atomic" else row.text))
 
 
