@@ -93,7 +93,7 @@ def embedder():
     return HashEmbedder(dim=512)
 
 
-def run(retriever, embedder, query="pottery class glaze kiln", **config):
+def run(retriever, embedder, query="pottery class glaze kiln", intent=None, **config):
     return run_query(
         query,
         retriever=retriever,
@@ -101,7 +101,20 @@ def run(retriever, embedder, query="pottery class glaze kiln", **config):
         llm_plan=OfflineBackend(),
         llm_gate=OfflineBackend(),
         config=FunnelConfig(**{"variants": False, "gate": False, **config}),
+        intent=intent,
     )
+
+
+def asking_rows(question: str, answer: str, *more):
+    """The pottery session: the seed's turn, the teacher's remark, a question, its answer, ``more``."""
+    return [
+        note(2, "I signed up for a pottery class with a glaze and kiln workshop."),
+        note(3, "My teacher says the first bowl is always lopsided."),
+        note(5, question),
+        note(6, answer),
+        *more,
+        session_row(),
+    ]
 
 
 def pottery_rows(n: int):
@@ -230,14 +243,9 @@ def test_asks_reads_the_sentence_of_a_note_and_the_end_of_a_turn():
 
 
 def test_a_survivor_that_asks_a_question_brings_the_turn_that_answers_it(embedder):
-    rows = [
-        note(2, "I signed up for a pottery class with a glaze and kiln workshop."),
-        note(3, "My teacher says the first bowl is always lopsided."),
-        note(5, "Did it crack in the kiln?"),
-        note(6, "No, it came out shiny and smooth."),
-        note(8, "The bus was late again."),
-        session_row(),
-    ]
+    rows = asking_rows(
+        "Did it crack in the kiln?", "No, it came out shiny and smooth.", note(8, "The bus was late again.")
+    )
     settings = {"budget": 2000, "floor": -1.0, "beam": 1, "radius": 1, "turns": 0, "wide": 2, "per_list": 2}
     package = run(SessionFake(rows, embedder), embedder, **settings)
     trace = {t["id"]: t for t in package.trace}
@@ -253,13 +261,9 @@ def test_a_survivor_that_asks_a_question_brings_the_turn_that_answers_it(embedde
 def test_a_question_that_shares_no_word_with_the_prompt_brings_no_reply(embedder):
     """A question survives on its cosine alone (any Dutch question sits near a Dutch prompt): its
     answer would bring another subject, so only a question holding one of the prompt's terms does."""
-    rows = [
-        note(2, "I signed up for a pottery class with a glaze and kiln workshop."),
-        note(3, "My teacher says the first bowl is always lopsided."),
-        note(5, "Did you finish the novel you were reading?"),
-        note(6, "No, I gave up halfway through the second chapter."),
-        session_row(),
-    ]
+    rows = asking_rows(
+        "Did you finish the novel you were reading?", "No, I gave up halfway through the second chapter."
+    )
     settings = {"budget": 2000, "floor": -1.0, "beam": 1, "radius": 1, "turns": 0, "wide": 10, "per_list": 10}
     package = run(SessionFake(rows, embedder), embedder, **settings)
     trace = {t["id"]: t for t in package.trace}
@@ -270,15 +274,7 @@ def test_a_question_that_shares_no_word_with_the_prompt_brings_no_reply(embedder
     asked = [replace(r, text=r.text.replace("the novel you were reading", "the kiln workshop")) for r in rows]
     again = run(SessionFake(asked, embedder), embedder, **settings)
     assert again.stats["expansion"]["questions"] == 1  # the same question with the prompt's "kiln"
-    meant = run_query(
-        "pottery class glaze kiln",
-        retriever=SessionFake(rows, embedder),
-        embedder=embedder,
-        llm_plan=OfflineBackend(),
-        llm_gate=OfflineBackend(),
-        config=FunnelConfig(**{"variants": False, "gate": False, **settings}),
-        intent="pottery class and the novel I am reading",
-    )
+    meant = run(SessionFake(rows, embedder), embedder, intent="pottery class and the novel I am reading", **settings)
     assert meant.stats["expansion"]["questions"] == 1  # the user's intent names the novel
 
 

@@ -4,9 +4,10 @@ The matrix products here are small: a query's few hundred stored vectors against
 query vectors, the clean's blocks of neighbours. NumPy's OpenBLAS still splits each product past a
 small size over every core, and its idle workers then spin waiting for the next one instead of
 sleeping. Profiled per thread on ``benchmarks/bench_scale.py``'s export questions (2 cores), those
-workers took 33 ms of CPU a question (0.3 ms on one thread; the question's CPU went from 89 to 58 ms),
-a core the LanceDB searches and the ONNX embedder needed. ``vault`` gives BLAS one thread at start, as it sets the garbage collector's thresholds;
-the clean's dry run at 20,000 notes (``benchmarks/bench_clean.py``) takes as long either way.
+workers took 33 ms of CPU a question (0.3 ms on one thread; the question's CPU went from 89 to
+58 ms), a core the LanceDB searches and the ONNX embedder needed. ``vault`` gives BLAS one thread
+at start, as it sets the garbage collector's thresholds; the clean's dry run at 20,000 notes
+(``benchmarks/bench_clean.py``) takes as long either way.
 """
 
 from __future__ import annotations
