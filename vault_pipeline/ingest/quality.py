@@ -211,6 +211,7 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
         "about_the_chat": bool(_ABOUT_THE_CHAT.search(text)),
         "relative_only": relative_only,
         "no_noun": no_noun,
+        "imperative": imperative,
     }
 
 

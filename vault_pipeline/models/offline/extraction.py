@@ -348,3 +348,73 @@ def thread_map(variables: Mapping[str, Any]) -> dict:
         "steps": steps,
         "open_questions": list(dict.fromkeys(questions)),
     }
+
+
+# --------------------------------------------------------------------------- selection (verbatim statements)
+
+# A selected statement may be longer than a rewritten one: it is the source's own sentence, never cut.
+MAX_SELECTED_WORDS = 25
+MAX_SELECTED_CONTEXT_WORDS = 25
+
+
+MIN_SELECTED_WORDS = 5
+_ENDED = re.compile(r"[.!?][\"'”’)\]]*$")
+_OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.)]\s")
+
+
+def _stands(s: Any) -> bool:
+    """Whether a statement can be a note at all: a sentence (it ends as one) of a few words, not a
+    quiz option, and not pointing back at a sentence it does not have beside it."""
+    return (
+        word_count(s.text) >= MIN_SELECTED_WORDS
+        and _ENDED.search(s.text) is not None
+        and not _OPTION_ITEM.match(s.text)
+        and (not s.points_back or _resolvable(s.before))
+    )
+
+
+def _resolvable(before: str | None) -> bool:
+    """Whether the sentence a pointing opener refers to can be its context: there, short enough, and
+    not pointing back itself."""
+    from vault_pipeline.models.offline.statements import points_back
+
+    return before is not None and word_count(before) <= MAX_SELECTED_CONTEXT_WORDS and not points_back(before)
+
+
+def statement_units(message: Mapping[str, Any]) -> tuple[list[dict], int]:
+    """Every candidate statement of one message as a unit (verbatim, with its context and category),
+    and how many sentences no clause of which fits the limit."""
+    from vault_pipeline.models.offline.statements import read_message
+
+    role = "user" if message.get("role") == "user" else "assistant"
+    reading = read_message(str(message.get("text", "")), MAX_SELECTED_WORDS, MAX_SELECTED_CONTEXT_WORDS)
+    units = []
+    for s in reading.statements:
+        if not _is_prose(s.text) or not _stands(s):
+            continue
+        category = classify(s.text, role)
+        if category is None:
+            continue
+        units.append(
+            {
+                "text": s.text,
+                "category": category,
+                "source_ids": [str(message["id"])],
+                "speaker": role,
+                "context": s.full_context(MAX_SELECTED_CONTEXT_WORDS),
+                "verbatim": True,
+                "structure": {
+                    "kind": s.kind,
+                    "clause": s.clause,
+                    "lead": s.lead is not None,
+                    "heading": s.heading is not None,
+                    "label": s.label is not None,
+                    "sentence": s.sentence,
+                    "sentences": reading.sentences,
+                    "depth": s.depth,
+                    "code_blocks": reading.code_blocks,
+                    "points_back": s.points_back,
+                },
+            }
+        )
+    return units, reading.long

@@ -1,0 +1,303 @@
+"""Which candidate statements become notes: a fitted probability that a reader finds the note good.
+
+Every candidate (a verbatim statement from the offline extractor, or a model's unit) is read with
+the message it came from: where it stands in the message's structure (a paragraph, a list item
+with or without its lead-in, a quote; the turn's first, last or only sentence), who said it, its
+form (a question, an instruction, "I" or "you", a pointing word with nothing to point at) and
+what it says (its MiniLM vector). A logistic model fitted on notes read by people who did not
+write these rules (``benchmarks/bench_selection.py``) turns those signs into the probability of
+a good note. Ingest writes a candidate only above the model's ``write`` threshold; ``vault keep
+--all-passing`` promotes only above its ``keep`` threshold. Both were chosen on held-out labels
+for precision (docs/decisions).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from vault_pipeline.ingest.quality import FEATURES, features, is_dutch, meaning_vectors
+from vault_pipeline.models.offline.statements import Reading, Statement, read_message, tidy
+from vault_pipeline.text import content_stems, word_count
+
+# Limits of the selected statement: the source's own sentence (or clause) and its context line.
+MAX_WORDS = 25
+MAX_CONTEXT_WORDS = 25
+
+# Sign -> what a user reads when it counts against a note. Order is the order of the model's inputs.
+SIGNS: dict[str, str] = {
+    "user": "from the user's own turn",
+    "item": "a list item",
+    "item_alone": "a list item without its lead-in",
+    "quote": "quoted text",
+    "heading": "stands under a heading",
+    "labelled": "opens with a label",
+    "clause_main": "a clause whose condition went to its context",
+    "clause_part": "one clause of a longer sentence",
+    "nested": "a nested list item",
+    "first": "the turn's first sentence",
+    "last": "the turn's last sentence",
+    "only": "the turn's only sentence",
+    "code_turn": "from a turn around code",
+    "rewritten": "not the source's own words",
+    "question": "a question",
+    "imperative": "an instruction",
+    "first_person": "says I or we",
+    "second_person": "speaks to the reader",
+    "dutch": "Dutch",
+    "few_words": "too few words to say much",
+    "many_words": "a long sentence",
+    "digits": "holds a number",
+    "code_span": "holds a code span",
+    "names": "names something",
+    "context": "has a context line",
+    "title_word": "names its conversation's subject",
+    "definite_open": "opens on a definite thing not named before",
+    "connective_open": "opens on a connective (answers something before it)",
+    "placeholder": "holds a placeholder",
+    "user_you": "the user speaking to the assistant",
+    "user_imperative": "an instruction to the assistant",
+    "user_question": "the user's question",
+    "assistant_you": "the assistant speaking to the user",
+    "assistant_first_person": "the assistant speaking of itself",
+    **{f"sign:{k}": v for k, v in FEATURES.items()},
+    **{
+        f"category:{c}": f"filed as {c}"
+        for c in ("decision", "open-question", "constraint", "idea", "action-item", "provisional")
+    },
+}
+
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'll|i'd|my|we|we're|we've|our|ik|mijn|wij|we|ons|onze)\b", re.I)
+_SECOND_PERSON = re.compile(r"\b(you|your|you're|you'll|you've|yours|je|jij|jouw|u|uw)\b", re.I)
+_DEFINITE = re.compile(r"^(?:the|de|het|die|dat)\s+\w+", re.I)
+_CONNECTIVE = re.compile(
+    r"^(?:so|yes|no|similarly|then|also|additionally|however|finally|lastly|next|now|otherwise|instead|"
+    r"dan|ja|nee|dus|ook|verder|daarnaast|vervolgens|tot slot|echter|bovendien)\b,?",
+    re.I,
+)
+_PLACEHOLDER = re.compile(r"\[PII:|<[a-z_ -]+>|\byour[_-]\w+|\bYOUR_|\bxxx+\b|\[(?:name|naam|your [^\]]+)\]", re.I)
+_NAME = re.compile(r"(?<=\w[\s(])[A-Z][\w-]*[A-Z0-9]?[\w-]*|`[^`]+`")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the selector reads of one candidate note."""
+
+    sentence: str
+    context: str | None
+    category: str
+    speaker: str  # user | assistant
+    source: str | None  # the source message's text, where it can be read
+    title: str | None = None  # the conversation's title
+
+
+def locate(sentence: str, source: str | None) -> tuple[Statement | None, Reading | None]:
+    """The source message's statement that is this sentence (verbatim), and the message as read."""
+    if not source:
+        return None, None
+    reading = _reading(source)
+    key = _key(sentence)
+    return next((s for s in reading.statements if _key(s.text) == key), None), reading
+
+
+@lru_cache(maxsize=64)
+def _reading(source: str) -> Reading:
+    """A message read once for all its candidates."""
+    return read_message(source, MAX_WORDS, MAX_CONTEXT_WORDS)
+
+
+def verbatim(sentence: str, source: str | None) -> bool:
+    """Whether the sentence is a run of its source's own words (inline markup aside)."""
+    return locate(sentence, source)[0] is not None
+
+
+def signs(c: Candidate) -> dict[str, float]:
+    """The selector's inputs for one candidate: structure, speaker, form and category (0/1 each)."""
+    found, reading = locate(c.sentence, c.source)
+    text = c.sentence
+    words = word_count(text)
+    on: dict[str, bool] = {
+        "user": c.speaker == "user",
+        "rewritten": found is None,
+        "question": text.rstrip("\"'”’)]").endswith("?"),
+        "first_person": bool(_FIRST_PERSON.search(text)),
+        "second_person": bool(_SECOND_PERSON.search(text)),
+        "dutch": is_dutch(text),
+        "few_words": words < 6,
+        "many_words": words > 15,
+        "digits": any(ch.isdigit() for ch in text),
+        "code_span": "`" in text,
+        "names": bool(_NAME.search(text)),
+        "context": bool(c.context),
+        "title_word": bool(c.title) and bool(content_stems(text) & content_stems(c.title or "")),
+        "definite_open": bool(_DEFINITE.match(text)),
+        "connective_open": bool(_CONNECTIVE.match(text)),
+        "placeholder": bool(_PLACEHOLDER.search(text)),
+        f"category:{c.category}": True,
+    }
+    if found is not None and reading is not None:
+        on.update(_structure(found, reading))
+    quality = features(text, c.source)
+    on["imperative"] = quality.pop("imperative", False)
+    user = c.speaker == "user"
+    on.update(
+        user_you=user and on["second_person"],
+        user_imperative=user and on["imperative"],
+        user_question=user and on["question"],
+        assistant_you=not user and on["second_person"],
+        assistant_first_person=not user and on["first_person"],
+    )
+    on.update({f"sign:{k}": v for k, v in quality.items()})
+    return {k: 1.0 for k, v in on.items() if v and k in SIGNS}
+
+
+def _structure(s: Statement, reading: Reading) -> dict[str, bool]:
+    count = reading.sentences
+    return {
+        "item": s.kind == "item",
+        "item_alone": s.kind == "item" and s.lead is None and s.heading is None,
+        "quote": s.kind == "quote",
+        "heading": s.heading is not None,
+        "labelled": s.label is not None,
+        "clause_main": s.clause == "main",
+        "clause_part": s.clause == "part",
+        "nested": s.depth > 1,
+        "first": s.sentence == 0 and count > 1,
+        "last": s.sentence == count - 1 and count > 1,
+        "only": count == 1,
+        "code_turn": reading.code_blocks > 0,
+    }
+
+
+def _key(text: str) -> str:
+    """A sentence as compared with its source: markup, a capital first letter and end punctuation aside."""
+    bare = tidy(text.replace("**", "").replace("__", "")).rstrip(".!?:; ")
+    return bare[:1].lower() + bare[1:]
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Logistic weights over ``SIGNS`` and the sentence's MiniLM vector; two thresholds on P(good)."""
+
+    weights: Mapping[str, float]
+    bias: float
+    write: float  # ingest writes a candidate at or above this probability
+    keep: float  # `vault keep --all-passing` promotes a note at or above this probability
+    meaning: tuple[float, ...] = ()
+    note: str = ""
+
+    def probability(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> float:
+        z = self.bias + math.fsum(self.weights.get(k, 0.0) * v for k, v in on.items())
+        if self.meaning and vector is not None:
+            z += math.fsum(w * float(x) for w, x in zip(self.meaning, vector))
+        return 1.0 / (1.0 + math.exp(-z))
+
+    def reasons(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> list[str]:
+        """The signs that count most against a note, heaviest first (at most three)."""
+        against = sorted((self.weights.get(k, 0.0), k) for k in on if self.weights.get(k, 0.0) < 0)
+        found = [SIGNS[k] for _, k in against[:3]]
+        meaning = math.fsum(w * float(x) for w, x in zip(self.meaning, vector or ()))
+        if meaning < 0 and (not against or meaning < against[0][0]):
+            found.insert(0, "reads like the notes people judged not worth keeping")
+        return found[:3] or ["low score"]
+
+
+@dataclass
+class Scored:
+    """A candidate with its probability and, below the write threshold, why."""
+
+    candidate: Candidate
+    probability: float
+    reasons: list[str] = field(default_factory=list)
+
+
+def score(candidates: Sequence[Candidate], model: Selector | None = None) -> list[Scored]:
+    """P(good) for each candidate (one embedding batch for all of them)."""
+    model = model or SELECTOR
+    vectors: list[Any] = (
+        meaning_vectors([c.sentence for c in candidates]) if model.meaning else [None] * len(candidates)
+    )
+    out = []
+    for c, vector in zip(candidates, vectors):
+        on = signs(c)
+        p = model.probability(on, vector)
+        out.append(Scored(c, p, [] if p >= model.write else model.reasons(on, vector)))
+    return out
+
+
+def load_selector(path: Path) -> Selector:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Selector(
+        data["weights"], data["bias"], data["write"], data["keep"], tuple(data.get("meaning", ())), data.get("note", "")
+    )
+
+
+def dump_selector(model: Selector, path: Path) -> None:
+    """Sorted, indented JSON: the same fit writes the same bytes."""
+    data = {
+        "note": model.note,
+        "bias": model.bias,
+        "write": model.write,
+        "keep": model.keep,
+        "weights": dict(sorted(model.weights.items())),
+        "meaning": list(model.meaning),
+    }
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def fit(
+    rows: Sequence[Mapping[str, float]],
+    labels: Sequence[bool],
+    vectors: Sequence[Sequence[float]] | None = None,
+    *,
+    l2: float = 1.0,
+    meaning_scale: float = 1.0,
+) -> Selector:
+    """Fit the weights (L2-regularised logistic regression); thresholds are set by the caller."""
+    from vault_pipeline.models.logistic import newton
+
+    design = [dict(r) for r in rows]
+    dims = [f"meaning:{i}" for i in range(len(vectors[0]) if vectors else 0)]
+    for row, vector in zip(design, vectors or ()):
+        row.update((d, float(v) * meaning_scale) for d, v in zip(dims, vector))
+    weights, bias = newton(design, labels, [*SIGNS, *dims], l2=l2, steps=100, tolerance=1e-6)
+    meaning = tuple(round(weights[d] * meaning_scale, 5) for d in dims)
+    return Selector({k: round(weights[k], 4) for k in SIGNS if round(weights[k], 4)}, round(bias, 4), 0.5, 0.5, meaning)
+
+
+SELECTOR_FILE = Path(__file__).with_name("selector.json")
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> Selector:
+    return load_selector(SELECTOR_FILE)
+
+
+class _Lazy:
+    """The shipped selector, read on first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_shipped(), name)
+
+
+SELECTOR: Any = _Lazy()
+
+
+def shipped() -> Selector:
+    return _shipped()
+
+
+def select(candidates: Iterable[Candidate], model: Selector | None = None) -> tuple[list[Scored], list[Scored]]:
+    """(written, not written) by the write threshold."""
+    model = model or _shipped()
+    scored = score(list(candidates), model)
+    return [s for s in scored if s.probability >= model.write], [s for s in scored if s.probability < model.write]
