@@ -1,8 +1,8 @@
 """Contaminants in the package, not only at the gate: the labelled calibration sets run through the whole funnel.
 
 `vault gate-calibrate` judges each labelled candidate in isolation, a third of them contaminants.
-Issue 12 asks what share of the *package blocks* are labelled contaminants. This benchmark answers
-that with the real funnel:
+The contamination target counts the share of *package blocks* that are labelled contaminants. This
+benchmark measures that with the real funnel:
 
 1. One vault (under ``--out``, outside the repository) holds every candidate of the labelled sets
    (``vault_example/calibration/labels.jsonl`` and ``traps.jsonl``) as an engram, indexed with MiniLM.
@@ -25,7 +25,7 @@ block count for each query (equal size). Also the funnel with the floor alone (`
 ``--model`` adds a row: the same packages judged by that model as the gate (instructor + LiteLLM,
 any provider by model string; its prompt carries the signals and the held-out weights, as
 ``vault query`` with ``[models] gate`` does). No model API is reachable from the machine these
-figures were measured on, so the README has no such row yet.
+figures were measured on, so docs/benchmarks.md has no such row yet.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, proble
 LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
 # Notes of the extractor after the fidelity work, labelled the same way; never fitted on.
 CURRENT_LABELS = REPO / "tests" / "data" / "quality_labels_current.jsonl"
-# A third sample of the current extractor's notes (2026-11-25), split and used the same way.
+# A third sample of the current extractor's notes, split and used the same way.
 ROUND3_LABELS = REPO / "tests" / "data" / "quality_labels_round3.jsonl"
 LOCOMO_LABELS = REPO / "benchmarks" / "data" / "quality_locomo_labels.jsonl"
 # A second, blind reading of the 243 held-out notes (id, label, why): how far two careful readers agree.

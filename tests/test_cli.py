@@ -1,6 +1,6 @@
 """The `vault` command line: readable help, the default vault, -v, --json everywhere, and exit codes.
 
-Exit codes (README "When things go wrong"): 0 the command did what was asked; 1 some records,
+Exit codes (README "Exit codes"): 0 the command did what was asked; 1 some records,
 conversations, notes or actions failed or were skipped, counted in the last line; 2 a usage or
 configuration error. Every --json report carries the same number as ``exit_code``.
 """

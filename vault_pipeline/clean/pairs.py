@@ -1,17 +1,16 @@
 """Candidate pairs for the cleaning sweep: vector neighbours combined with a lexical signal.
 
-A bare cosine cut-off is not a duplicate detector: measured elsewhere, unrelated notes had
-nearest neighbours at median cosine 0.84 while true rewrites scored 0.78-0.87 (our own
-benchmark, MiniLM: nearest neighbours median 0.85, look-alikes with another subject up to
-0.90). So the two signals are combined, in three steps:
+A bare cosine cut-off is not a duplicate detector: on short notes every note's nearest
+neighbours sit high, and look-alikes about another subject score as high as true rewrites
+(docs/decisions/0011-sweep-candidates.md). So the two signals are combined, in three steps:
 
 1. **pool** = vector neighbours (top ``k`` per note; exact search below ``exact_below``
    notes, else IVF-style: seeded k-means lists, each query scanning its ``probes`` nearest
    lists) UNION MinHash-LSH collisions over each note's *uncommon* content stems (corpus
    stopwords - stems in over 5% of notes - removed) whose estimated Jaccard is >= 0.4;
-2. **rank**: each pool pair scores (cosine + estimated Jaccard) / 2 and survives only if it
-   is among the ``per_note`` best pairs of either note, which bounds the work for the
-   judge at n * per_note pairs however crowded a neighbourhood is;
+2. **rank**: each pool pair scores a blend of cosine and estimated Jaccard (``rank_lexical``)
+   and survives only if it is among the ``per_note`` best pairs of either note, which bounds the
+   work for the judge at n * per_note pairs however crowded a neighbourhood is;
 3. **check**: a survivor must share ``min_shared`` uncommon stems and reach
    (cosine + stem overlap) / 2 >= ``blend_floor``.
 
@@ -43,8 +42,8 @@ class CandidateSettings:
     blend_floor: float = 0.45  # ... and (cosine + stem overlap) / 2 reaches this
     common_df: float = 0.05  # stems in more than 5% of notes (and > common_min) are corpus stopwords
     common_min: int = 50
-    # 16 bands x 3 rows: P(collide) = 1-(1-J^3)^16 = 0.35 at J=0.3, 0.88 at J=0.5, 0.998 at J=0.7;
-    # 8 x 4 caught only ~60% of "X is May 3" / "X moved to May 10" pairs (J ~ 0.57).
+    # 16 bands x 3 rows: P(collide) = 1-(1-J^3)^16 = 0.35 at J=0.3, 0.88 at J=0.5, 0.998 at J=0.7,
+    # so a changed value ("X is May 3" / "X moved to May 10", J about 0.57) collides almost always.
     lsh_bands: int = 16
     lsh_rows: int = 3
     lsh_max_bucket: int = 64  # bigger buckets are boilerplate, not rewrites
@@ -214,7 +213,8 @@ def _hash64(token: str) -> int:
 def minhash(stem_sets: Sequence[frozenset[str]], perms: int, seed: int = 0) -> np.ndarray:
     """(n, perms) uint64 MinHash signatures, vectorised over all (note, stem) pairs at once.
 
-    datasketch's per-note MinHash costs ~17 s at 100,000 notes here; this costs ~1 s.
+    One pass over every (note, stem) pair instead of a MinHash object per note (datasketch):
+    about 1 s at 100,000 notes instead of 17.
     """
     lengths = np.fromiter((len(s) for s in stem_sets), np.int64, len(stem_sets))
     flat = np.fromiter((_hash64(t) for s in stem_sets for t in sorted(s)), np.uint64, int(lengths.sum()))

@@ -1,4 +1,4 @@
-"""The cleaning sweep: plan, apply and undo (seed 004, "The engram lifecycle").
+"""The cleaning sweep: plan, apply and undo (the nightly part of a note's lifecycle).
 
 ``plan`` reads every active atomic note (``notes.py``; the vault is the truth, the index gives
 the vectors, the caller syncs the index first), builds candidate pairs (``pairs.py``: vector
@@ -19,7 +19,7 @@ changed after the run. Policy, in the order the plan applies it:
   provenance (a kept engram against a provisional chat note), or the two cannot be ordered in
   time, the plan relates them instead and says why.
 * related: both notes get a ``related`` link when the pair's cosine clears the embedder's
-  related floor (HIPPOCAMPUS' 0.7-0.9 "related" band, re-measured for our embedders).
+  related floor (``Calibration.related_floor``).
 * edited by you: a note whose bytes the user changed since vault_pipeline wrote them is never
   archived, superseded or merged away (nor a canonical that absorbs others); a duplicate or
   contradiction judged on it becomes a ``related`` link whose reason starts "edited by you: review".
@@ -54,13 +54,10 @@ from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
 
 Progress = Callable[[int, int], None]
-# HIPPOCAMPUS (seed 003, 4.5a) merges above cosine 0.9 and links 0.7-0.9. Re-measured for
-# MiniLM on short atomic notes (benchmarks/bench_clean.py, 10,000 notes): same-subject related
-# pairs p5 0.64 / p10 0.67 / median 0.82; duplicates median 0.92; different-subject look-alikes
-# median 0.82, p90 0.90. So cosine never merges here (a >0.9 rule would merge ~10% of look-alikes
-# and miss half the duplicates: the judge decides), and the band keeps only its lower edge: a
-# judged-related pair is linked when its cosine is >= 0.60 (~p3 of true relations); below that
-# the relation is too loose to be worth an edge. Unknown embedders get a permissive 0.30.
+# Cosine never merges: on short notes look-alikes about another subject score as high as true
+# duplicates, so the judge decides. A cosine band only bounds the related links: a judged-related
+# pair is linked at or above the embedder's related floor (MiniLM 0.60, about the 3rd percentile
+# of true relations; unknown embedders a permissive 0.30). docs/decisions/0011-sweep-candidates.md.
 
 
 class VectorSource(Protocol):

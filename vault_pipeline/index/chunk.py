@@ -1,4 +1,4 @@
-"""Heading-structured chunks of a note body (seed 004, "Hierarchical semantic chunking").
+"""Heading-structured chunks of a note body: one complete level of one concept per chunk.
 
 The retrieval unit is one complete level of one concept: a heading (H1-H4)
 with its own content down to the next H1-H4 heading. Content before the
@@ -42,7 +42,7 @@ from vault_pipeline.text import estimate_tokens, grapheme_safe
 CHUNKING_VERSION = 5
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
-BULLET_CEILING = 4  # seed 004: 2-4 bullets per level is the soft ceiling
+BULLET_CEILING = 4  # more bullets than this under one heading is more than one governing idea
 LARGE_THRESHOLD_CHARS = 500_000  # engram-go's Tier-1 boundary (500 KB)
 PATH_SEPARATOR = " > "
 
@@ -406,7 +406,7 @@ def chunk_markdown(note_id: str, body: str, *, cap_tokens: int = HARD_CAP_TOKENS
 
 
 def lint_levels(body: str, *, ceiling: int = BULLET_CEILING) -> list[LintFinding]:
-    """Headings with more than ``ceiling`` bullets directly under them (seed 004's governing-idea test)."""
+    """Headings with more than ``ceiling`` bullets directly under them (more than one governing idea)."""
     parsed = _parse(normalise_newlines(body))
     findings: list[LintFinding] = []
     stack: list[_Heading] = []

@@ -4,10 +4,10 @@
 rest, and re-chunks and re-embeds only what changed (a chunk whose text did not change keeps
 its vector, so a status flip or a move to archive/ costs no embedding). Rows are replaced per
 batch with one delete predicate and one add. Every run first checks the table against the
-manifest (seed 004: index integrity belongs in the ingestion path, after a migration once welded
-ids to other rows' content): a table moved on since the last finished sync, or whose row count
-disagrees with the manifest, is checked path by path and row by row; a path that disagrees is
-re-embedded and reported as repaired. ``--verify`` forces the full check.
+manifest (integrity belongs in the ingestion path: an index whose ids were welded to other rows'
+content would answer wrongly and silently): a table moved on since the last finished sync, or
+whose row count disagrees with the manifest, is checked path by path and row by row; a path that
+disagrees is re-embedded and reported as repaired. ``--verify`` forces the full check.
 
 The storage lives beside it: ``manifest`` (sqlite), ``table`` (LanceDB), ``integrity`` (the
 checks); the reading side, ``Index`` and ``Row``, in ``search``.

@@ -30,17 +30,12 @@ TABLE = "chunks"
 INDEX_DIR = "index"
 TEXT_COLUMN = "text"
 VECTOR_COLUMN = "vector"
-# Above this many rows the table gets an ANN index. Measured on this 2-core box at 384 dims
-# (clustered random unit vectors, default-retrieval filter on): flat search p50 18 ms at 10k
-# rows, 67 ms at 50k, 313 ms at 100k, against a 50 ms query budget. So: exact below 20k rows.
-# The index is IVF_FLAT with sqrt(rows) partitions: it keeps the raw vectors (exact distances
-# inside the probed partitions) and built in 7.5 s at 100k rows, against 84 s for IVF_HNSW_SQ
-# (which would cost ~10% of a 100k-note sync's embedding time); p50 6-8 ms on a bare table,
-# ~25 ms through Index.vector_search on the full 100k-note table, recall@15 0.995+ at 32 probes.
-# IVF_HNSW_SQ (ef 300) answered in 9-12 ms but missed more true neighbours in the same test.
+# Exact search below this many rows (a flat search outgrows the query's latency budget past it),
+# an IVF_FLAT index above: it keeps the raw vectors, so distances inside the probed partitions are
+# exact, and builds far faster than IVF_HNSW_SQ. Measurements: docs/decisions/0007-lancedb-index.md.
 ANN_MIN_ROWS = 20_000
-# Partitions searched per query (of about sqrt(rows)). A fixed number: with no maximum, LanceDB
-# 0.40 searched 200 of 347 partitions at 120k rows (22 ms a query instead of 15).
+# Partitions searched per query (of about sqrt(rows)). A fixed number: with no maximum LanceDB
+# probes most partitions, and a search costs half again as much.
 ANN_PROBES = 32
 # Retrain the ANN index when the table has doubled since it was built: optimize() only files
 # new rows into the existing partitions, so partitions drift and grow.
@@ -53,8 +48,8 @@ OPTIMIZE_FRACTION = 0.05
 PREDICATE_CHUNK = 2_000  # paths per ``path IN (...)`` predicate
 
 # Column order of the table; ``vector`` last. ``active`` is false for archived, superseded and
-# duplicate notes, so default retrieval filters on one boolean instead of three strings (a
-# boolean prefilter measured ~1.5x faster than the string one at 50k rows).
+# duplicate notes, so default retrieval filters on one boolean instead of three strings (faster
+# as a prefilter).
 STRING_COLUMNS = (
     "chunk_id",
     "note_id",
@@ -246,10 +241,10 @@ class ChunkTable:
         writes = int(meta.get("pending_writes") or 0) + self.writes
         rows_written = int(meta.get("pending_rows") or 0) + self.rows_written
         rows = self.count()
-        # optimize() compacts fragments (at 100k rows that rewrites the ~330 MB main fragment:
-        # 1-3 s), folds new rows into the FTS and vector indexes and prunes versions older than
-        # 7 days (a concurrent reader keeps its files). Until then new rows are searched flat,
-        # which costs little, so a one-note edit does not pay for it.
+        # optimize() compacts fragments (seconds at 100k rows), folds new rows into the FTS and
+        # vector indexes and prunes versions older than 7 days (a concurrent reader keeps its
+        # files). Until then new rows are searched flat, which costs little, so a one-note edit
+        # does not pay for it.
         self.optimized = bool(writes) and (
             force or writes >= OPTIMIZE_WRITES or rows_written >= max(OPTIMIZE_MIN_ROWS, rows * OPTIMIZE_FRACTION)
         )
@@ -258,9 +253,9 @@ class ChunkTable:
             writes = rows_written = 0
         out = {"pending_writes": str(writes), "pending_rows": str(rows_written)}
         built = int(meta.get("ann_rows") or 0)
-        # LanceDB 0.40's optimize() leaves the vector index with 8 partitions (347 before it at
-        # 120k rows): every search then compares all vectors (15-25 ms instead of 10), so the
-        # index is built again after each optimize (5.6 s at 120k rows; optimize itself about 4 s).
+        # LanceDB's optimize() leaves the vector index with a handful of partitions, so every
+        # search would compare nearly all vectors: the index is built again after each optimize
+        # (docs/decisions/0007-lancedb-index.md).
         if rows > ANN_MIN_ROWS and (not built or self.optimized or rows >= built * ANN_RETRAIN_GROWTH):
             self._build_ann(rows)
             out["ann_rows"] = str(rows)
@@ -276,22 +271,22 @@ class ChunkTable:
         from lancedb.index import BTree
 
         # The funnel's one hop reads a session's other turns by ``source_conversation``; without an
-        # index that filter reads the column of every row (about 20 ms at 120k rows).
+        # index that filter reads the column of every row.
         self.table.create_index("source_conversation", config=BTree(), replace=True)
 
     def _build_active_index(self) -> None:
         from lancedb.index import Bitmap
 
         # Both lanes prefilter on ``active``; without an index that reads the column of every row
-        # (5 ms a search at 120k rows, a third of a full-text search). 20 ms to build at 120k.
+        # (a third of a full-text search's time). Cheap to build.
         self.table.create_index("active", config=Bitmap(), replace=True)
 
     def _build_ann(self, rows: int) -> None:
         from lancedb.index import IvfFlat
 
         # Unit vectors: dot product is the cosine, so "dot" needs no normalisation pass. A lighter
-        # k-means (32 samples a partition, 10 rounds) than LanceDB's default (256, 50): at 120k
-        # rows 5.6 s instead of 31 s, and recall@15 against exact search 0.945 against 0.933.
+        # k-means (32 samples a partition, 10 rounds) than LanceDB's default (256, 50): a rebuild
+        # several times faster, with no loss of recall against exact search (decision 0007).
         config = IvfFlat(
             distance_type="dot", num_partitions=max(1, round(math.sqrt(rows))), sample_rate=32, max_iterations=10
         )

@@ -11,14 +11,12 @@ are added to an atomic note, never to its sentence:
 
 Both go into a ``Context:`` line too: ``Context: Caroline, 8 May 2023; "yesterday" is 7 May 2023.``
 
-The resolver is rule-based (English and Dutch) rather than ``dateparser`` 1.5: on the 8,408
-offline units of locomo-dev, hand-checked on 42 cases, the rules gave 29 of 30 dates right and no
-false positive; dateparser 24 right of 42 dates, mostly false ones ("we" read as Wednesday, "now",
-"18th", "sun"), and missed "last weekend", "a few years ago", "Tomorrow's". Rules: 12 µs a note,
-no dependency; dateparser: 0.25 ms a note plus 0.2 s import and first-call load.
-Conventions: a day is its date; "last/this/next week"
-starts on its Monday; a weekend is its Saturday and Sunday; a month or year starts on its first
-day; "N weeks ago" is the same weekday N weeks back; "a few" counts as 3, "a couple" as 2.
+The resolver is rule-based (English and Dutch) rather than ``dateparser``: on chat text the
+library reads ordinary words as dates ("we" as Wednesday, "sun") and misses spans such as "last
+weekend"; the rules are also faster and need no dependency (docs/decisions/0012-relative-time-rules.md).
+Conventions: a day is its date; "last/this/next week" starts on its Monday; a weekend is its
+Saturday and Sunday; a month or year starts on its first day; "N weeks ago" is the same weekday N
+weeks back; "a few" counts as 3, "a couple" as 2.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The extraction operator: conversation -> atomic units, a session summary, thread maps.
 
-Semantic extraction, not summarisation (seed 004): every discrete unit of meaning becomes one
+Semantic extraction, not summarisation: every discrete unit of meaning becomes one
 declarative sentence of at most 15 words in a forced category, never combined, repetitions
 collapsed, nothing judged unimportant. The validators below enforce the rules on whatever
 answers, a real model or the offline backend; a violation is re-asked through the seam.

@@ -12,7 +12,7 @@ reads in the note's ``quality`` property.
 Beside the signs, the model weighs the sentence's meaning: its MiniLM vector (the shipped offline
 embedder, whatever the vault's index uses) times a fitted weight vector. The signs catch a cut or a
 missing verb; the meaning term catches what reads like filler, boilerplate or a quiz option
-without a rule per kind (on the held-out labels it raised the average precision, see the README).
+without a rule per kind. How it was fitted and measured: docs/decisions/0002-note-quality-gate.md.
 
 English finite verbs come from TextBlob's PatternTagger (the CLiPS Pattern lexicon inside the
 wheel; no model download); Dutch notes, which that tagger does not know, from simplemma's Dutch
@@ -494,8 +494,7 @@ def meaning_vectors(sentences: Sequence[str]) -> list[list[float]]:
 def lexical(sentence: str) -> set[str]:
     """The note's lexical signs: its lower-cased words (``w:``).
 
-    Adding word pairs lowered the cross-validated average precision on the training labels
-    (0.51 against 0.54 for words alone); character n-grams were not measured to the end."""
+    Words only: word pairs did worse in cross-validation (docs/decisions/0020-approaches-not-adopted.md)."""
     return {f"w:{w.lower()}" for w in _WORD.findall(sentence)}
 
 
@@ -552,10 +551,10 @@ def dump_gate(model: GateModel, path: Path, note: str) -> None:
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-# The shipped gate: the boolean features only, fitted on the training split (70 %, by a hash of the
-# note text) of tests/data/quality_labels.jsonl and quality_labels_current.jsonl. A gate with
-# lexical weights (`bench_quality.py --fit --write`) raised the held-out precision on the export
-# but refused 11 of 12 good LoCoMo notes, so it is not shipped (README, "The Note Quality Gate").
+# The shipped gate: the boolean features and the meaning, no word weights, fitted on the training
+# split (70 %, by a hash of the note text) of tests/data/quality_labels.jsonl and
+# quality_labels_current.jsonl. Word weights judge by accidents of the sample and fail out of
+# domain, so they are not shipped (docs/decisions/0002-note-quality-gate.md).
 GATE_FILE = Path(__file__).with_name("quality_gate.json")
 GATE = load_gate(GATE_FILE)
 
@@ -594,9 +593,9 @@ def hard_problems(sentence: str, category: str) -> list[str]:
         problems.append("not a declarative sentence")
     if category == "open-question" and not sentence.endswith("?"):
         problems.append("an open question that is not a question")
-    # What the gate's definition excludes by name, whatever else the note has going for it: on the
-    # 840 labelled export notes none of these was good (salutation 4, log line 3, template filler 13;
-    # quiz option 1 good of 19), yet fitted weights are too small to refuse each one alone.
+    # What the gate's definition excludes by name, whatever else the note has going for it: almost
+    # no labelled note of these kinds is good, yet each is too rare for a fitted weight to refuse
+    # it alone.
     text = sentence.strip()
     problems += [
         reason

@@ -63,10 +63,10 @@ class Calibration:
     related_floor: float = 0.30
 
 
-# Seed 004's 0.40 was measured on another embedder; with all-MiniLM-L6-v2, short atomic notes that
-# were relevant scored as low as 0.01-0.22 against an associative query, so its floor is 0.20.
-# Its nearest neighbours sit high (unrelated notes at a median 0.84 cosine in an earlier measurement),
-# so a related link needs 0.60.
+# The usual floor of about 0.40 was measured on other embedders; with all-MiniLM-L6-v2, relevant
+# short notes score as low as 0.01-0.22 against an associative prompt, so its floor is 0.20. Its
+# nearest neighbours sit high whatever they say, so a related link needs 0.60.
+# docs/decisions/0006-similarity-floor.md.
 MINILM_CALIBRATION = Calibration(floor=0.20, related_floor=0.60)
 # An embedder nobody has calibrated (any LiteLLM model) gets the same low backstop.
 DEFAULT_CALIBRATION = Calibration(floor=0.20)
@@ -221,7 +221,7 @@ class MiniLMEmbedder:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # Idle worker threads sleep instead of spinning: the funnel embeds its queries while
         # LanceDB runs the full-text searches, and spinning took the cores those searches needed
-        # (retrieval p50 85 -> 65 ms at 120k chunks); bulk throughput is the same either way.
+        # (docs/decisions/0001-offline-embedder.md); bulk throughput is the same either way.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])

@@ -3,11 +3,9 @@
 The matrix products here are small: a query's few hundred stored vectors against a handful of
 query vectors, the clean's blocks of neighbours. NumPy's OpenBLAS still splits each product past a
 small size over every core, and its idle workers then spin waiting for the next one instead of
-sleeping. Profiled per thread on ``benchmarks/bench_scale.py``'s export questions (2 cores), those
-workers took 33 ms of CPU a question (0.3 ms on one thread; the question's CPU went from 89 to
-58 ms), a core the LanceDB searches and the ONNX embedder needed. ``vault`` gives BLAS one thread
-at start, as it sets the garbage collector's thresholds; the clean's dry run at 20,000 notes
-(``benchmarks/bench_clean.py``) takes as long either way.
+sleeping, on a core the LanceDB searches and the ONNX embedder need. ``vault`` gives BLAS one
+thread at start, as it sets the garbage collector's thresholds; the products are as exact and the
+clean's larger ones as fast. The measurements: docs/decisions/0008-blas-one-thread.md.
 """
 
 from __future__ import annotations
