@@ -66,6 +66,9 @@ SIGNS: dict[str, str] = {
     "user_question": "the user's question",
     "assistant_you": "the assistant speaking to the user",
     "assistant_first_person": "the assistant speaking of itself",
+    "people": "from a conversation between people",
+    "people_first_person": "a person speaking of themselves",
+    "people_question": "a person's question",
     **{f"sign:{k}": v for k, v in FEATURES.items()},
     **{
         f"category:{c}": f"filed as {c}"
@@ -95,6 +98,7 @@ class Candidate:
     speaker: str  # user | assistant
     source: str | None  # the source message's text, where it can be read
     title: str | None = None  # the conversation's title
+    people: bool = False  # a conversation between people (named speakers, no assistant)
 
 
 def locate(sentence: str, source: str | None) -> tuple[Statement | None, Reading | None]:
@@ -145,16 +149,28 @@ def signs(c: Candidate) -> dict[str, float]:
         on.update(_structure(found, reading))
     quality = features(text, c.source)
     on["imperative"] = quality.pop("imperative", False)
-    user = c.speaker == "user"
-    on.update(
-        user_you=user and on["second_person"],
-        user_imperative=user and on["imperative"],
-        user_question=user and on["question"],
-        assistant_you=not user and on["second_person"],
-        assistant_first_person=not user and on["first_person"],
-    )
+    on.update(_who(c, on))
     on.update({f"sign:{k}": v for k, v in quality.items()})
     return {k: 1.0 for k, v in on.items() if v and k in SIGNS}
+
+
+def _who(c: Candidate, on: Mapping[str, bool]) -> dict[str, bool]:
+    """Who speaks to whom: the user to the assistant, the assistant to the user, or people to each other."""
+    if c.people:
+        return {
+            "user": False,
+            "people": True,
+            "people_first_person": on["first_person"],
+            "people_question": on["question"],
+        }
+    user = c.speaker == "user"
+    return {
+        "user_you": user and on["second_person"],
+        "user_imperative": user and on["imperative"],
+        "user_question": user and on["question"],
+        "assistant_you": not user and on["second_person"],
+        "assistant_first_person": not user and on["first_person"],
+    }
 
 
 def _structure(s: Statement, reading: Reading) -> dict[str, bool]:
