@@ -74,7 +74,9 @@ def test_a_sentence_too_long_to_split_is_no_statement() -> None:
 
 
 def test_a_pointing_opener_takes_the_sentence_before_it_as_context() -> None:
-    message = "Django's get_or_create looks up an object by its fields. This method creates the object when none is found."
+    message = (
+        "Django's get_or_create looks up an object by its fields. This method creates the object when none is found."
+    )
     second = read_message(message, *LIMITS).statements[1]
     assert second.points_back
     assert second.full_context(25) == "Django's get_or_create looks up an object by its fields."
@@ -103,7 +105,9 @@ def test_glyph_bullets_read_as_list_items() -> None:
     assert all(s.full_context(25) == "Mijn taken voor vandaag" for s in reading.statements)
 
 
-_WORDS = st.lists(st.sampled_from("the cache holds each key for one hour and then drops it".split()), min_size=3, max_size=12)
+_WORDS = st.lists(
+    st.sampled_from("the cache holds each key for one hour and then drops it".split()), min_size=3, max_size=12
+)
 
 
 @settings(max_examples=60, deadline=None)
