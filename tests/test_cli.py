@@ -344,16 +344,17 @@ def test_a_failing_litellm_call_prints_no_banner(capfd):
 def test_the_ingest_bar_knows_its_total_so_it_can_show_an_eta(tmp_path):
     from rich.progress import Progress
 
-    from vault_pipeline.cli import _callback, _count_conversations
+    from vault_pipeline.cli.ingest import count_conversations
+    from vault_pipeline.cli.progress import bar_callback
 
     good = [chatgpt_record(0), chatgpt_record(1), chatgpt_record(2)]
     path = export(tmp_path, [*good, {**chatgpt_record(9), "mapping": {}}])
-    total = _count_conversations([path])
+    total = count_conversations([path])
     assert total == len(good)  # the bad record is not counted
-    assert _count_conversations([tmp_path / "in" / "missing.json"]) is None
+    assert count_conversations([tmp_path / "in" / "missing.json"]) is None
     with Progress(disable=True) as progress:
         task = progress.add_task("ingest", total=None)
-        _callback(progress, task, total)(1, None, "Release planning 0")  # the pipeline passes no total
+        bar_callback(progress, task, total)(1, None, "Release planning 0")  # the pipeline passes no total
         assert progress.tasks[0].total == len(good) and progress.tasks[0].completed == 1
 
 
@@ -369,3 +370,138 @@ def test_every_status_row_has_a_label(make_vault, write_note, hash_embedder):
     labels = [line.split("│")[1].strip() for line in rows]
     assert all(labels) and not {"tier", "status", "category"} & set(labels), shown.stdout  # "status (none)"
     assert "index (derived from the notes" in shown.stdout
+
+
+# --------------------------------------------------------------------------- the --json shapes
+
+# Every report owns its --json shape (``to_dict()``); the CLI adds one key, ``exit_code``, last.
+# These lists pin the shapes users' scripts read: a change here is a change for them.
+JSON_KEYS = {
+    "init": ["vault"],
+    "ingest": [
+        "conversations",
+        "messages",
+        "alternates",
+        "notes",
+        "notes_by_category",
+        "units_skipped",
+        "topics_named",
+        "threads",
+        "writes",
+        "files_written",
+        "skipped",
+        "warnings",
+        "errors",
+        "refused",
+        "seconds",
+        "model",
+    ],
+    "keep": ["kept", "refused", "skipped", "judge", "dry_run"],
+    "index": [
+        "embedder",
+        "scanned",
+        "unchanged",
+        "added",
+        "changed",
+        "moved",
+        "removed",
+        "repaired",
+        "embedded_notes",
+        "embedded_chunks",
+        "reused_chunks",
+        "skipped",
+        "repairs",
+        "rebuilt",
+        "rebuild_reason",
+        "rechunked",
+        "integrity",
+        "optimized",
+        "ann_index_built",
+        "rows",
+        "seconds",
+        "embed_seconds",
+    ],
+    "status": ["vault", "folders", "index", "pending", "models", "lint"],
+    "check": [
+        "notes",
+        "invalid",
+        "dangling_links",
+        "dangling_blocks",
+        "dangling_headings",
+        "duplicate_ids",
+        "copies",
+        "index_mismatches",
+        "temp_files",
+        "fixed",
+        "problems",
+    ],
+    "clean": ["run_id", "counts", "skipped", "files"],
+    "undo": ["undone", "restored", "run_id", "skipped"],
+}
+PLAN_ACTION_KEYS = ["action", "notes", "reason", "paths", "expected_sha256"]  # and "canonical" for a collapse
+PACKAGE_KEYS = ["blocks", "intent", "query", "stats", "tokens", "trace"]
+
+
+def json_of(*args: object) -> dict:
+    result = vault(*args, "--json")
+    assert result.exit_code in (EXIT_OK, EXIT_INCOMPLETE), result.output
+    return json.loads(result.stdout)
+
+
+def test_every_report_prints_its_own_json_shape_with_the_exit_code_last(make_vault, tmp_path, hash_embedder):
+    root = make_vault().root
+    path = export(tmp_path, [chatgpt_record(0), chatgpt_record(1)])
+    shapes = {
+        "init": json_of("init", tmp_path / "another"),
+        "ingest": json_of("ingest", path, "--vault", root),
+        "keep": json_of("keep", "--all-passing", "--dry-run", "--vault", root),
+        "index": json_of("index", "--vault", root),
+        "status": json_of("status", "--vault", root),
+        "check": json_of("check", "--vault", root),
+        "clean": json_of("clean", "--vault", root),
+    }
+    for command, data in shapes.items():
+        assert list(data) == [*JSON_KEYS[command], "exit_code"], command
+    assert list(shapes["keep"]["judge"]) == ["by", "model_judged", "errors"]
+    assert [list(m) for m in shapes["status"]["models"]] == [["role", "model", "where"]] * 3
+
+
+def test_the_clean_plan_and_the_package_keep_their_json_shapes(make_vault, write_note, hash_embedder):
+    root = make_vault().root
+    write_note(root, "inbox/a.md", "a1", "The release ships on Friday.", created="2024-01-01T10:00:00+00:00")
+    write_note(root, "inbox/b.md", "b1", "The release ships on Friday.", created="2024-01-02T10:00:00+00:00")
+    plan = vault("clean", "--vault", root, "--dry-run", "--json")
+    assert plan.exit_code == EXIT_OK, plan.output
+    actions = json.loads(plan.stdout)
+    assert actions and all([k for k in a if k != "canonical"] == PLAN_ACTION_KEYS for a in actions), actions
+    swept = json_of("clean", "--vault", root)
+    assert swept["run_id"] and list(json_of("clean", "--vault", root, "--undo", swept["run_id"])) == [
+        *JSON_KEYS["undo"],
+        "exit_code",
+    ]
+    explained = vault("query", "When does the release ship?", "--vault", root, "--json", "--explain")
+    assert list(json.loads(explained.stdout)) == PACKAGE_KEYS
+    # Without --explain the trace may leave --json (the funnel's package decides); nothing else does.
+    plain = list(json.loads(vault("query", "When does the release ship?", "--vault", root, "--json").stdout))
+    assert [k for k in PACKAGE_KEYS if k != "trace"] == [k for k in plain if k != "trace"]
+
+
+def test_the_demo_and_gate_calibrate_summaries_own_their_shapes():
+    from vault_pipeline.cli.calibrate import GateCalibration
+    from vault_pipeline.cli.demo import DemoReport
+    from vault_pipeline.index.sync import IndexReport
+    from vault_pipeline.ingest.write import IngestReport
+
+    demo = DemoReport("/tmp/demo", IngestReport(model="offline"), IndexReport(), "0 files written").to_dict()
+    assert list(demo) == ["vault", "ingest", "index", "written"]
+    assert list(demo["ingest"]) == [*JSON_KEYS["ingest"], "exit_code"] and list(demo["index"]) == JSON_KEYS["index"]
+
+    class Summary:
+        def __init__(self, **data):
+            self.data = data
+
+        def summary(self) -> dict:
+            return self.data
+
+    run = GateCalibration(Summary(model="offline", queries=3), Summary(target_recall=0.9), None)  # type: ignore[arg-type]
+    assert run.to_dict() == {"model": "offline", "queries": 3, "fitted_gate": {"target_recall": 0.9}, "stored": None}
