@@ -141,6 +141,11 @@ def test_vault_dir_wins_over_the_working_folder(make_vault, monkeypatch):
     assert json.loads(vault("status", "--json", "--vault", here.root).stdout)["vault"] == str(here.root)
 
 
+def test_vault_path_is_no_alias_of_vault_dir(make_vault, monkeypatch):
+    monkeypatch.setenv("VAULT_PATH", str(make_vault().root))  # an undocumented alias, removed
+    assert vault("status").exit_code == EXIT_USAGE
+
+
 def test_no_vault_anywhere_is_a_usage_error(tmp_path):
     result = vault("status")
     assert result.exit_code == EXIT_USAGE

@@ -78,7 +78,7 @@ VaultOpt = Annotated[
     typer.Option(
         "--vault",
         metavar="DIR",
-        envvar=["VAULT_DIR", "VAULT_PATH"],
+        envvar="VAULT_DIR",
         show_default=False,
         help=f"The vault folder (default: $VAULT_DIR, else the nearest folder holding a {CONFIG_FILE}, "
         "from here upwards).",
