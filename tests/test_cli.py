@@ -510,3 +510,54 @@ def test_the_demo_and_gate_calibrate_summaries_own_their_shapes():
 
     run = GateCalibration(Summary(model="offline", queries=3), Summary(target_recall=0.9), None)  # type: ignore[arg-type]
     assert run.to_dict() == {"model": "offline", "queries": 3, "fitted_gate": {"target_recall": 0.9}, "stored": None}
+
+
+# --------------------------------------------------------------------------- reports a person reads
+
+
+def ref(note_id: str, text: str, folder: str = "inbox"):
+    from vault_pipeline.clean.types import NoteRef
+
+    slug = "-".join(text.lower().rstrip(".").split()[:8])  # as note file names are: the first words
+    return NoteRef(note_id, f"{folder}/{slug}-{note_id[-6:]}.md", "sha", text)
+
+
+def test_the_clean_plan_prints_a_summary_then_each_action_with_texts_and_paths():
+    from vault_pipeline.clean.types import Collapse, Plan, Relate, Supersede
+    from vault_pipeline.cli.clean import plan_lines
+
+    may10, may3 = ref("a-000000955c2f", "The deadline is May 10."), ref("a-000000453d92", "The deadline is May 3.")
+    long = ref("a-0000001b1fef", "A very long note " + "that keeps going " * 12 + "\nand has a second line.")
+    plan = Plan(
+        actions=[
+            Collapse(may10, (ref("a-0000007a7a7a", "The deadline is May 10!"),), "2 notes state one claim"),
+            Supersede(may10, may3, "a-000000955c2f supersedes a-000000453d92: " + "the value differs " * 20),
+            Relate(long, may3, "one subject"),
+        ],
+        notes=40,
+        candidates=7,
+    )
+    lines = plan_lines(plan, 120)
+    assert lines[0].startswith("clean plan: 3 action(s) from 7 candidate pair(s) over 40 notes")
+    assert [line.split()[:2] for line in lines[1:4]] == [["1", "duplicate"], ["1", "supersede"], ["1", "relate"]]
+    body = "\n".join(lines[4:])
+    assert lines[4] == "" and lines[5] == "1. duplicate: 2 notes state one claim"
+    assert "\n2. supersede: " in body and "\n3. relate: one subject" in body
+    assert f"   keep     The deadline is May 10.  {may10.path}" in body
+    assert f"   archive  The deadline is May 3.   {may3.path}" in body
+    assert all(len(line) <= 120 for line in lines), [len(line) for line in lines]
+    cut = next(line for line in lines if long.path in line)
+    assert "…" in cut and "second line" not in cut and cut.startswith("   link     A very long note")
+    assert len(lines) == 4 + 1 + 3 + (2 + 2 + 2)  # the summary, a blank line, a head per action, a line per note
+
+
+def test_clean_dry_run_prints_the_summary_first(make_vault, write_note, hash_embedder):
+    root = make_vault().root
+    write_note(root, "inbox/a.md", "a1", "The release ships on Friday.", created="2024-01-01T10:00:00+00:00")
+    write_note(root, "inbox/b.md", "b1", "The release ships on Friday.", created="2024-01-02T10:00:00+00:00")
+    shown = vault("clean", "--vault", root, "--dry-run")
+    assert shown.exit_code == EXIT_OK, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("clean plan: 1 action(s)") and lines[1].split()[:2] == ["1", "duplicate"]
+    assert "   keep     The release ships on Friday.  inbox/" in shown.stdout
+    assert "   archive  The release ships on Friday.  inbox/" in shown.stdout
