@@ -7,6 +7,7 @@ configuration error. Every --json report carries the same number as ``exit_code`
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from vault_pipeline.cli import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, app
@@ -561,3 +563,32 @@ def test_clean_dry_run_prints_the_summary_first(make_vault, write_note, hash_emb
     assert lines[0].startswith("clean plan: 1 action(s)") and lines[1].split()[:2] == ["1", "duplicate"]
     assert "   keep     The release ships on Friday.  inbox/" in shown.stdout
     assert "   archive  The release ships on Friday.  inbox/" in shown.stdout
+
+
+def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_the_left(
+    make_vault, write_note, hash_embedder, monkeypatch
+):
+    from vault_pipeline.cli.query import print_package, short_path
+
+    assert short_path("inbox/a-short-note-3a55fd.md") == "inbox/a-short-note-3a55fd"
+    assert short_path("inbox/can-we-talk-about-peer-review-for-our-paper-3a55fd.md", 30) == (
+        "…/-review-for-our-paper-3a55fd"  # 30 characters, the note's hash kept
+    )
+    root = make_vault().root
+    for n in range(6):
+        name = f"the-release-of-version-{n}-ships-on-friday-after-the-long-review-{n:06d}.md"
+        write_note(root, f"inbox/{name}", f"a{n}", f"The release of version {n} ships on Friday after the review.")
+    assert vault("index", "--vault", root).exit_code == EXIT_OK
+    shown = vault("query", "When does the release ship?", "--vault", root, "--explain", "--json")
+    assert shown.exit_code == EXIT_OK, shown.output
+    package = json.loads(shown.stdout)
+    rows = [line for line in shown.stderr.splitlines() if "…/" in line]
+    assert len(rows) == len(package["trace"]) >= 6  # every candidate on one line
+    assert all(len(line) <= 120 for line in shown.stderr.splitlines()[:-1])  # the depth line may run on
+    assert all(row.split()[1].startswith("…/") and row.split()[1][-6:].isdigit() for row in rows)
+    from vault_pipeline.retrieve.package import ContextPackage
+
+    narrow = Console(width=100, record=True, file=io.StringIO(), force_terminal=True)
+    monkeypatch.setattr("vault_pipeline.cli.query.err", narrow)  # a terminal of 100 columns
+    print_package(ContextPackage("q", "i", (), 0, {}, tuple(package["trace"])), json_out=False, explain=True)
+    assert all(len(line) <= 100 for line in narrow.export_text().splitlines()[:-1])

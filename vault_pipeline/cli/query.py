@@ -1,7 +1,9 @@
 """``vault query``: a small, precise, cited context package for a prompt.
 
-``--explain`` prints on stderr how every candidate went through the funnel, read from the
-package's JSON form (``to_dict()["trace"]`` and ``stats``), whose shape is stable.
+``--explain`` prints on stderr how every candidate went through the funnel: a table with one
+line per candidate (paths shortened from the left, the reason cut to the line) and a line on
+how deep the funnel went. Both are read from the package's JSON form (``to_dict()["trace"]``
+and ``stats``), whose shape is stable.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from vault_pipeline.cli.common import (
     err,
     open_vault,
     out,
-    table,
 )
 from vault_pipeline.config import BUDGET_RANGE, WIDE_RANGE, Settings
 from vault_pipeline.errors import VaultError
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from vault_pipeline.retrieve.package import ContextPackage
+
+TRACE_WIDTH = 120  # columns of the trace table when stderr is not a terminal
+NOTE_WIDTH = (22, 34)  # a candidate's path, shortened from the left to fit between these widths
+REASON_WIDTH = 30  # what the note column leaves the reason on a narrow terminal, where it can
+# Columns beside the note and the reason: rank, lanes ("vector,text"), sim, floor, gate ("skipped"), score.
+OTHER_COLUMNS = 4 + 11 + 6 + 5 + 7 + 5 + 7  # and a space between every two columns
 
 
 def query(
@@ -130,7 +137,7 @@ def batch_queries(path: Path) -> list[tuple[str, str | None]]:
 def print_package(package: ContextPackage, *, json_out: bool, explain: bool, one_line: bool = False) -> None:
     """The package as Markdown (or JSON, one line per package in a batch); with ``explain``, its trace on stderr."""
     if explain:
-        err.print(trace_table(package))
+        err.print(trace_table(package, err.width if err.is_terminal else TRACE_WIDTH))
         err.print(depth_line(package), markup=False)
     if json_out:
         sys.stdout.write(package.to_json(indent=None if one_line else 2))
@@ -149,26 +156,43 @@ def shown(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def trace_table(package: ContextPackage) -> Table:
-    """Every candidate: rank, note, lanes, similarity, floor, gate, the reason and the score."""
-    rows = [
-        (
-            shown(t.get("rank")),
-            t.get("path", ""),
-            ",".join(t.get("lanes", [])),
-            shown(t.get("similarity")),
-            t.get("floor") or "-",
-            t.get("gate", ""),
-            (t.get("reason") or "")[:70],
-            shown(t.get("score")),
-        )
-        for t in package.to_dict()["trace"]
-    ]
-    return table(
-        f"funnel trace: {package.query}  (intent: {package.intent})",
-        rows,
-        ("rank", "note", "lanes", "sim", "floor", "gate", "reason", "score"),
+def short_path(path: str, width: int = NOTE_WIDTH[1]) -> str:
+    """A note path in at most ``width`` characters, shortened from the left: ``…/tail-of-name``."""
+    path = path.removesuffix(".md")
+    if len(path) <= width:
+        return path
+    return "…/" + path.rsplit("/", 1)[-1][-(width - 2) :]
+
+
+def trace_table(package: ContextPackage, width: int = TRACE_WIDTH) -> Table:
+    """One line per candidate: rank, note, lanes, similarity, floor, gate, score and the reason, cut to fit."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=f"funnel trace: {package.query}  (intent: {package.intent})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,  # a rule under the header, a space between columns
+        show_edge=False,
+        padding=0,
+        width=width,
     )
+    for header in ("rank", "note", "lanes", "sim", "floor", "gate", "score"):
+        table.add_column(header, no_wrap=True, justify="right" if header in ("rank", "sim", "score") else "left")
+    table.add_column("reason", no_wrap=True, overflow="ellipsis", ratio=1)
+    note_width = min(NOTE_WIDTH[1], max(NOTE_WIDTH[0], width - OTHER_COLUMNS - REASON_WIDTH))
+    for entry in package.to_dict()["trace"]:
+        table.add_row(
+            shown(entry.get("rank")),
+            short_path(entry.get("path", ""), note_width),
+            ",".join(entry.get("lanes", [])),
+            shown(entry.get("similarity")),
+            entry.get("floor") or "-",
+            entry.get("gate") or "-",
+            shown(entry.get("score")),
+            " ".join((entry.get("reason") or "").split()),
+        )
+    return table
 
 
 def depth_line(package: ContextPackage) -> str:
