@@ -592,3 +592,45 @@ def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_t
     monkeypatch.setattr("vault_pipeline.cli.query.err", narrow)  # a terminal of 100 columns
     print_package(ContextPackage("q", "i", (), 0, {}, tuple(package["trace"])), json_out=False, explain=True)
     assert all(len(line) <= 100 for line in narrow.export_text().splitlines()[:-1])
+
+
+def test_plain_progress_prints_a_line_every_few_seconds_with_rate_and_eta():
+    from vault_pipeline.cli.progress import PlainProgress
+
+    now = [100.0]
+    console = Console(file=io.StringIO(), width=200)
+    tick = PlainProgress(console, "index", "notes", every=5, clock=lambda: now[0])
+    now[0] = 108.0
+    tick(0, 1000)  # the first report, 8 s in (the step read its notes first): no rate yet
+    now[0] = 110.0
+    tick(40, 1000)  # under 5 seconds since the last line: nothing
+    now[0] = 118.0
+    tick(100, 1000)  # 100 notes in the 10 s since the first report
+    now[0] = 119.0
+    tick(110, 1000)  # one second after the last line: nothing
+    now[0] = 3708.0
+    tick(36_000, None)  # no total from the library and none known: no ETA
+    assert console.file.getvalue().splitlines() == [
+        "index: 0/1,000 notes (0%), 0:08 elapsed",
+        "index: 100/1,000 notes (10%), 10.0/s, 0:18 elapsed, ETA 1:30",
+        "index: 36,000 notes, 10.0/s, 1:00:08 elapsed",
+    ]
+    known = PlainProgress(console, "ingest", "conversations", 50, every=0, clock=lambda: now[0])
+    known(0, None)
+    now[0] += 25
+    known(5, None)  # the ingest passes no total: the counted one stands in
+    assert console.file.getvalue().splitlines()[-1] == "ingest: 5/50 conversations (10%), 0.2/s, 0:25 elapsed, ETA 3:45"
+
+
+def test_off_a_terminal_long_steps_print_plain_progress_lines(make_vault, write_note, hash_embedder, monkeypatch):
+    import vault_pipeline.cli.progress as progress
+
+    monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)  # a line at every step, as a long run gives every 5 s
+    root = make_vault().root
+    for n in range(3):
+        write_note(root, f"inbox/n{n}.md", f"n{n}", f"Note number {n} about releases.")
+    result = vault("index", "--vault", root)
+    assert result.exit_code == EXIT_OK, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("index: ")]
+    assert lines and lines[-1].startswith("index: 3/3 notes (100%), ") and lines[-1].endswith(" elapsed")
+    assert "\x1b[" not in result.stderr  # plain text, no bar drawn into the log
