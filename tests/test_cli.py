@@ -615,6 +615,11 @@ def test_plain_progress_prints_a_line_every_few_seconds_with_rate_and_eta():
         "index: 100/1,000 notes (10%), 10.0/s, 0:18 elapsed, ETA 1:30",
         "index: 36,000 notes, 10.0/s, 1:00:08 elapsed",
     ]
+    batches = PlainProgress(console, "keep", "notes", every=0, clock=lambda: now[0])
+    batches(0, 4571)
+    now[0] += 7
+    batches(1, 4571)  # the first batch done: under 1% of the notes, too few for a rate
+    assert console.file.getvalue().splitlines()[-1] == "keep: 1/4,571 notes (0%), 0:07 elapsed"
     known = PlainProgress(console, "ingest", "conversations", 50, every=0, clock=lambda: now[0])
     known(0, None)
     now[0] += 25

@@ -105,7 +105,10 @@ class PlainProgress:
     def line(self, done: int, total: int | None, now: float) -> str:
         """``name: done/total unit (pct), rate/s, elapsed, ETA`` (what is not known yet is left out)."""
         since, done_then = self.first or (now, done)
-        rate = (done - done_then) / (now - since) if now > since and done > done_then else None
+        # No rate until 1% of the items (at least two) are done since the first report: a
+        # step working in batches reports its first item late, and one item says little.
+        enough = done - done_then >= max(2, (total or 0) / 100)
+        rate = (done - done_then) / (now - since) if now > since and enough else None
         counted = f"{done:,}/{total:,} {self.unit} ({done / total:.0%})" if total else f"{done:,} {self.unit}"
         parts = [f"{self.name}: {counted}"]
         if rate is not None:
