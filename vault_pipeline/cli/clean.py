@@ -152,7 +152,7 @@ def plan_lines(plan: Plan, width: int) -> list[str]:
     lines = [
         f"clean plan: {len(plan.actions):,} action(s) from {plan.candidates:,} candidate pair(s) over {plan.notes:,} "
         "notes; a dry run, nothing changed",
-        *(f"  {counts[kind]:>6}  {kind:<9}  {meaning}" for kind, meaning in KINDS.items()),
+        *(f"  {counts[kind]:>6,}  {kind:<9}  {meaning}" for kind, meaning in KINDS.items()),
     ]
     if plan.actions:
         lines.append("")
