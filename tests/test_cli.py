@@ -7,6 +7,7 @@ configuration error. Every --json report carries the same number as ``exit_code`
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from vault_pipeline.cli import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, app
@@ -139,6 +141,11 @@ def test_vault_dir_wins_over_the_working_folder(make_vault, monkeypatch):
     monkeypatch.setenv("VAULT_DIR", str(there.root))
     assert json.loads(vault("status", "--json").stdout)["vault"] == str(there.root)
     assert json.loads(vault("status", "--json", "--vault", here.root).stdout)["vault"] == str(here.root)
+
+
+def test_vault_path_is_no_alias_of_vault_dir(make_vault, monkeypatch):
+    monkeypatch.setenv("VAULT_PATH", str(make_vault().root))  # an undocumented alias, removed
+    assert vault("status").exit_code == EXIT_USAGE
 
 
 def test_no_vault_anywhere_is_a_usage_error(tmp_path):
@@ -344,16 +351,17 @@ def test_a_failing_litellm_call_prints_no_banner(capfd):
 def test_the_ingest_bar_knows_its_total_so_it_can_show_an_eta(tmp_path):
     from rich.progress import Progress
 
-    from vault_pipeline.cli import _callback, _count_conversations
+    from vault_pipeline.cli.ingest import count_conversations
+    from vault_pipeline.cli.progress import bar_callback
 
     good = [chatgpt_record(0), chatgpt_record(1), chatgpt_record(2)]
     path = export(tmp_path, [*good, {**chatgpt_record(9), "mapping": {}}])
-    total = _count_conversations([path])
+    total = count_conversations([path])
     assert total == len(good)  # the bad record is not counted
-    assert _count_conversations([tmp_path / "in" / "missing.json"]) is None
+    assert count_conversations([tmp_path / "in" / "missing.json"]) is None
     with Progress(disable=True) as progress:
         task = progress.add_task("ingest", total=None)
-        _callback(progress, task, total)(1, None, "Release planning 0")  # the pipeline passes no total
+        bar_callback(progress, task, total)(1, None, "Release planning 0")  # the pipeline passes no total
         assert progress.tasks[0].total == len(good) and progress.tasks[0].completed == 1
 
 
@@ -369,3 +377,265 @@ def test_every_status_row_has_a_label(make_vault, write_note, hash_embedder):
     labels = [line.split("│")[1].strip() for line in rows]
     assert all(labels) and not {"tier", "status", "category"} & set(labels), shown.stdout  # "status (none)"
     assert "index (derived from the notes" in shown.stdout
+
+
+# --------------------------------------------------------------------------- the --json shapes
+
+# Every report owns its --json shape (``to_dict()``); the CLI adds one key, ``exit_code``, last.
+# These lists pin the shapes users' scripts read: a change here is a change for them.
+JSON_KEYS = {
+    "init": ["vault"],
+    "ingest": [
+        "conversations",
+        "messages",
+        "alternates",
+        "notes",
+        "notes_by_category",
+        "units_skipped",
+        "topics_named",
+        "threads",
+        "writes",
+        "files_written",
+        "skipped",
+        "warnings",
+        "errors",
+        "refused",
+        "seconds",
+        "model",
+    ],
+    "keep": ["kept", "refused", "skipped", "judge", "dry_run"],
+    "index": [
+        "embedder",
+        "scanned",
+        "unchanged",
+        "added",
+        "changed",
+        "moved",
+        "removed",
+        "repaired",
+        "embedded_notes",
+        "embedded_chunks",
+        "reused_chunks",
+        "skipped",
+        "repairs",
+        "rebuilt",
+        "rebuild_reason",
+        "rechunked",
+        "integrity",
+        "optimized",
+        "ann_index_built",
+        "rows",
+        "seconds",
+        "embed_seconds",
+    ],
+    "status": ["vault", "folders", "index", "pending", "models", "lint"],
+    "check": [
+        "notes",
+        "invalid",
+        "dangling_links",
+        "dangling_blocks",
+        "dangling_headings",
+        "duplicate_ids",
+        "copies",
+        "index_mismatches",
+        "temp_files",
+        "fixed",
+        "problems",
+    ],
+    "clean": ["run_id", "counts", "skipped", "files"],
+    "undo": ["undone", "restored", "run_id", "skipped"],
+}
+PLAN_ACTION_KEYS = ["action", "notes", "reason", "paths", "expected_sha256"]  # and "canonical" for a collapse
+PACKAGE_KEYS = ["blocks", "intent", "query", "stats", "tokens", "trace"]
+
+
+def json_of(*args: object) -> dict:
+    result = vault(*args, "--json")
+    assert result.exit_code in (EXIT_OK, EXIT_INCOMPLETE), result.output
+    return json.loads(result.stdout)
+
+
+def test_every_report_prints_its_own_json_shape_with_the_exit_code_last(make_vault, tmp_path, hash_embedder):
+    root = make_vault().root
+    path = export(tmp_path, [chatgpt_record(0), chatgpt_record(1)])
+    shapes = {
+        "init": json_of("init", tmp_path / "another"),
+        "ingest": json_of("ingest", path, "--vault", root),
+        "keep": json_of("keep", "--all-passing", "--dry-run", "--vault", root),
+        "index": json_of("index", "--vault", root),
+        "status": json_of("status", "--vault", root),
+        "check": json_of("check", "--vault", root),
+        "clean": json_of("clean", "--vault", root),
+    }
+    for command, data in shapes.items():
+        assert list(data) == [*JSON_KEYS[command], "exit_code"], command
+    assert list(shapes["keep"]["judge"]) == ["by", "model_judged", "errors"]
+    assert [list(m) for m in shapes["status"]["models"]] == [["role", "model", "where"]] * 3
+
+
+def test_the_clean_plan_and_the_package_keep_their_json_shapes(make_vault, write_note, hash_embedder):
+    root = make_vault().root
+    write_note(root, "inbox/a.md", "a1", "The release ships on Friday.", created="2024-01-01T10:00:00+00:00")
+    write_note(root, "inbox/b.md", "b1", "The release ships on Friday.", created="2024-01-02T10:00:00+00:00")
+    plan = vault("clean", "--vault", root, "--dry-run", "--json")
+    assert plan.exit_code == EXIT_OK, plan.output
+    actions = json.loads(plan.stdout)
+    assert actions and all([k for k in a if k != "canonical"] == PLAN_ACTION_KEYS for a in actions), actions
+    swept = json_of("clean", "--vault", root)
+    assert swept["run_id"] and list(json_of("clean", "--vault", root, "--undo", swept["run_id"])) == [
+        *JSON_KEYS["undo"],
+        "exit_code",
+    ]
+    explained = vault("query", "When does the release ship?", "--vault", root, "--json", "--explain")
+    assert list(json.loads(explained.stdout)) == PACKAGE_KEYS
+    # Without --explain the trace may leave --json (the funnel's package decides); nothing else does.
+    plain = list(json.loads(vault("query", "When does the release ship?", "--vault", root, "--json").stdout))
+    assert [k for k in PACKAGE_KEYS if k != "trace"] == [k for k in plain if k != "trace"]
+
+
+def test_the_demo_and_gate_calibrate_summaries_own_their_shapes():
+    from vault_pipeline.cli.calibrate import GateCalibration
+    from vault_pipeline.cli.demo import DemoReport
+    from vault_pipeline.index.sync import IndexReport
+    from vault_pipeline.ingest.write import IngestReport
+
+    demo = DemoReport("/tmp/demo", IngestReport(model="offline"), IndexReport(), "0 files written").to_dict()
+    assert list(demo) == ["vault", "ingest", "index", "written"]
+    assert list(demo["ingest"]) == [*JSON_KEYS["ingest"], "exit_code"] and list(demo["index"]) == JSON_KEYS["index"]
+
+    class Summary:
+        def __init__(self, **data):
+            self.data = data
+
+        def summary(self) -> dict:
+            return self.data
+
+    run = GateCalibration(Summary(model="offline", queries=3), Summary(target_recall=0.9), None)  # type: ignore[arg-type]
+    assert run.to_dict() == {"model": "offline", "queries": 3, "fitted_gate": {"target_recall": 0.9}, "stored": None}
+
+
+# --------------------------------------------------------------------------- reports a person reads
+
+
+def ref(note_id: str, text: str, folder: str = "inbox"):
+    from vault_pipeline.clean.types import NoteRef
+
+    slug = "-".join(text.lower().rstrip(".").split()[:8])  # as note file names are: the first words
+    return NoteRef(note_id, f"{folder}/{slug}-{note_id[-6:]}.md", "sha", text)
+
+
+def test_the_clean_plan_prints_a_summary_then_each_action_with_texts_and_paths():
+    from vault_pipeline.clean.types import Collapse, Plan, Relate, Supersede
+    from vault_pipeline.cli.clean import plan_lines
+
+    may10, may3 = ref("a-000000955c2f", "The deadline is May 10."), ref("a-000000453d92", "The deadline is May 3.")
+    long = ref("a-0000001b1fef", "A very long note " + "that keeps going " * 12 + "\nand has a second line.")
+    plan = Plan(
+        actions=[
+            Collapse(may10, (ref("a-0000007a7a7a", "The deadline is May 10!"),), "2 notes state one claim"),
+            Supersede(may10, may3, "a-000000955c2f supersedes a-000000453d92: " + "the value differs " * 20),
+            Relate(long, may3, "one subject"),
+        ],
+        notes=40,
+        candidates=7,
+    )
+    lines = plan_lines(plan, 120)
+    assert lines[0].startswith("clean plan: 3 action(s) from 7 candidate pair(s) over 40 notes")
+    assert [line.split()[:2] for line in lines[1:4]] == [["1", "duplicate"], ["1", "supersede"], ["1", "relate"]]
+    body = "\n".join(lines[4:])
+    assert lines[4] == "" and lines[5] == "1. duplicate: 2 notes state one claim"
+    assert "\n2. supersede: " in body and "\n3. relate: one subject" in body
+    assert f"   keep     The deadline is May 10.  {may10.path}" in body
+    assert f"   archive  The deadline is May 3.   {may3.path}" in body
+    assert all(len(line) <= 120 for line in lines), [len(line) for line in lines]
+    cut = next(line for line in lines if long.path in line)
+    assert "…" in cut and "second line" not in cut and cut.startswith("   link     A very long note")
+    assert len(lines) == 4 + 1 + 3 + (2 + 2 + 2)  # the summary, a blank line, a head per action, a line per note
+
+
+def test_clean_dry_run_prints_the_summary_first(make_vault, write_note, hash_embedder):
+    root = make_vault().root
+    write_note(root, "inbox/a.md", "a1", "The release ships on Friday.", created="2024-01-01T10:00:00+00:00")
+    write_note(root, "inbox/b.md", "b1", "The release ships on Friday.", created="2024-01-02T10:00:00+00:00")
+    shown = vault("clean", "--vault", root, "--dry-run")
+    assert shown.exit_code == EXIT_OK, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("clean plan: 1 action(s)") and lines[1].split()[:2] == ["1", "duplicate"]
+    assert "   keep     The release ships on Friday.  inbox/" in shown.stdout
+    assert "   archive  The release ships on Friday.  inbox/" in shown.stdout
+
+
+def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_the_left(
+    make_vault, write_note, hash_embedder, monkeypatch
+):
+    from vault_pipeline.cli.query import print_package, short_path
+
+    assert short_path("inbox/a-short-note-3a55fd.md") == "inbox/a-short-note-3a55fd"
+    assert short_path("inbox/can-we-talk-about-peer-review-for-our-paper-3a55fd.md", 30) == (
+        "…/-review-for-our-paper-3a55fd"  # 30 characters, the note's hash kept
+    )
+    root = make_vault().root
+    for n in range(6):
+        name = f"the-release-of-version-{n}-ships-on-friday-after-the-long-review-{n:06d}.md"
+        write_note(root, f"inbox/{name}", f"a{n}", f"The release of version {n} ships on Friday after the review.")
+    assert vault("index", "--vault", root).exit_code == EXIT_OK
+    shown = vault("query", "When does the release ship?", "--vault", root, "--explain", "--json")
+    assert shown.exit_code == EXIT_OK, shown.output
+    package = json.loads(shown.stdout)
+    rows = [line for line in shown.stderr.splitlines() if "…/" in line]
+    assert len(rows) == len(package["trace"]) >= 6  # every candidate on one line
+    assert all(len(line) <= 120 for line in shown.stderr.splitlines()[:-1])  # the depth line may run on
+    assert all(row.split()[1].startswith("…/") and row.split()[1][-6:].isdigit() for row in rows)
+    from vault_pipeline.retrieve.package import ContextPackage
+
+    narrow = Console(width=100, record=True, file=io.StringIO(), force_terminal=True)
+    monkeypatch.setattr("vault_pipeline.cli.query.err", narrow)  # a terminal of 100 columns
+    print_package(ContextPackage("q", "i", (), 0, {}, tuple(package["trace"])), json_out=False, explain=True)
+    assert all(len(line) <= 100 for line in narrow.export_text().splitlines()[:-1])
+
+
+def test_plain_progress_prints_a_line_every_few_seconds_with_rate_and_eta():
+    from vault_pipeline.cli.progress import PlainProgress
+
+    now = [100.0]
+    console = Console(file=io.StringIO(), width=200)
+    tick = PlainProgress(console, "index", "notes", every=5, clock=lambda: now[0])
+    now[0] = 108.0
+    tick(0, 1000)  # the first report, 8 s in (the step read its notes first): no rate yet
+    now[0] = 110.0
+    tick(40, 1000)  # under 5 seconds since the last line: nothing
+    now[0] = 118.0
+    tick(100, 1000)  # 100 notes in the 10 s since the first report
+    now[0] = 119.0
+    tick(110, 1000)  # one second after the last line: nothing
+    now[0] = 3708.0
+    tick(36_000, None)  # no total from the library and none known: no ETA
+    assert console.file.getvalue().splitlines() == [
+        "index: 0/1,000 notes (0%), 0:08 elapsed",
+        "index: 100/1,000 notes (10%), 10.0/s, 0:18 elapsed, ETA 1:30",
+        "index: 36,000 notes, 10.0/s, 1:00:08 elapsed",
+    ]
+    batches = PlainProgress(console, "keep", "notes", every=0, clock=lambda: now[0])
+    batches(0, 4571)
+    now[0] += 7
+    batches(1, 4571)  # the first batch done: under 1% of the notes, too few for a rate
+    assert console.file.getvalue().splitlines()[-1] == "keep: 1/4,571 notes (0%), 0:07 elapsed"
+    known = PlainProgress(console, "ingest", "conversations", 50, every=0, clock=lambda: now[0])
+    known(0, None)
+    now[0] += 25
+    known(5, None)  # the ingest passes no total: the counted one stands in
+    assert console.file.getvalue().splitlines()[-1] == "ingest: 5/50 conversations (10%), 0.2/s, 0:25 elapsed, ETA 3:45"
+
+
+def test_off_a_terminal_long_steps_print_plain_progress_lines(make_vault, write_note, hash_embedder, monkeypatch):
+    import vault_pipeline.cli.progress as progress
+
+    monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)  # a line at every step, as a long run gives every 5 s
+    root = make_vault().root
+    for n in range(3):
+        write_note(root, f"inbox/n{n}.md", f"n{n}", f"Note number {n} about releases.")
+    result = vault("index", "--vault", root)
+    assert result.exit_code == EXIT_OK, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("index: ")]
+    assert lines and lines[-1].startswith("index: 3/3 notes (100%), ") and lines[-1].endswith(" elapsed")
+    assert "\x1b[" not in result.stderr  # plain text, no bar drawn into the log

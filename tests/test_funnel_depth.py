@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder, fake_row, note_text, write_file
-from vault_pipeline.cli import _depth_line
+from vault_pipeline.cli.query import depth_line as _depth_line
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts

@@ -332,7 +332,7 @@ def test_the_shipped_gate_keeps_the_relevant_candidates_of_the_dutch_pools_it_wa
 
 
 def test_calibration_says_whether_the_current_weights_saw_the_labels():
-    from vault_pipeline.cli import seen_by
+    from vault_pipeline.cli.calibrate import seen_by
 
     files = [CALIBRATION / "labels.jsonl", DUTCH]
     assert "held out" in seen_by(DEFAULT, [DUTCH]) and "in-sample" not in seen_by(DEFAULT, [DUTCH])

@@ -300,7 +300,7 @@ def test_decomposition_runs_the_original_and_its_distinct_variants_concurrently_
     # <concept>"): they run no lanes of their own; the original and the concept run both.
     assert [v["searched"] for v in package.stats["variants"]] == [True, True, False, False, False]
     assert len(retriever.calls) == 4  # 2 searched queries x 2 lanes
-    from vault_pipeline.cli import _depth_line  # what --explain prints
+    from vault_pipeline.cli.query import depth_line as _depth_line  # what --explain prints
 
     assert _depth_line(package).startswith(
         "queries: 2 of 5 searched (methodology, continuity, authority: a frame around an earlier query); depth: "
@@ -869,7 +869,7 @@ class LookupSpy(FakeRetriever):
 
 
 def test_a_prompt_word_no_note_holds_is_named_in_the_package(embedder):
-    from vault_pipeline.cli import _depth_line
+    from vault_pipeline.cli.query import depth_line as _depth_line
     from vault_pipeline.retrieve.funnel import absent_words
 
     spy = LookupSpy([COSMOLOGY, *GARDEN_ROWS], embedder)

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from vault_pipeline.errors import ModelError, ParseError
 from vault_pipeline.ingest.extract import Extraction, extract_conversation
@@ -53,7 +54,7 @@ def ingest(
     """Parse exports, extract atomic units, and write notes into the vault (idempotent).
 
     A record larger than ``max_record`` (characters of JSON, bytes of a transcript) is skipped."""
-    report = IngestReport(sources=[str(p) for p in paths])
+    report = IngestReport(sources=[str(p) for p in paths], model=llm.model)
     started = time.perf_counter()
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
@@ -163,14 +164,33 @@ class VaultStatus:
     index: dict | None = None
     pending: dict[str, int] = field(default_factory=dict)
     lint: list[tuple[str, str, int]] = field(default_factory=list)
+    vault: str = ""
+    models: list[tuple[str, str, str]] = field(default_factory=list)  # (role, model, "local" | "remote")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The status as ``vault status --json`` prints it (the CLI adds ``exit_code``)."""
+        return {
+            "vault": self.vault,
+            "folders": dict(sorted(self.folders.items())),
+            "index": self.index,
+            "pending": self.pending,
+            "models": [{"role": r, "model": m, "where": w} for r, m, w in self.models],
+            "lint": [{"path": p, "heading": h, "bullets": b} for p, h, b in self.lint],
+        }
 
 
-def status(vault: Vault, *, lint: bool = False) -> VaultStatus:
-    """Notes per folder; tier/status/category counts from the index; index freshness; optional lint."""
+def status(vault: Vault, *, lint: bool = False, models: Sequence[tuple[str, str, str]] = ()) -> VaultStatus:
+    """Notes per folder; tier/status/category counts from the index; index freshness; optional lint.
+
+    ``models`` (role, model, where it runs) is reported as given."""
     from vault_pipeline.index import status as index_status
 
     paths = vault.iter_note_paths()
-    result = VaultStatus(folders=Counter(p.split("/", 1)[0] if "/" in p else "(vault root)" for p in paths))
+    result = VaultStatus(
+        folders=Counter(p.split("/", 1)[0] if "/" in p else "(vault root)" for p in paths),
+        vault=str(vault.root),
+        models=list(models),
+    )
     result.pending, result.index = index_status.index_status(vault, paths)
     if lint:
         result.lint = index_status.lint(vault, paths)

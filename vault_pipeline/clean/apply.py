@@ -39,6 +39,10 @@ class CleanReport:
     journal: str = ""
     seconds: float = 0.0
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``vault clean --json`` prints it (the CLI adds ``exit_code``)."""
+        return {"run_id": self.run_id, "counts": dict(self.counts), "skipped": self.skipped, "files": self.files}
+
 
 def apply(vault: Vault, plan: Plan, *, wait: float = 0) -> CleanReport:
     """Perform ``plan`` under the vault lock; notes edited since planning are skipped, never overwritten."""

@@ -294,4 +294,4 @@ def _why_canonical(canon: SweepNote, others: list[SweepNote]) -> str:
 
 
 def _ref(note: SweepNote) -> NoteRef:
-    return NoteRef(note.id, note.path, note.sha256)
+    return NoteRef(note.id, note.path, note.sha256, note.text)

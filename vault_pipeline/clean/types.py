@@ -21,6 +21,7 @@ class NoteRef:
     id: str
     path: str
     sha256: str
+    text: str = field(default="", compare=False)  # the note's claim sentence, for a person reading the plan
 
 
 class _Described:

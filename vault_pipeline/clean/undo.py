@@ -33,6 +33,10 @@ class UndoReport:
     journal: str = ""
     seconds: float = 0.0
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``vault clean --undo RUN --json`` prints it (the CLI adds ``exit_code``)."""
+        return {"undone": self.undone, "restored": self.restored, "run_id": self.run_id, "skipped": self.skipped}
+
 
 def undo(vault: Vault, run_id: str, *, action: int | None = None, wait: float = 0) -> UndoReport:
     """Put every file a run (or only its action number ``action``) touched back, unless changed since."""

@@ -15,8 +15,9 @@ import hashlib
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.index.manifest import MANIFEST_FILE, opened_manifest
@@ -62,6 +63,10 @@ class CheckReport:
             + len(self.index_mismatches)
             + len(self.temp_files)
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``vault check --json`` prints it (the CLI adds ``exit_code``)."""
+        return {**asdict(self), "problems": self.problems}
 
 
 @dataclass

@@ -19,7 +19,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -92,6 +92,10 @@ class IndexReport:
     rows: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0  # inside the embedder; the rest of ``seconds`` is the pipeline's own cost
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``vault index --json`` prints it (the CLI adds ``exit_code``)."""
+        return asdict(self)
 
 
 @dataclass

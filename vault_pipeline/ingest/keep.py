@@ -46,6 +46,17 @@ class KeepReport:
     judge: str = "fitted gate"  # who judged the notes beyond the hard rules: the fitted gate or a model
     model_judged: int = 0  # notes the model judged (the rest, the fitted gate)
     model_errors: list[str] = field(default_factory=list)  # batches the model could not answer
+    dry_run: bool = False  # nothing was written
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``vault keep --json`` prints it (the CLI adds ``exit_code``)."""
+        return {
+            "kept": self.kept,
+            "refused": [{"path": p, "reasons": r} for p, r in self.refused],
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "judge": {"by": self.judge, "model_judged": self.model_judged, "errors": self.model_errors},
+            "dry_run": self.dry_run,
+        }
 
 
 # --------------------------------------------------------------------------- the gate
@@ -226,7 +237,7 @@ def keep(
     ``llm``: a quality model (``[models] quality``) judges the notes beyond the hard rules;
     where it cannot answer, the fitted gate does.
     """
-    report = KeepReport(judge=llm.model if llm is not None else "fitted gate")
+    report = KeepReport(judge=llm.model if llm is not None else "fitted gate", dry_run=dry_run)
     with vault.lock("keep", wait=wait):
         paths = vault.iter_note_paths()
         engrams = EngramIndex(_engram_sentences(vault, paths))
@@ -245,10 +256,13 @@ def keep(
             run.keep_one(inbox[relpath], modes[relpath], report)
         if progress:
             progress(len(modes), len(modes), "")
-        for relpath, entry in inbox.items():
-            if entry.error and relpath not in modes:
-                report.skipped.append((relpath, entry.error))
+        report.skipped.extend(_unreadable(inbox, modes))
     return report
+
+
+def _unreadable(inbox: Mapping[str, _Entry], modes: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(path, error) of the inbox notes that could not be read, other than this run's candidates."""
+    return [(relpath, entry.error) for relpath, entry in inbox.items() if entry.error and relpath not in modes]
 
 
 def _engram_sentences(vault: Vault, paths: list[str]) -> list[str]:

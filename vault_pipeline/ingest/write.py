@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
+from typing import Any
 
 from vault_pipeline.errors import ModelError, VaultError
 from vault_pipeline.ingest.extract import AtomicUnit, Extraction, group_threads, map_thread
@@ -73,6 +74,7 @@ class IngestReport:
     errors: list[str] = field(default_factory=list)
     threads: int = 0
     seconds: float = 0.0
+    model: str = ""  # the extraction model
 
     @property
     def files_written(self) -> int:
@@ -83,6 +85,27 @@ class IngestReport:
     def notes(self) -> int:
         """Atomic notes produced (written or already present)."""
         return sum(self.notes_by_category.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``vault ingest --json`` prints it (the CLI adds ``exit_code``)."""
+        return {
+            "conversations": self.conversations,
+            "messages": self.messages,
+            "alternates": self.alternates,
+            "notes": self.notes,
+            "notes_by_category": dict(sorted(self.notes_by_category.items())),
+            "units_skipped": self.units_skipped,
+            "topics_named": self.topics_named,
+            "threads": self.threads,
+            "writes": dict(sorted(self.writes.items())),
+            "files_written": self.files_written,
+            "skipped": self.skipped,
+            "warnings": self.warnings,
+            "errors": self.errors,
+            "refused": self.refused,
+            "seconds": round(self.seconds, 3),
+            "model": self.model,
+        }
 
 
 def write_conversation(vault: Vault, extraction: Extraction, report: IngestReport, hubs: dict[str, set[str]]) -> str:

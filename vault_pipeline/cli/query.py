@@ -1,0 +1,220 @@
+"""``vault query``: a small, precise, cited context package for a prompt.
+
+``--explain`` prints on stderr how every candidate went through the funnel: a table with one
+line per candidate (paths shortened from the left, the reason cut to the line) and a line on
+how deep the funnel went. Both are read from the package's JSON form (``to_dict()["trace"]``
+and ``stats``), whose shape is stable.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from vault_pipeline.cli.common import (
+    UsageError,
+    VaultOpt,
+    VerboseOpt,
+    build_embedder,
+    build_llm,
+    err,
+    open_vault,
+    out,
+)
+from vault_pipeline.config import BUDGET_RANGE, WIDE_RANGE, Settings
+from vault_pipeline.errors import VaultError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from vault_pipeline.retrieve.package import ContextPackage
+
+TRACE_WIDTH = 120  # columns of the trace table when stderr is not a terminal
+NOTE_WIDTH = (22, 34)  # a candidate's path, shortened from the left to fit between these widths
+REASON_WIDTH = 30  # what the note column leaves the reason on a narrow terminal, where it can
+# Columns beside the note and the reason: rank, lanes ("vector,text"), sim, floor, gate ("skipped"), score.
+OTHER_COLUMNS = 4 + 11 + 6 + 5 + 7 + 5 + 7  # and a space between every two columns
+
+
+def query(
+    text: Annotated[str | None, typer.Argument(metavar="QUERY", help="The prompt to build context for.")] = None,
+    vault_path: VaultOpt = None,
+    intent: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="The subject domain the gate judges against.")
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            metavar="TOKENS",
+            min=BUDGET_RANGE[0],
+            max=BUDGET_RANGE[1],
+            show_default=f"vault.toml [retrieval] budget, else {Settings.budget}",
+            help="Token budget of the package.",
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the package as JSON.")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show every candidate's path through the funnel.")] = False,
+    batch: Annotated[
+        Path | None, typer.Option(metavar="FILE", help='JSONL file of {"query", "intent"?}; one package per line.')
+    ] = None,
+    no_gate: Annotated[bool, typer.Option("--no-gate", help="Skip the fit-gate (recall-only path).")] = False,
+    no_variants: Annotated[bool, typer.Option("--no-variants", help="Skip multi-query decomposition.")] = False,
+    floor: Annotated[
+        float | None,
+        typer.Option(
+            metavar="COSINE",
+            min=0.0,
+            max=1.0,
+            show_default="vault.toml [retrieval] floor, else the embedder's calibration",
+            help="Similarity floor.",
+        ),
+    ] = None,
+    wide: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            min=WIDE_RANGE[0],
+            max=WIDE_RANGE[1],
+            show_default=f"vault.toml [retrieval] wide, else {Settings.wide}",
+            help="Candidates in the first step to the floor and gate; the depth then doubles until the budget fills.",
+        ),
+    ] = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Build a small, precise, cited context package for a prompt.
+
+    \b
+    Example:  vault query "When is the submission deadline?" --budget 800"""
+    from vault_pipeline import pipeline
+    from vault_pipeline.config import check_overrides
+    from vault_pipeline.retrieve.types import FunnelConfig
+
+    check_overrides(budget=budget, floor=floor, wide=wide)  # NaN passes typer's range check
+    queries = batch_queries(batch) if batch else [(text or "", intent)]
+    if not batch and not (text or "").strip():
+        raise UsageError("give a query, or --batch FILE")
+    vault, settings, log = open_vault(vault_path)
+    overrides: dict[str, Any] = {
+        k: v for k, v in {"budget": budget, "floor": floor, "wide": wide}.items() if v is not None
+    }
+    if no_gate:
+        overrides["gate"] = False
+    if no_variants:
+        overrides["variants"] = False
+    embedder = build_embedder(settings)  # its calibration gives the floor unless vault.toml sets one
+    packages = pipeline.query(
+        vault,
+        queries,
+        embedder=embedder,
+        llm_plan=build_llm(settings, settings.extract_model, log),
+        llm_gate=build_llm(settings, settings.gate_model, log),
+        config=FunnelConfig.from_settings(settings, embedder, **overrides),
+    )
+    for package in packages:
+        print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
+
+
+def batch_queries(path: Path) -> list[tuple[str, str | None]]:
+    """The (query, intent) pairs of a JSONL file of ``{"query", "intent"?}`` objects."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    queries = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            queries.append((str(item["query"]), item.get("intent")))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise VaultError(f'{path} [line {number}]: not a {{"query", "intent"?}} object ({exc})') from None
+    return queries
+
+
+def print_package(package: ContextPackage, *, json_out: bool, explain: bool, one_line: bool = False) -> None:
+    """The package as Markdown (or JSON, one line per package in a batch); with ``explain``, its trace on stderr."""
+    if explain:
+        err.print(trace_table(package, err.width if err.is_terminal else TRACE_WIDTH))
+        err.print(depth_line(package), markup=False)
+    if json_out:
+        sys.stdout.write(package.to_json(indent=None if one_line else 2))
+        sys.stdout.flush()
+    else:
+        out.print(package.to_markdown(), markup=False)
+
+
+# --------------------------------------------------------------------------- --explain
+
+
+def shown(value: object) -> str:
+    """A trace figure for the table: three decimals, the integer as is, "-" when the stage gave none."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def short_path(path: str, width: int = NOTE_WIDTH[1]) -> str:
+    """A note path in at most ``width`` characters, shortened from the left: ``…/tail-of-name``."""
+    path = path.removesuffix(".md")
+    if len(path) <= width:
+        return path
+    return "…/" + path.rsplit("/", 1)[-1][-(width - 2) :]
+
+
+def trace_table(package: ContextPackage, width: int = TRACE_WIDTH) -> Table:
+    """One line per candidate: rank, note, lanes, similarity, floor, gate, score and the reason, cut to fit."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=f"funnel trace: {package.query}  (intent: {package.intent})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,  # a rule under the header, a space between columns
+        show_edge=False,
+        padding=0,
+        width=width,
+    )
+    for header in ("rank", "note", "lanes", "sim", "floor", "gate", "score"):
+        table.add_column(header, no_wrap=True, justify="right" if header in ("rank", "sim", "score") else "left")
+    table.add_column("reason", no_wrap=True, overflow="ellipsis", ratio=1)
+    note_width = min(NOTE_WIDTH[1], max(NOTE_WIDTH[0], width - OTHER_COLUMNS - REASON_WIDTH))
+    for entry in package.to_dict()["trace"]:
+        table.add_row(
+            shown(entry.get("rank")),
+            short_path(entry.get("path", ""), note_width),
+            ",".join(entry.get("lanes", [])),
+            shown(entry.get("similarity")),
+            entry.get("floor") or "-",
+            entry.get("gate") or "-",
+            shown(entry.get("score")),
+            " ".join((entry.get("reason") or "").split()),
+        )
+    return table
+
+
+def depth_line(package: ContextPackage) -> str:
+    """How deep the funnel went, why it stopped, and what the one hop and the feedback added."""
+    stats = package.to_dict()["stats"]
+    depth, hop = stats.get("depth") or {}, stats.get("expansion") or {}
+    variants = stats.get("variants") or []
+    framed = [v["kind"] for v in variants if v.get("searched") is False]
+    line = f"queries: {len(variants) - len(framed)} of {len(variants)} searched"
+    if framed:
+        line += f" ({', '.join(framed)}: a frame around an earlier query)"
+    line += f"; depth: {depth.get('candidates', '-')} candidates in steps {depth.get('steps', [])}; {depth.get('stopped', '')}"
+    if hop.get("feedback_terms"):
+        line += f"; feedback terms: {', '.join(hop['feedback_terms'])}"
+    if hop:
+        line += (
+            f"; one hop from {len(hop.get('seeds', []))} seeds: {hop.get('neighbours', 0)} neighbours "
+            f"({hop.get('related', 0)} by related links), "
+            f"{hop.get('turns', 0)} verbatim turns, {hop.get('kept', 0)} kept"
+        )
+    if hop.get("whole_turns"):
+        line += f"; {hop['whole_turns']} whole turns in place of their notes, {hop.get('whole_turns_kept', 0)} kept"
+    if stats.get("absent_words"):
+        line += f"; no note holds: {', '.join(stats['absent_words'])}"
+    return line
