@@ -32,6 +32,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from vault_pipeline.ingest.extract import MAX_VERBATIM_CONTEXT_WORDS, MAX_VERBATIM_WORDS  # noqa: E402
 from vault_pipeline.ingest.parse import Conversation, read_export  # noqa: E402
 from vault_pipeline.ingest.quality import meaning_vectors  # noqa: E402
 from vault_pipeline.ingest.select import (  # noqa: E402
@@ -59,6 +61,7 @@ DATA = REPO.parent / "shared" / "data"
 EXPORT = DATA / "exports" / "chatgpt-pkuppens-2023.json"
 LOCOMO = DATA / "locomo" / "locomo-dev.json"
 HELD_OUT = 0.3
+LIMITS = (MAX_VERBATIM_WORDS, MAX_VERBATIM_CONTEXT_WORDS)
 FOLDS = 5
 
 
@@ -96,7 +99,8 @@ def load_rows(path: Path, texts: Mapping[tuple[str, str], tuple[str, str]]) -> t
         row = json.loads(line)
         role, text = texts[(row["conversation"], row["message"])]
         made = {
-            (u["text"], u["context"]) for u in statement_units({"id": row["message"], "role": role, "text": text})[0]
+            (u["text"], u["context"])
+            for u in statement_units({"id": row["message"], "role": role, "text": text}, *LIMITS)[0]
         }
         if (row["note"], row.get("context")) not in made:
             stale += 1
@@ -153,6 +157,16 @@ def threshold_for(scores: Sequence[float], labels: Sequence[bool], precision: fl
         if p >= precision:
             best = t
     return best
+
+
+SCREEN_MARGIN = 0.1
+
+
+def screen_threshold(screen: Sequence[float], full: Sequence[float], write: float) -> float:
+    """The signs-only model's threshold for the cascade: ``SCREEN_MARGIN`` below the lowest screen
+    probability of any candidate the whole model writes (so none it writes is screened out)."""
+    written = [s for s, f in zip(screen, full) if f >= write]
+    return max(0.0, round(min(written, default=0.0) - SCREEN_MARGIN, 2))
 
 
 def cross_validated(
@@ -233,7 +247,7 @@ def extract_gold(rows: Sequence[Mapping[str, Any]], model: Selector | None, text
     out: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         role, text = texts[(row["conversation"], row["message"])]
-        units, _ = statement_units({"id": row["message"], "role": role, "text": text})
+        units, _ = statement_units({"id": row["message"], "role": role, "text": text}, *LIMITS)
         if model is None:
             out[row["key"]] = units
             continue
@@ -252,7 +266,7 @@ def first_sentences(rows: Sequence[Mapping[str, Any]], texts: Mapping, n: int) -
     out = {}
     for row in rows:
         role, text = texts[(row["conversation"], row["message"])]
-        units, _ = statement_units({"id": row["message"], "role": role, "text": text})
+        units, _ = statement_units({"id": row["message"], "role": role, "text": text}, *LIMITS)
         out[row["key"]] = units[:n]
     return out
 
@@ -274,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fit", action="store_true", help="refit on the tuning part")
     parser.add_argument("--write", action="store_true", help="with --fit: write the shipped selector")
-    parser.add_argument("--write-precision", type=float, default=0.75)
+    parser.add_argument("--write-precision", type=float, default=0.78)
     parser.add_argument("--keep-precision", type=float, default=0.80)
     parser.add_argument("--l2", type=float, default=10.0)
     parser.add_argument("--meaning-scale", type=float, default=1.0)
@@ -303,12 +317,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         report("tuning part, cross-validated, every label", cv, [r["good"] for r in sub], write, keep)
         report("tuning part, cross-validated, drawn at random", rand_scores, rand_labels, write, keep)
         model = fit([on[i] for i in tune], [r["good"] for r in sub], _vecs(vectors, tune, kw), **_fit_kw(kw))
-        model = Selector(
-            model.weights, model.bias, round(write, 4), round(keep, 4), model.meaning, _note(args, len(tune))
+        screen = fit([on[i] for i in tune], [r["good"] for r in sub], None, l2=args.l2)
+        full = [model.probability(on[i], vectors[i]) for i in tune]
+        floor = screen_threshold([screen.probability(on[i]) for i in tune], full, write)
+        model = replace(
+            model,
+            write=round(write, 4),
+            keep=round(keep, 4),
+            note=_note(args, len(tune)),
+            screen_weights=screen.weights,
+            screen_bias=screen.bias,
+            screen=floor,
         )
+        print(f"screen: signs alone below {floor} are never embedded")
     else:
         model = shipped()
-    scores = [model.probability(on[i], vectors[i] if model.meaning else None) for i in test]
+    scores = [0.0 if model.screened(on[i]) else model.probability(on[i], vectors[i]) for i in test]
     report("held out, every label", scores, [labels[i] for i in test], model.write, model.keep)
     for source in ("export", "locomo"):
         part = [j for j, i in enumerate(test) if rows[i]["source"] == source and rows[i].get("sample") == "random"]

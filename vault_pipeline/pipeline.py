@@ -19,6 +19,7 @@ from vault_pipeline.ingest.extract import Extraction, extract_conversation
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
 from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
+from vault_pipeline.ingest.select import select_units
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
@@ -89,11 +90,20 @@ def _conversations(paths: Sequence[Path], report: IngestReport, max_record: int)
 
 
 def _extract(conv: Conversation, llm: StructuredLLM, report: IngestReport) -> Extraction | None:
+    """The conversation's units, and of the offline extractor's candidates only those the selector
+    writes (a model's own notes are written as it gave them); what is not written is counted by reason."""
     try:
-        return extract_conversation(conv, llm)
+        extraction = extract_conversation(conv, llm)
     except ModelError as exc:
         report.errors.append(f"{conv.source} [conversation {conv.id}]: {exc}")
         return None
+    selection = select_units(conv, extraction.units)
+    report.not_written.update(selection.not_written)
+    return replace(
+        extraction,
+        units=tuple(u for u, _ in selection.written),
+        scores=tuple(p for _, p in selection.written),
+    )
 
 
 # --------------------------------------------------------------------------- index and query

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from pydantic.json_schema import SkipJsonSchema
 
 from vault_pipeline.ingest.parse import Conversation, Message
+from vault_pipeline.models.offline.statements import is_verbatim, sentences
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import TITLE_STOPWORDS, estimate_tokens, normalise_text, sentence_count, word_count
@@ -27,8 +28,17 @@ Category = Literal["decision", "open-question", "constraint", "fact", "idea", "a
 CATEGORIES: tuple[str, ...] = get_args(Category)
 MAX_WORDS = 15
 MAX_CONTEXT_WORDS = 12
+# A unit that is its source's own sentence (or clause), word for word, may be longer: it is selected,
+# never cut. Its context holds what it needs (a lead-in, a heading, a condition).
+MAX_VERBATIM_WORDS = 25
+MAX_VERBATIM_CONTEXT_WORDS = 25
 # The limits as the extract prompt states them; the offline backend reads them from there too.
-PROMPT_LIMITS = {"max_words": MAX_WORDS, "max_context_words": MAX_CONTEXT_WORDS}
+PROMPT_LIMITS = {
+    "max_words": MAX_WORDS,
+    "max_context_words": MAX_CONTEXT_WORDS,
+    "max_verbatim_words": MAX_VERBATIM_WORDS,
+    "max_verbatim_context_words": MAX_VERBATIM_CONTEXT_WORDS,
+}
 MAX_STEP_WORDS = 25
 SUMMARY_MIN_WORDS, SUMMARY_MAX_WORDS = 200, 400
 WINDOW_TOKENS = 2500
@@ -36,15 +46,13 @@ WINDOW_TOKENS = 2500
 # (a 16k-context model keeps room to answer), so a long session's messages shrink, to 200 at least.
 SUMMARY_MESSAGE_CHARS, SUMMARY_INPUT_CHARS, SUMMARY_MESSAGE_FLOOR = 1500, 48_000, 200
 
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
-_NOT_PROSE = re.compile(r"^\s*\|.*$|^\s*(?:[-*+•]|\d+[.)]|#{1,6})(?=\s)|`[^`\n]*`|【[^】]*】|https?://\S+", re.M)
 _ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
 _MARKDOWN = re.compile(r"```|(\*\*|~~)(?=\S)[^*~]+?(?<=\S)\1|\]\(|^#{1,6}\s|^(?:[-*+•]|\d+[.)])\s|^\|")
 
 
 def prose_words(text: str) -> int:
-    """Words of prose in a message: fenced code, tables, inline code, URLs and list markers not counted."""
-    return word_count(_NOT_PROSE.sub(" ", _FENCED.sub(" ", text)))
+    """Words of prose in a message, as summaries read it: code blocks and tables not counted."""
+    return sum(word_count(s) for s in sentences(text))
 
 
 def _ctx(info: ValidationInfo) -> dict[str, Any]:
@@ -76,7 +84,7 @@ class AtomicUnit(BaseModel):
             raise ValueError("empty unit text")
         if _MARKDOWN.search(text):
             raise ValueError(f"unit must be plain prose, no Markdown, code fences or list markers: {text!r}")
-        if words > MAX_WORDS:
+        if words > MAX_VERBATIM_WORDS:
             raise ValueError(f"{words} words, at most {MAX_WORDS} allowed; split it into separate units: {text!r}")
         if sentence_count(text) > 1:
             raise ValueError(f"one sentence per unit, never combined; split it into separate units: {text!r}")
@@ -90,7 +98,7 @@ class AtomicUnit(BaseModel):
         if value is None or not value.strip():
             return None
         value = " ".join(value.split())
-        if word_count(value) > MAX_CONTEXT_WORDS:
+        if word_count(value) > MAX_VERBATIM_CONTEXT_WORDS:
             raise ValueError(f"context has {word_count(value)} words, at most {MAX_CONTEXT_WORDS} allowed: {value!r}")
         return value
 
@@ -99,6 +107,7 @@ class AtomicUnit(BaseModel):
         if self.text.rstrip("\"'”’)]").endswith("?") and self.category != "open-question":
             raise ValueError(f"only an open-question unit may be a question; restate it as a sentence: {self.text!r}")
         ctx = _ctx(info)
+        self._check_limits(ctx.get("texts") or {})
         known, roles = ctx.get("message_ids"), ctx.get("roles") or {}
         if known is not None:
             unknown = [i for i in self.source_ids if i not in set(known)]
@@ -113,6 +122,20 @@ class AtomicUnit(BaseModel):
                 "use idea, fact or action-item for the assistant's proposals"
             )
         return self
+
+    def _check_limits(self, texts: dict[str, str]) -> None:
+        """At most MAX_WORDS words (a context of MAX_CONTEXT_WORDS), or the verbatim limits for a
+        sentence that is a run of one of its source messages' own text."""
+        sources = [texts[i] for i in self.source_ids if i in texts]
+        if sources and any(is_verbatim(self.text, source) for source in sources):
+            return
+        words = word_count(self.text)
+        if words > MAX_WORDS:
+            raise ValueError(f"{words} words, at most {MAX_WORDS} allowed; split it into separate units: {self.text!r}")
+        if self.context and word_count(self.context) > MAX_CONTEXT_WORDS:
+            raise ValueError(
+                f"context has {word_count(self.context)} words, at most {MAX_CONTEXT_WORDS} allowed: {self.context!r}"
+            )
 
 
 class UnitBatch(BaseModel):
@@ -202,7 +225,8 @@ class Extraction:
     conversation: Conversation
     units: tuple[AtomicUnit, ...]
     summary: str
-    skipped: int = 0  # pieces not sayable in MAX_WORDS words, left out rather than cut
+    skipped: int = 0  # sentences no clause of which fits the word limit: left to the transcript, never cut
+    scores: tuple[float | None, ...] = ()  # per unit, the selector's probability (None: not judged)
 
 
 def windows(messages: Sequence[Message], max_tokens: int = WINDOW_TOKENS) -> list[tuple[Message, ...]]:
@@ -280,12 +304,13 @@ def shorten(text: str, max_chars: int) -> str:
 def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
     """Extract every unit window by window, collapse repetitions, and summarise the session."""
     roles = {m.id: m.role for m in conv.messages}
+    texts = {m.id: m.text for m in conv.messages}
     order = {m.id: i for i, m in enumerate(conv.messages)}
     units: list[AtomicUnit] = []
     skipped = 0
     parts = windows(conv.messages)
     for part, window in enumerate(parts, 1):
-        context = {"message_ids": sorted({m.id for m in window}), "roles": roles}
+        context = {"message_ids": sorted({m.id for m in window}), "roles": roles, "texts": texts}
         variables = {
             **_variables(conv.title, window),
             "titled": conv.titled,

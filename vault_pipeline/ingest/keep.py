@@ -16,10 +16,12 @@ from datetime import date
 from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
-from vault_pipeline.ingest.extract import CATEGORIES
+from vault_pipeline.ingest.extract import CATEGORIES, MAX_VERBATIM_WORDS, MAX_WORDS
 from vault_pipeline.ingest.notes import MESSAGE_ID, TRANSCRIPT_HEADING, block_id
-from vault_pipeline.ingest.quality import GATE, hard_problems, meaning_vectors, sentence_problems, unfaithful
+from vault_pipeline.ingest.quality import hard_problems, unfaithful
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
+from vault_pipeline.ingest.select import Candidate, Scored, score, shipped
+from vault_pipeline.models.offline.statements import is_verbatim
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import link_target, normalise_text, sentence_count
 from vault_pipeline.vault.files import Vault
@@ -118,25 +120,30 @@ def quality_problems(
     body: str,
     engram_texts: set[str] | EngramIndex,
     source: str | None = None,
-    vector: Sequence[float] | None = None,
+    scored: Scored | None = None,
     judged: Sequence[str] | None = None,
 ) -> list[str]:
     """Why a note fails the Note Quality Gate; an empty list means it passes.
 
     ``source`` is the text of the note's source message(s) where it can be read: then every
-    literal token of the sentence (identifiers, paths, numbers, code) must appear there verbatim.
-    ``vector`` is the sentence's meaning vector if the caller embedded it already. ``judged``
-    is a quality model's problems with the sentence (``quality_model.problems_of``): given, they
-    stand in for the fitted gate's, and the hard rules still apply.
+    literal token of the sentence (identifiers, paths, numbers, code) must appear there verbatim,
+    and a sentence that is the source's own words may run to the verbatim word limit. ``scored`` is
+    the selector's judgement of the note (``keep_scores``): below its keep threshold the note fails
+    with the reasons the selector reads. ``judged`` is a quality model's problems with the sentence
+    (``quality_model.problems_of``): given, they stand in for the selector's; the hard rules apply.
     """
     problems: list[str] = []
     sentence = note_sentence(body)
     category = str(frontmatter.get("category") or "")
     if sentence:
+        limit = MAX_VERBATIM_WORDS if source is not None and is_verbatim(sentence, source) else MAX_WORDS
+        problems += hard_problems(sentence, category, limit=limit)
         if judged is not None:
-            problems += hard_problems(sentence, category) + list(judged)
-        else:
-            problems += sentence_problems(sentence, category, source=source, vector=vector)
+            problems += [p for p in judged if p not in problems]
+        elif scored is not None and scored.probability < shipped().keep:
+            problems.append(
+                f"quality score {scored.probability:.2f} below {shipped().keep:.2f}: " + ", ".join(scored.reasons)
+            )
         missing = unfaithful(sentence, source) if source is not None else []
         if missing:
             problems.append("not in its source: " + ", ".join(missing[:3]))
@@ -153,6 +160,32 @@ def quality_problems(
     return problems
 
 
+def note_context(body: str) -> str | None:
+    """The note's ``Context:`` line, if it has one."""
+    for line in body.splitlines():
+        if line.startswith("Context:"):
+            return line.removeprefix("Context:").strip() or None
+    return None
+
+
+def keep_scores(entries: Sequence[tuple[str, Mapping[str, Any], str, str | None]]) -> dict[str, Scored]:
+    """The selector's judgement of notes ((key, frontmatter, body, source text)), in one batch."""
+    found: dict[str, Candidate] = {}
+    for key, frontmatter, body, source in entries:
+        sentence = note_sentence(body)
+        if sentence:
+            found[key] = Candidate(
+                sentence,
+                note_context(body),
+                str(frontmatter.get("category") or ""),
+                str(frontmatter.get("speaker") or "assistant"),
+                source,
+                str(frontmatter.get("source_title") or "") or None,
+                people=bool(frontmatter.get("speaker_name")),
+            )
+    return dict(zip(found, score(list(found.values()))))
+
+
 def verdict(problems: Sequence[str]) -> str:
     """The gate's verdict as the note's ``quality`` property: ``passes`` or ``fails — <reasons>``."""
     return "fails — " + "; ".join(problems) if problems else "passes"
@@ -166,6 +199,7 @@ def _has_source(frontmatter: Mapping[str, Any]) -> bool:
 # --------------------------------------------------------------------------- sources
 
 _NOTES_LINE = re.compile(r"^Notes: \[\[.*$", re.M)  # links back to atomic notes: not the message
+_SPEAKER_LABEL = re.compile(r"^\s*\*\*[^*\n]+:\*\*[ \t]*\n?")  # "**Assistant:** ": the transcript's, not the message's
 
 
 def transcript_messages(body: str) -> dict[str, str]:
@@ -173,7 +207,7 @@ def transcript_messages(body: str) -> dict[str, str]:
     text = body.split(f"\n## {TRANSCRIPT_HEADING}\n", 1)[-1]
     messages, start = {}, 0
     for match in MESSAGE_ID.finditer(text):
-        messages[match[1]] = _NOTES_LINE.sub("", text[start : match.start()])
+        messages[match[1]] = _SPEAKER_LABEL.sub("", _NOTES_LINE.sub("", text[start : match.start()]).lstrip("\n"))
         start = match.end()
     return messages
 
@@ -248,11 +282,10 @@ def keep(
         for done, relpath in enumerate(order):
             if progress:
                 progress(done, len(modes), relpath.rsplit("/", 1)[-1])
-            if done % _EMBED_BATCH == 0:  # judge (a model) and embed (the fitted gate) the next batch at once
+            if done % _EMBED_BATCH == 0:  # judge (a model) or score (the selector) the next batch at once
                 batch = [inbox[p] for p in order[done : done + _EMBED_BATCH]]
                 run.judged = run.judge(batch, llm, report) if llm is not None and not run.model_down else {}
-                if GATE.meaning:
-                    run.embed([e for e in batch if e.relpath not in run.judged])
+                run.score([e for e in batch if e.relpath not in run.judged])
             run.keep_one(inbox[relpath], modes[relpath], report)
         if progress:
             progress(len(modes), len(modes), "")
@@ -344,15 +377,14 @@ class _Run:
     force: bool
     dry_run: bool
     stamp: str
-    vectors: dict[str, list[float]] = field(default_factory=dict)
+    scores: dict[str, Scored] = field(default_factory=dict)
     judged: dict[str, list[str]] = field(default_factory=dict)  # relpath -> a quality model's problems
     model_down: bool = False  # the quality model was out of reach: the fitted gate judges the rest
 
-    def embed(self, entries: Sequence[_Entry]) -> None:
-        """Meaning vectors of these candidates' sentences, in one embedder call."""
-        sentences = {e.relpath: note_sentence(e.body) for e in entries if not e.error}
-        sentences = {p: s for p, s in sentences.items() if s}
-        self.vectors = dict(zip(sentences, meaning_vectors(list(sentences.values()))))
+    def score(self, entries: Sequence[_Entry]) -> None:
+        """The selector's judgement of these candidates, in one batch."""
+        live = [e for e in entries if not e.error]
+        self.scores = keep_scores([(e.relpath, e.frontmatter, e.body, self.sources.text(e.frontmatter)) for e in live])
 
     def judge(self, entries: Sequence[_Entry], llm: StructuredLLM, report: KeepReport) -> dict[str, list[str]]:
         """relpath -> a quality model's problems with these candidates' sentences, in batched calls."""
@@ -381,7 +413,7 @@ class _Run:
             entry.body,
             self.engrams,
             self.sources.text(entry.frontmatter),
-            self.vectors.get(entry.relpath),
+            self.scores.get(entry.relpath),
             self.judged.get(entry.relpath),
         )
         changes = {"quality": verdict(problems)}

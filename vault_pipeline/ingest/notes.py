@@ -133,12 +133,14 @@ def atomic_note(
     created_iso: str,
     topics: Iterable[str] = (),
     position: int = 0,
+    score: float | None = None,
 ) -> Note:
     """A provisional atomic note in inbox/, linked to its source messages in the session note.
 
     Tagged with its category and a ``topic/<slug>`` per topic hub that links it. ``position`` is the
     unit's place among the units drawn from its first source message (1 = first; 0 = not known):
-    ``source_position``, so a package can give a procedure's steps in their source's order."""
+    ``source_position``, so a package can give a procedure's steps in their source's order.
+    ``score`` is the selector's probability that a reader finds the note good (``quality_score``)."""
     nid = atomic_id(conv.kind, conv.id, unit.category, unit.text)
     sentence = _one_line(unit.text)
     who_when, context = unit_context(unit, conv)  # speaker_name, when: the note answers who and when on its own
@@ -148,6 +150,7 @@ def atomic_note(
         "category": unit.category,
         "status": "provisional",
         "tier": "chat",
+        **({"quality_score": score} if score is not None else {}),
         "speaker": unit.speaker,
         **who_when,
         **_source(conv, unit.source_ids),

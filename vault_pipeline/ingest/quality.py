@@ -579,12 +579,13 @@ def sentence_problems(
     return hard + [r for r in model.reasons(features(sentence, source), lexical(sentence), vector) if r not in hard]
 
 
-def hard_problems(sentence: str, category: str) -> list[str]:
-    """The rules that fail a note outright, whoever judges the rest (the fitted gate or a model)."""
+def hard_problems(sentence: str, category: str, *, limit: int = MAX_WORDS) -> list[str]:
+    """The rules that fail a note outright, whoever judges the rest (the selector or a model).
+    ``limit``: the word limit (longer for a sentence that is its source's own words)."""
     problems = []
     words = word_count(sentence)
-    if words > MAX_WORDS:
-        problems.append(f"{words} words (at most {MAX_WORDS})")
+    if words > limit:
+        problems.append(f"{words} words (at most {limit})")
     if sentence_count(sentence) > 1:
         problems.append("more than one sentence")
     if sentence_count(sentence) == 1 and _INNER_EXCLAMATION.search(sentence):

@@ -16,14 +16,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from vault_pipeline.ingest.quality import FEATURES, features, is_dutch, meaning_vectors
-from vault_pipeline.models.offline.statements import Reading, Statement, read_message, tidy
+from vault_pipeline.models.offline.statements import Reading, Statement, key, read_message
 from vault_pipeline.text import content_stems, word_count
 
 # Limits of the selected statement: the source's own sentence (or clause) and its context line.
@@ -106,19 +106,14 @@ def locate(sentence: str, source: str | None) -> tuple[Statement | None, Reading
     if not source:
         return None, None
     reading = _reading(source)
-    key = _key(sentence)
-    return next((s for s in reading.statements if _key(s.text) == key), None), reading
+    wanted = key(sentence)
+    return next((s for s in reading.statements if key(s.text) == wanted), None), reading
 
 
 @lru_cache(maxsize=64)
 def _reading(source: str) -> Reading:
     """A message read once for all its candidates."""
     return read_message(source, MAX_WORDS, MAX_CONTEXT_WORDS)
-
-
-def verbatim(sentence: str, source: str | None) -> bool:
-    """Whether the sentence is a run of its source's own words (inline markup aside)."""
-    return locate(sentence, source)[0] is not None
 
 
 def signs(c: Candidate) -> dict[str, float]:
@@ -191,12 +186,6 @@ def _structure(s: Statement, reading: Reading) -> dict[str, bool]:
     }
 
 
-def _key(text: str) -> str:
-    """A sentence as compared with its source: markup, a capital first letter and end punctuation aside."""
-    bare = tidy(text.replace("**", "").replace("__", "")).rstrip(".!?:; ")
-    return bare[:1].lower() + bare[1:]
-
-
 # --------------------------------------------------------------------------- the model
 
 
@@ -210,6 +199,18 @@ class Selector:
     keep: float  # `vault keep --all-passing` promotes a note at or above this probability
     meaning: tuple[float, ...] = ()
     note: str = ""
+    # A cascade: a model of the signs alone screens the candidates first; one below ``screen`` is not
+    # written and never embedded (on the tuning labels, none the whole model writes falls below it).
+    screen_weights: Mapping[str, float] = field(default_factory=dict)
+    screen_bias: float = 0.0
+    screen: float = 0.0
+
+    def screened(self, on: Mapping[str, float]) -> bool:
+        """Whether the signs alone already rule the candidate out."""
+        if not self.screen:
+            return False
+        z = self.screen_bias + math.fsum(self.screen_weights.get(k, 0.0) * v for k, v in on.items())
+        return 1.0 / (1.0 + math.exp(-z)) < self.screen
 
     def probability(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> float:
         z = self.bias + math.fsum(self.weights.get(k, 0.0) * v for k, v in on.items())
@@ -238,22 +239,35 @@ class Scored:
 
 def score(candidates: Sequence[Candidate], model: Selector | None = None) -> list[Scored]:
     """P(good) for each candidate (one embedding batch for all of them)."""
-    model = model or SELECTOR
-    vectors: list[Any] = (
-        meaning_vectors([c.sentence for c in candidates]) if model.meaning else [None] * len(candidates)
-    )
+    model = model or _shipped()
+    found = [signs(c) for c in candidates]
+    going = [i for i, on in enumerate(found) if not model.screened(on)]
+    vectors: dict[int, Any] = {}
+    if model.meaning and going:
+        vectors = dict(zip(going, meaning_vectors([candidates[i].sentence for i in going])))
     out = []
-    for c, vector in zip(candidates, vectors):
-        on = signs(c)
-        p = model.probability(on, vector)
-        out.append(Scored(c, p, [] if p >= model.write else model.reasons(on, vector)))
+    for i, (c, on) in enumerate(zip(candidates, found)):
+        if i not in set(going):
+            out.append(Scored(c, 0.0, model.reasons(on, None)))
+            continue
+        p = model.probability(on, vectors.get(i))
+        out.append(Scored(c, p, [] if p >= model.write else model.reasons(on, vectors.get(i))))
     return out
 
 
 def load_selector(path: Path) -> Selector:
     data = json.loads(path.read_text(encoding="utf-8"))
+    screen = data.get("screen", {})
     return Selector(
-        data["weights"], data["bias"], data["write"], data["keep"], tuple(data.get("meaning", ())), data.get("note", "")
+        data["weights"],
+        data["bias"],
+        data["write"],
+        data["keep"],
+        tuple(data.get("meaning", ())),
+        data.get("note", ""),
+        screen.get("weights", {}),
+        screen.get("bias", 0.0),
+        screen.get("threshold", 0.0),
     )
 
 
@@ -266,6 +280,11 @@ def dump_selector(model: Selector, path: Path) -> None:
         "keep": model.keep,
         "weights": dict(sorted(model.weights.items())),
         "meaning": list(model.meaning),
+        "screen": {
+            "threshold": model.screen,
+            "bias": model.screen_bias,
+            "weights": dict(sorted(model.screen_weights.items())),
+        },
     }
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -298,22 +317,59 @@ def _shipped() -> Selector:
     return load_selector(SELECTOR_FILE)
 
 
-class _Lazy:
-    """The shipped selector, read on first use."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(_shipped(), name)
-
-
-SELECTOR: Any = _Lazy()
-
-
 def shipped() -> Selector:
+    """The selector shipped with the package (``selector.json``), read once."""
     return _shipped()
 
 
-def select(candidates: Iterable[Candidate], model: Selector | None = None) -> tuple[list[Scored], list[Scored]]:
-    """(written, not written) by the write threshold."""
+# --------------------------------------------------------------------------- at ingest
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What selection made of one conversation's units: the ones to write (with their probability,
+    None for a unit that is not its source's own words: a model's note, written as the model gave
+    it) and why each of the rest was not written (its heaviest reason)."""
+
+    written: tuple[tuple[Any, float | None], ...]
+    not_written: tuple[str, ...]
+
+
+def select_units(conversation: Any, units: Sequence[Any], model: Selector | None = None) -> Selection:
+    """Score a conversation's verbatim units and keep those at or above the write threshold; topic
+    units and a model's own (rewritten) units pass as they are."""
+    from vault_pipeline.models.offline.statements import is_verbatim
+
     model = model or _shipped()
-    scored = score(list(candidates), model)
-    return [s for s in scored if s.probability >= model.write], [s for s in scored if s.probability < model.write]
+    texts = {m.id: m.text for m in conversation.messages}
+    people = not any(m.role == "assistant" for m in conversation.messages)
+    title = conversation.title if conversation.titled else None
+    judged = [
+        i
+        for i, u in enumerate(units)
+        if u.category != "topic" and (source := texts.get(u.source_ids[0])) is not None and is_verbatim(u.text, source)
+    ]
+    candidates = [
+        Candidate(
+            units[i].text,
+            units[i].context,
+            units[i].category,
+            units[i].speaker,
+            texts[units[i].source_ids[0]],
+            title,
+            people,
+        )
+        for i in judged
+    ]
+    scored = dict(zip(judged, score(candidates, model)))
+    written: list[tuple[Any, float | None]] = []
+    refused: list[str] = []
+    for i, unit in enumerate(units):
+        s = scored.get(i)
+        if s is None:
+            written.append((unit, None))
+        elif s.probability >= model.write:
+            written.append((unit, round(s.probability, 3)))
+        else:
+            refused.append(s.reasons[0] if s.reasons else "low score")
+    return Selection(tuple(written), tuple(refused))

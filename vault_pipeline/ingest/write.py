@@ -65,7 +65,8 @@ class IngestReport:
     messages: int = 0
     alternates: int = 0
     notes_by_category: Counter = field(default_factory=Counter)
-    units_skipped: int = 0  # pieces not sayable in the word limit: left out, never cut
+    units_skipped: int = 0  # sentences not sayable in the word limit: left to the transcript, never cut
+    not_written: Counter = field(default_factory=Counter)  # candidates below the selector's bar, by reason
     topics_named: int = 0  # topic units that only named their topic: kept as hubs and tags, not notes
     writes: Counter = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
@@ -95,6 +96,8 @@ class IngestReport:
             "notes": self.notes,
             "notes_by_category": dict(sorted(self.notes_by_category.items())),
             "units_skipped": self.units_skipped,
+            "not_written": sum(self.not_written.values()),
+            "not_written_reasons": dict(self.not_written.most_common()),
             "topics_named": self.topics_named,
             "threads": self.threads,
             "writes": dict(sorted(self.writes.items())),
@@ -121,9 +124,13 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
     # One that only names its topic ("The conversation is about Offerte software project.") is no
     # note worth keeping (the Note Quality Gate refuses it as template filler): its name lives on in
     # the hub and in every note's `topic/...` tag.
-    units = [u for u in extraction.units if not _names_a_topic(u)]
-    report.topics_named += len(extraction.units) - len(units)
-    notes = [(u, atomic_note(u, conv, session_stem, created, topics, n)) for u, n in zip(units, positions(units))]
+    scores = extraction.scores or (None,) * len(extraction.units)
+    kept = [(u, p) for u, p in zip(extraction.units, scores) if not _names_a_topic(u)]
+    report.topics_named += len(extraction.units) - len(kept)
+    units = [u for u, _ in kept]
+    notes = [
+        (u, atomic_note(u, conv, session_stem, created, topics, n, p)) for (u, p), n in zip(kept, positions(units))
+    ]
     report.units_skipped += extraction.skipped
     stems = []
     for unit, note in notes:

@@ -1,9 +1,11 @@
 """Offline extraction, summaries and thread maps: deterministic rules, no model.
 
-A baseline so the pipeline runs with no key: sentence segmentation, category cues per clause,
-compression to the prompt's word limit (``max_words``, ``max_context_words``: the extraction
-schema's limits, passed in the prompt variables), decisions only from the user's turns. Real
-quality needs a model.
+The offline extractor selects, it does not rewrite: a note's sentence is a sentence (or a whole
+clause) of its message in the message's own words, with the structure it came from (a list's
+lead-in, a heading, the sentence a pointing word refers to, a condition) as its context
+(``statements.py``). Each candidate gets a category from its cues; which candidates become notes
+is the ingest stage's fitted selector's call (``ingest/select.py``). Decisions come only from
+the user's turns. Rewriting and compressing is what a real model does on the model path.
 """
 
 from __future__ import annotations
@@ -12,32 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from vault_pipeline.models.offline.text import (
-    complete,
-    compress_units,
-    finish,
-    segments,
-    sentences,
-    unmask,
-)
-from vault_pipeline.text import PLEASANTRY, head_words, sentence_count, word_count
+from vault_pipeline.models.offline.statements import points_back, read_message, sentences
+from vault_pipeline.text import PLEASANTRY, head_words, word_count
 
-# The leads of the topic notes: filler the Note Quality Gate refuses to promote.
-# Assistant turns that only manage the conversation: offers, sign-posts.
-_META = re.compile(
-    r"^(would you like|do you want me to|shall i|should i|want me to|if you(?:'d| would) like|"
-    r"if you want|i can also|let me|let's (?:break|go through|go over|walk|take a look|look|start|dive)|"
-    r"i'll (?:explain|show|walk|provide|give|help|outline|break|go through|write|now)|"
-    r"i will (?:explain|show|walk|provide|give|help|outline|break|go through|write|now))\b",
-    re.I,
-)
-# The user talking about the chat itself ("I will give you part of my CV"): no decision.
-_USER_META = re.compile(
-    r"^(i will|i'll|i am going to|i'm going to|next,? i will|i want you to|you will|now i will)"
-    r"\s+(give|provide|send|share|paste|show|tell|ask|upload|copy|post|write|act|describe|"
-    r"explain)\b",
-    re.I,
-)
 # A hedge outranks every other cue: PROVISIONAL exists so an exploratory idea is never tightened.
 _HEDGE = re.compile(
     r"\b(maybe|perhaps|might|possibly|probably|what if|i wonder|wondering|not sure|unsure|"
@@ -91,19 +70,27 @@ _CODE = re.compile(
     r"boolean|bool)\s+(?:not\s+)?null\b",
     re.I,
 )
-_LOWER_AFTER_HEDGE = frozenset(
-    "the a an this that these those it its it's that's there's here's we we'll you you'll "
-    "they there our your their some any each one use add try run make keep if for when "
-    "in on with to after before then also another such as by from be".split()
+# A requirement written as one: a spec's labels (Feature:, FR2.4:, a checklist box), a user story, "shall".
+_REQUIREMENT = re.compile(
+    r"^(?:feature|requirement|(?:n?fr|req)[\s-]?\d[\d.]*|acceptance criteri\w*)\b[^:]{0,20}:|^\[[ xX]\]\s"
+    r"|^as an? [\w -]{2,30}, i (?:want|need)\b|\b(?:shall|must be able to)\b",
+    re.I,
+)
+# A list standing under one of these holds requirements too.
+_REQUIREMENT_FRAME = re.compile(
+    r"\b(?:definition of done|requirements?|user stor(?:y|ies)|acceptance criteria|eisen|randvoorwaarden)\b", re.I
 )
 
 
-def classify(sentence: str, role: str) -> str | None:
-    """The category of one sentence from its cues; None for an assistant question that asks nothing."""
-    if _HEDGE.search(sentence):
-        return "provisional"
+def classify(sentence: str, role: str, context: str | None = None) -> str | None:
+    """The category of one sentence from its cues (and its context's: a list under "Definition of
+    Done" holds requirements); None for an assistant question that asks nothing."""
+    if _REQUIREMENT.search(sentence) or (context and _REQUIREMENT_FRAME.search(context)):
+        return "constraint" if not sentence.rstrip("\"'”’)]").endswith("?") else "open-question"
     if sentence.rstrip("\"'”’)]").endswith("?"):
         return "open-question" if role == "user" or _ASKS_USER.match(sentence) else None
+    if _HEDGE.search(sentence):
+        return "provisional"
     if role == "user":
         if _DECISION.search(sentence):
             return "decision"
@@ -127,75 +114,6 @@ def _is_prose(text: str) -> bool:
     return sum(text.count(c) for c in "{}<>;=$|") <= 2
 
 
-def _hedged(text: str) -> str:
-    """Keep an exploratory piece tentative after a split cut off its hedge word."""
-    if _HEDGE.search(text):
-        return text
-    first, _, rest = text.partition(" ")
-    common = first.lower() in _LOWER_AFTER_HEDGE or (first[1:].islower() and first.lower().endswith("ing"))
-    first = first.lower() if common else first  # 'Possibly, having X' but 'Possibly, Django X'
-    return f"Possibly, {first} {rest}".rstrip()
-
-
-def _skip(sentence: str, role: str) -> bool:
-    """Pleasantries and conversation management carry no unit of meaning."""
-    if PLEASANTRY.search(sentence) and word_count(sentence) <= 12:
-        return True
-    return (_META if role == "assistant" else _USER_META).match(sentence) is not None
-
-
-# Segments that are structure, not content: a heading or label, an option of a multiple-choice list,
-# program output, a line that only introduces what follows (':'), a bracketed aside.
-_NOT_UNITS = frozenset(("heading", "option", "log", "intro", "aside"))
-_MARKDOWN_LEFT = re.compile(r"```|\]\(|\*\*|~~")
-
-
-def _units_of(message: Mapping[str, Any], max_words: int, max_context_words: int) -> tuple[list[dict], int]:
-    """The units of one message, each clause categorised on its own; (units, pieces skipped).
-
-    A skipped piece is one that cannot be said in ``max_words`` words without cutting its point.
-    """
-    role = "user" if message.get("role") == "user" else "assistant"
-    units: list[dict] = []
-    skipped = 0
-    for sentence, kind_of_line in segments(str(message.get("text", ""))):
-        if kind_of_line in _NOT_UNITS or not _is_prose(sentence):
-            continue  # judged whole, before a split or a dropped bracket hides that it is code
-        kind = None if _skip(sentence, role) else classify(sentence, role)
-        if kind is None:
-            continue
-        # A provisional piece keeps room for the "Possibly," a split may have to put back.
-        limit = max_words - 2 if kind == "provisional" else max_words
-        pieces, n = compress_units(
-            sentence, question=kind == "open-question", limit=limit, context_limit=max_context_words
-        )
-        skipped += n
-        hedged = False  # a hedge covers its own clause and the ones after it, not before
-        for piece, context in pieces:
-            if not _is_prose(piece) or not complete(piece):
-                continue  # log lines, numbers, stray symbols, labels of three words: no unit of meaning
-            hedged = hedged or (kind == "provisional" and _HEDGE.search(piece) is not None)
-            text, category = piece, kind if piece.endswith("?") else classify(piece, role) or "fact"
-            if hedged and category != "provisional":
-                text, category = _hedged(piece), "provisional"
-            text = unmask(text)
-            if word_count(text) > max_words or sentence_count(text) != 1 or _MARKDOWN_LEFT.search(text):
-                skipped += 1  # a code span that reads as two sentences or carries Markdown: not sayable as one
-                continue
-            units.append(
-                {
-                    "text": text,
-                    "category": category,
-                    "source_ids": [str(message["id"])],
-                    "speaker": role,
-                    "context": context,
-                }
-            )
-    for u in units:  # a qualifier attached as context is read as written too
-        u["context"] = unmask(u["context"]) if u["context"] else None
-    return units, skipped
-
-
 def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words: int) -> list[dict]:
     """What the conversation is about, once, in its first part: a sentence from its title, or none.
 
@@ -215,7 +133,7 @@ def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words:
     speaker = "user" if messages[0].get("role") == "user" else "assistant"
     return [
         {
-            "text": finish(f"{lead} {name}"),
+            "text": f"{lead} {name}.",
             "category": "topic",
             "source_ids": [first],
             "speaker": speaker,
@@ -225,33 +143,19 @@ def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words:
 
 
 def extract_units(variables: Mapping[str, Any]) -> dict:
-    """Every sentence-level unit of the window's messages, compressed and categorised.
+    """Every candidate statement of the window's messages, verbatim, with its context and category.
 
-    ``skipped`` counts the pieces that could not be said within ``max_words`` words and were left
-    out rather than cut (the ingest report shows the total).
-    """
+    ``skipped`` counts the sentences no clause of which fits ``max_verbatim_words`` (they stay in
+    the transcript; the ingest report shows the total)."""
     messages = list(variables.get("messages", []))
-    limits = int(variables["max_words"]), int(variables["max_context_words"])
+    limits = int(variables["max_verbatim_words"]), int(variables["max_verbatim_context_words"])
     title = str(variables.get("title", "")) if variables.get("titled", True) else ""  # a made-up title says nothing
-    units = _topics(title, messages, int(variables.get("part", 1)), limits[0])
+    units = _topics(title, messages, int(variables.get("part", 1)), int(variables["max_words"]))
     skipped = 0
     for message in messages:
-        found, n = _units_of(message, *limits)
+        found, n = statement_units(message, *limits)
         units, skipped = units + found, skipped + n
     return {"units": units, "skipped": skipped}
-
-
-def truncation_rate(variables: Mapping[str, Any]) -> tuple[int, int]:
-    """(pieces skipped, units) for a window: how often a piece could not be said in ``max_words`` words.
-
-    Nothing is cut any more; a piece that does not fit is skipped, and this is how often.
-    """
-    skipped = total = 0
-    limits = int(variables["max_words"]), int(variables["max_context_words"])
-    for message in variables.get("messages", []):
-        units, n = _units_of(message, *limits)
-        skipped, total = skipped + n, total + len(units)
-    return skipped, total
 
 
 SUMMARY_BUDGET = 390  # words; the validator allows 400
@@ -300,7 +204,7 @@ def _select(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:
     spread = {p: rank for rank, p in enumerate(sorted(pairs, key=lambda p: (_bit_reverse(p), p)))}
     candidates = sorted(  # exchanges (a user turn and its answer) spread evenly, the user's ask first
         (
-            (_skip(s, role) or not _is_prose(s), depth, spread[i // 2], i, depth)
+            (bool(PLEASANTRY.search(s)) or not _is_prose(s), depth, spread[i // 2], i, depth)
             for i, (role, ss) in enumerate(turns)
             for depth, s in enumerate(ss)
         )
@@ -350,49 +254,41 @@ def thread_map(variables: Mapping[str, Any]) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- selection (verbatim statements)
+# --------------------------------------------------------------------------- statements as units
 
-# A selected statement may be longer than a rewritten one: it is the source's own sentence, never cut.
-MAX_SELECTED_WORDS = 25
-MAX_SELECTED_CONTEXT_WORDS = 25
-
-
-MIN_SELECTED_WORDS = 5
+MIN_WORDS = 5  # fewer words say too little to find again (labelled: 3 % of them were good notes)
 _ENDED = re.compile(r"[.!?][\"'”’)\]]*$")
 _OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.)]\s")
 
 
-def _stands(s: Any) -> bool:
+def _stands(s: Any, max_context_words: int) -> bool:
     """Whether a statement can be a note at all: a sentence (it ends as one) of a few words, not a
-    quiz option, and not pointing back at a sentence it does not have beside it."""
+    quiz option, and not pointing back at a sentence it does not have beside it as context."""
     return (
-        word_count(s.text) >= MIN_SELECTED_WORDS
+        word_count(s.text) >= MIN_WORDS
         and _ENDED.search(s.text) is not None
         and not _OPTION_ITEM.match(s.text)
-        and (not s.points_back or _resolvable(s.before))
+        and (not s.points_back or _resolvable(s.before, max_context_words))
     )
 
 
-def _resolvable(before: str | None) -> bool:
+def _resolvable(before: str | None, max_context_words: int) -> bool:
     """Whether the sentence a pointing opener refers to can be its context: there, short enough, and
     not pointing back itself."""
-    from vault_pipeline.models.offline.statements import points_back
-
-    return before is not None and word_count(before) <= MAX_SELECTED_CONTEXT_WORDS and not points_back(before)
+    return before is not None and word_count(before) <= max_context_words and not points_back(before)
 
 
-def statement_units(message: Mapping[str, Any]) -> tuple[list[dict], int]:
+def statement_units(message: Mapping[str, Any], max_words: int, max_context_words: int) -> tuple[list[dict], int]:
     """Every candidate statement of one message as a unit (verbatim, with its context and category),
-    and how many sentences no clause of which fits the limit."""
-    from vault_pipeline.models.offline.statements import read_message
-
+    and how many sentences no clause of which fits ``max_words``."""
     role = "user" if message.get("role") == "user" else "assistant"
-    reading = read_message(str(message.get("text", "")), MAX_SELECTED_WORDS, MAX_SELECTED_CONTEXT_WORDS)
+    reading = read_message(str(message.get("text", "")), max_words, max_context_words)
     units = []
     for s in reading.statements:
-        if not _is_prose(s.text) or not _stands(s):
+        if not _is_prose(s.text) or not _stands(s, max_context_words):
             continue
-        category = classify(s.text, role)
+        context = s.full_context(max_context_words)
+        category = classify(s.text, role, context)
         if category is None:
             continue
         units.append(
@@ -401,20 +297,7 @@ def statement_units(message: Mapping[str, Any]) -> tuple[list[dict], int]:
                 "category": category,
                 "source_ids": [str(message["id"])],
                 "speaker": role,
-                "context": s.full_context(MAX_SELECTED_CONTEXT_WORDS),
-                "verbatim": True,
-                "structure": {
-                    "kind": s.kind,
-                    "clause": s.clause,
-                    "lead": s.lead is not None,
-                    "heading": s.heading is not None,
-                    "label": s.label is not None,
-                    "sentence": s.sentence,
-                    "sentences": reading.sentences,
-                    "depth": s.depth,
-                    "code_blocks": reading.code_blocks,
-                    "points_back": s.points_back,
-                },
+                "context": context,
             }
         )
     return units, reading.long

@@ -169,6 +169,8 @@ class _Walker:
         name = token.get("type")
         if name == "heading":
             self.heading, self.previous = tidy(plain(token.get("children"))) or None, None
+            if self.heading:
+                self.blocks.append(Block(self.heading, "heading", None, None, depth))
         elif name in ("paragraph", "block_text"):
             text = plain(token.get("children"))
             self.blocks.append(Block(text, kind, None, self.heading, depth))
@@ -198,6 +200,33 @@ class _Walker:
         self.previous = None
 
 
+def is_verbatim(sentence: str, markdown: str) -> bool:
+    """Whether a sentence is a contiguous run of the message's own text (inline markup, the case of its
+    first letter and its closing punctuation aside): a note that says nothing its source did not."""
+    wanted = key(sentence)
+    text = _plain(markdown)
+    return bool(wanted) and (wanted in text or wanted[:1].upper() + wanted[1:] in text)
+
+
+@lru_cache(maxsize=256)
+def _plain(markdown: str) -> str:
+    """The message's prose as one line (its blocks' text, markup gone), for ``is_verbatim``."""
+    found, _, _ = blocks(markdown)
+    return " ".join(tidy(" ".join(_lines(b.text))) for b in found)
+
+
+def key(text: str) -> str:
+    """A sentence as compared with its source: markup, a capital first letter and end punctuation aside."""
+    bare = tidy(text).rstrip(".!?:; ")
+    return bare[:1].lower() + bare[1:]
+
+
+def sentences(markdown: str) -> list[str]:
+    """The message's prose sentences in order (code blocks and tables left out), as summaries quote them."""
+    found, _, _ = blocks(markdown)
+    return [t for block in found for line in _lines(block.text) for s in split_sentences(line) if (t := tidy(s))]
+
+
 def read_message(markdown: str, max_words: int, max_context_words: int) -> Reading:
     """Every statement of a message that fits ``max_words`` (its context within ``max_context_words``)."""
     found, code, tables = blocks(markdown)
@@ -205,6 +234,8 @@ def read_message(markdown: str, max_words: int, max_context_words: int) -> Readi
     count = long = 0
     parent: dict[int, str] = {}  # depth -> the last item's first sentence, the lead of a nested list
     for block in found:
+        if block.kind == "heading":
+            continue
         lead = block.lead or (parent.get(block.depth - 1) if block.kind == "item" and block.depth > 1 else None)
         before: str | None = None
         for line in _lines(block.text):
@@ -225,13 +256,14 @@ def read_message(markdown: str, max_words: int, max_context_words: int) -> Readi
 
 
 def _lines(text: str) -> Iterator[str]:
-    """A paragraph's lines; a line that does not end a sentence runs on into the next lower-case one."""
+    """A paragraph's lines; a line that does not end a sentence runs on into the next lower-case one. A
+    line that opens with a list marker the parser left inside the paragraph is a line of its own."""
     pending = ""
     for raw in text.split("\n"):
-        line = raw.strip()
+        line = _MARKER.sub("", raw.strip())
         if not line:
             continue
-        if pending and line[:1].islower() and not re.search(r"[.!?:]$", pending):
+        if pending and raw.strip() == line and line[:1].islower() and not re.search(r"[.!?:]$", pending):
             pending = f"{pending} {line}"
             continue
         if pending:
@@ -239,6 +271,9 @@ def _lines(text: str) -> Iterator[str]:
         pending = line
     if pending:
         yield pending
+
+
+_MARKER = re.compile(r"^(?:[-*+]|\d{1,2}[.)])\s+")
 
 
 def _statement(
