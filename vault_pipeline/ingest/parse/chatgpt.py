@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from vault_pipeline.ingest.parse.common import clean_id, clean_text, from_epoch, need, shown, type_name
@@ -119,11 +120,31 @@ def _message(node: Any, node_id: str) -> Message | None:
     parts = content.get("parts")
     if not isinstance(parts, list):
         raise RecordError(f"'content.parts' is {type_name(parts)}, expected a list")
-    text = _parts_text(parts)
+    text = cited(_parts_text(parts), message.get("metadata"))
     if not text:
         return None
     msg_id = clean_id(message.get("id")) or clean_id(node_id) or shown(node_id)
     return Message(id=msg_id, role=role, speaker=role, text=text, created=from_epoch(message.get("create_time")))
+
+
+# A browsing citation marker: 【5†source】, 【3†Title†host】.
+_MARKER = re.compile(r"\s?【[^】]*】")
+
+
+def cited(text: str, metadata: Any) -> str:
+    """The text with each browsing citation marker turned into the link it cites (a Markdown link
+    titled "source", which notes leave out) or, without a URL in the message's metadata, removed."""
+    found = metadata.get("citations") if isinstance(metadata, dict) else None
+    links = {}
+    for citation in found if isinstance(found, list) else ():
+        meta = citation.get("metadata") if isinstance(citation, dict) else None
+        start = citation.get("start_ix") if isinstance(citation, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("url"), str) and isinstance(start, int):
+            title = " ".join(str(meta.get("title") or meta["url"]).split()).replace("]", ")").replace("[", "(")
+            links[start] = f' [{title}]({meta["url"].replace(" ", "%20")} "source")'
+    return _MARKER.sub(
+        lambda m: links.get(m.start() + (m.group().startswith(" ") or m.group().startswith("\n")), ""), text
+    )
 
 
 def _visible_role(message: Any) -> Role | None:

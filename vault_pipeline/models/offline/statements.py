@@ -131,14 +131,19 @@ def plain(children: Sequence[dict[str, Any]] | None) -> str:
             out.append("\n")
         elif kind in ("image", "inline_html"):
             continue
+        elif kind == "link" and (token.get("attrs") or {}).get("title") == "source":
+            continue  # a browsing citation (``parse.chatgpt.cited``): the transcript keeps it, a note does not
         else:  # strong, emphasis, strikethrough, link: their text
             out.append(plain(token.get("children")))
     return "".join(out)
 
 
 def tidy(text: str) -> str:
-    """Citation markers out, whitespace collapsed."""
-    return _SPACE.sub(" ", CITATION.sub("", text)).strip()
+    """Citation markers out, whitespace collapsed (none left before a closing punctuation mark)."""
+    return _BEFORE_STOP.sub(r"\1", _SPACE.sub(" ", CITATION.sub("", text))).strip()
+
+
+_BEFORE_STOP = re.compile(r"\s+([.,;:!?](?:\s|$))")
 
 
 # Bullets typed as glyphs ("• item", "◦ item") read as the Markdown list items they stand for.
