@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_crash import ENV, EXAMPLE, EXPORTS, SOURCES, note_ids, notes, run, vault_cmd
 
+from tests.test_crash import ENV, EXAMPLE, EXPORTS, SOURCES, note_ids, notes, run, vault_cmd
 from vault_pipeline.index.check import check
 from vault_pipeline.vault.files import Vault
 

@@ -37,11 +37,11 @@ SOURCES = [
 ]
 # The real CLI with the fast fake embedder; everything else (models, vault, lock) as shipped.
 CLI = (
-    "import sys\nfrom fakes import HashEmbedder\nimport vault_pipeline.models.embed as embed\n"
+    "import sys\nfrom tests.support.fakes import HashEmbedder\nimport vault_pipeline.models.embed as embed\n"
     "embed.build_embedder = lambda *args, **kwargs: HashEmbedder(dim=64)\n"
     "from vault_pipeline.cli import main\nsys.argv[0] = 'vault'\nmain()\n"
 )
-ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 KILLS = {"ingest": 6, "index": 4, "clean": 4}
 WRITE_SPAN = 0.3  # seconds: kills land up to this long after the write phase starts
 DEADLINE = 120.0  # a run that never reaches its write phase or never ends is a failure, not a hang

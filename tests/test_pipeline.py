@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, shared_data
 
+from tests.support.paths import REPO, shared_data
 from vault_pipeline import pipeline
 from vault_pipeline.config import load_settings
 from vault_pipeline.models.embed import build_embedder
