@@ -1,4 +1,4 @@
-"""Test-wide guards and fixtures: no real network model call can happen in a test run.
+"""Test-wide guards and fixtures: no real network model call in a test run; slow tests only when asked.
 
 The fixtures hand out the shared helpers of ``tests/support`` (vault builders, model fakes, real
 index rows); tests may also import them from there directly.
@@ -65,8 +65,19 @@ def _no_network():
         socket.socket.connect_ex = _real_connect_ex
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow", action="store_true", help="also run the tests marked slow (deselected by default; .ci/run runs them)"
+    )
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip tests marked ``live`` unless VAULT_LIVE_TESTS=1."""
+    """Deselect tests marked ``slow`` unless --slow or a -m expression asks; skip ``live`` unless VAULT_LIVE_TESTS=1."""
+    if not config.getoption("--slow") and not config.getoption("markexpr"):
+        slow = [item for item in items if "slow" in item.keywords]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if "slow" not in item.keywords]
     if ALLOW_NETWORK:
         return
     skip = pytest.mark.skip(reason="live model test: set VAULT_LIVE_TESTS=1 and an API key")

@@ -7,6 +7,8 @@ import json
 import shutil
 import sys
 
+import pytest
+
 from tests.support.paths import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -20,6 +22,7 @@ def test_occurrences_count_word_starts_case_insensitively():
     assert bench_absent.occurrences(text, "black hole") == 0
 
 
+@pytest.mark.slow
 def test_absent_and_present_subjects_are_told_apart(indexed_example, tmp_path, capsys):
     root = tmp_path / "vault"
     shutil.copytree(indexed_example, root)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import sys
 
+import pytest
+
 from tests.support.paths import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -32,6 +34,7 @@ def test_the_absent_pools_are_off_topic_labels_of_questions_the_export_lacks():
     assert sum(compare_embedders.is_dutch(q) for q in {item.query for item in items}) == 4
 
 
+@pytest.mark.slow
 def test_a_run_with_minilm_reports_every_figure(capsys):
     assert compare_embedders.main(["minilm"]) == 0
     out = capsys.readouterr().out

@@ -218,6 +218,7 @@ def test_ingest_with_some_bad_records_still_writes_the_good_ones_and_exits_1(mak
     assert len(list((found.root / "sessions").glob("*.md"))) == 2
 
 
+@pytest.mark.slow
 def test_failed_conversations_exit_1_and_library_banners_stay_off_the_terminal(make_vault, tmp_path):
     """An unreachable model (here a provider LiteLLM does not know: it fails before any network)."""
     found = make_vault()

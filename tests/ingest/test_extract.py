@@ -666,6 +666,7 @@ def test_topics_come_once_per_long_conversation_and_the_prompt_names_the_part():
     assert "part 1 of" not in load_prompt("extract").render(empty)[1]["content"]
 
 
+@pytest.mark.slow
 def test_a_long_session_is_shown_to_the_summary_prompt_within_a_budget():
     seen = []
     handlers = {name: HANDLERS[name] for name in ("extract", "thread_map")}
@@ -757,6 +758,7 @@ def test_offline_thread_map_steps_are_short_and_questions_collected():
 # --------------------------------------------------------------------------- the real export (optional)
 
 
+@pytest.mark.slow
 def test_offline_extraction_of_the_real_export():
     path = shared_data() / "exports" / "chatgpt-pkuppens-2023.json"
     if not path.exists():

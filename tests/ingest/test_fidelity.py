@@ -187,6 +187,7 @@ def _atomic_notes(vault_root):
         yield meta, body.strip().splitlines()[0], [str(i) for i in ids]
 
 
+@pytest.mark.slow
 def test_real_export_notes_are_faithful_and_whole(tmp_path):
     path = shared_data() / "exports" / EXPORT
     if not path.exists():

@@ -242,6 +242,7 @@ LABELS = REPO / "tests" / "data" / "quality_labels.jsonl"
 
 
 @pytest.mark.skipif(not LABELS.exists(), reason="no labels")
+@pytest.mark.slow
 def test_gate_on_held_out_labels_stays_above_its_measured_floor():
     sys.path.insert(0, str(REPO))
     from benchmarks.bench_quality import CURRENT_LABELS, ROUND3_LABELS, held_out, load, scores

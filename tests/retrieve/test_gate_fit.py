@@ -321,6 +321,7 @@ def test_the_dutch_pools_are_labelled_per_question_and_the_shipped_gate_never_sa
     assert DUTCH.name not in DEFAULT.source.split()
 
 
+@pytest.mark.slow
 def test_the_shipped_gate_keeps_the_relevant_candidates_of_the_dutch_pools_it_was_not_fitted_on():
     items = load_label_files([DUTCH])
     rows = gatefit.label_signals(items, build_embedder("minilm"))

@@ -777,6 +777,7 @@ def test_query_columns_are_the_hits_fields_and_the_speaker():
     assert set(QUERY_COLUMNS) == read | {"speaker"} and len(QUERY_COLUMNS) == len(set(QUERY_COLUMNS))
 
 
+@pytest.mark.slow
 def test_the_funnel_reads_only_the_query_columns(ingested_example, monkeypatch):
     """``pipeline.query`` reads the index's QUERY_COLUMNS only: the funnel touches every one of
     them and no other field of a row, and its packages are those a read of every column gives."""

@@ -129,6 +129,7 @@ async def through(transport, root: Path) -> dict:
 # --------------------------------------------------------------------------- stdio
 
 
+@pytest.mark.slow
 def test_vault_mcp_over_stdio(served, indexed_example, tmp_path):
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -177,6 +178,7 @@ def _wait_for_port(port: int, server: subprocess.Popen, log: Path) -> None:
     raise AssertionError(f"server did not listen on {port}: {log.read_text(encoding='utf-8')}")
 
 
+@pytest.mark.slow
 def test_vault_mcp_over_streamable_http_on_loopback(served, tmp_path):
     from mcp.client.streamable_http import streamable_http_client
 

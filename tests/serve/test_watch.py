@@ -157,6 +157,7 @@ def test_the_watcher_waits_for_the_vault_lock(watched):
     assert wait_until(lambda: "inbox/during.md" in indexed_paths(root), TIMEOUT)
 
 
+@pytest.mark.slow
 def test_vault_watch_command_prints_a_json_line_per_sync(make_vault, tmp_path):
     import json
     import queue
