@@ -3,6 +3,7 @@
 Ruff's C901 (mccabe) leaves boolean operators and comprehensions out of its count, so its numbers
 run well below radon's; the check runs radon here. It covers the parts of the tree brought under
 the limit; once the whole tree is, CHECKED becomes ``["vault_pipeline"]`` and NOT_YET empty.
+See docs/decisions/0060-test-layout-slow-tests-and-complexity.md.
 """
 
 from __future__ import annotations
