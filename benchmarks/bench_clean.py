@@ -433,8 +433,7 @@ def write_vault(root: Path, notes: list[Synth]) -> float:
 def build_embedder(name: str):
     """``minilm`` (the product's offline default) or ``hash`` (the tests' fake, 256 dims)."""
     if name == "hash":
-        sys.path.insert(0, str(REPO / "tests"))
-        from fakes import HashEmbedder
+        from tests.support.fakes import HashEmbedder  # REPO is on sys.path
 
         return HashEmbedder(dim=256)
     from vault_pipeline.models.embed import MiniLMEmbedder

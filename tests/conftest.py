@@ -1,4 +1,8 @@
-"""Test-wide guards: no real network model call can happen in a test run."""
+"""Test-wide guards and fixtures: no real network model call in a test run; slow tests only when asked.
+
+The fixtures hand out the shared helpers of ``tests/support`` (vault builders, model fakes, real
+index rows); tests may also import them from there directly.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import fakes
+from tests.support.paths import REPO
+
 # Importing litellm without this fetches the model cost map over the network.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-REPO = Path(__file__).resolve().parent.parent
 ALLOW_NETWORK = os.environ.get("VAULT_LIVE_TESTS") == "1"
 
 
@@ -59,8 +65,19 @@ def _no_network():
         socket.socket.connect_ex = _real_connect_ex
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow", action="store_true", help="also run the tests marked slow (deselected by default; .ci/run runs them)"
+    )
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip tests marked ``live`` unless VAULT_LIVE_TESTS=1."""
+    """Deselect tests marked ``slow`` unless --slow or a -m expression asks; skip ``live`` unless VAULT_LIVE_TESTS=1."""
+    if not config.getoption("--slow") and not config.getoption("markexpr"):
+        slow = [item for item in items if "slow" in item.keywords]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if "slow" not in item.keywords]
     if ALLOW_NETWORK:
         return
     skip = pytest.mark.skip(reason="live model test: set VAULT_LIVE_TESTS=1 and an API key")
@@ -69,27 +86,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def shared_data() -> Path:
-    """Where ../shared/data lives (env VAULT_SHARED_DATA overrides)."""
-    return Path(os.environ.get("VAULT_SHARED_DATA", REPO.parent / "shared" / "data"))
-
-
 # --------------------------------------------------------------------------- shared fixtures
-# The reusable classes and builders live in tests/fakes.py; these fixtures hand them out. Imports
-# of vault_pipeline stay inside the fixtures, so a module moving mid-refactor breaks only the
-# tests that use it.
-
-
-def _fakes():
-    try:
-        import tests.fakes as fakes
-    except ImportError:  # tests/ itself on sys.path
-        import fakes  # type: ignore[no-redef]
-    return fakes
+# The reusable classes and builders live in tests/support/fakes.py; these fixtures hand them out.
 
 
 def _check_protocol(llm):
-    protocol = _fakes().structured_llm_protocol()
+    protocol = fakes.structured_llm_protocol()
     if protocol is not None and getattr(protocol, "_is_runtime_protocol", False):
         assert isinstance(llm, protocol), f"{type(llm).__name__} no longer satisfies {protocol.__qualname__}"
     return llm
@@ -105,7 +107,7 @@ def indexed_example(tmp_path_factory) -> Path:
     from vault_pipeline.vault.files import Vault
 
     root = tmp_path_factory.mktemp("template") / "vault"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "vault_example" / "vault", root)
+    shutil.copytree(REPO / "vault_example" / "vault", root)
     vault = Vault.open(root)
     try:
         pipeline.index(vault, build_embedder("minilm"))
@@ -130,10 +132,10 @@ def make_vault(tmp_path):
         Vault.init(root).close()
         for relpath, spec in (notes or {}).items():
             if isinstance(spec, str):
-                _fakes().write_file(root, relpath, spec)
+                fakes.write_file(root, relpath, spec)
             else:
                 note_id, body, *rest = spec
-                _fakes().write_note(root, relpath, note_id, body, **(rest[0] if rest else {}))
+                fakes.write_note(root, relpath, note_id, body, **(rest[0] if rest else {}))
         vault = Vault.open(root)
         made.append(vault)
         return vault
@@ -146,31 +148,31 @@ def make_vault(tmp_path):
 @pytest.fixture
 def write_note():
     """``write_note(vault, relpath, note_id, body, **frontmatter)``: a real note file with real frontmatter."""
-    return _fakes().write_note
+    return fakes.write_note
 
 
 @pytest.fixture
 def write_file():
     """``write_file(vault, relpath, text)``: ``text`` written verbatim at ``vault.root/relpath``."""
-    return _fakes().write_file
+    return fakes.write_file
 
 
 @pytest.fixture
 def fake_row():
     """``fake_row(**fields)``: the real index Row with a default for every field."""
-    return _fakes().fake_row
+    return fakes.fake_row
 
 
 @pytest.fixture
 def scripted_llm():
     """Factory: ``scripted_llm(fn)`` or ``scripted_llm(answers=[...])`` -> a ScriptedLLM (StructuredLLM)."""
-    return lambda *args, **kwargs: _check_protocol(_fakes().ScriptedLLM(*args, **kwargs))
+    return lambda *args, **kwargs: _check_protocol(fakes.ScriptedLLM(*args, **kwargs))
 
 
 @pytest.fixture
 def raising_llm():
     """Factory: ``raising_llm(error=None, model="broken")`` -> a StructuredLLM that always fails."""
-    return lambda *args, **kwargs: _check_protocol(_fakes().RaisingLLM(*args, **kwargs))
+    return lambda *args, **kwargs: _check_protocol(fakes.RaisingLLM(*args, **kwargs))
 
 
 @pytest.fixture
@@ -182,7 +184,7 @@ def sleeping_llm():
     made = []
 
     def make(*args, **kwargs):
-        llm = _check_protocol(_fakes().SleepingLLM(*args, **kwargs))
+        llm = _check_protocol(fakes.SleepingLLM(*args, **kwargs))
         made.append(llm)
         return llm
 
@@ -202,7 +204,6 @@ def queued_llm():
     import json
 
     def make(answers, model: str = "openai/gpt-4o-mini", **backend_kwargs):
-        fakes = _fakes()
         texts = [a if isinstance(a, str) else json.dumps(a) for a in answers]
         completion, calls = fakes.queued_completion(texts)
         backend = fakes.litellm_backend_class()(model, completion=completion, **backend_kwargs)

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_crash import ENV, EXAMPLE, EXPORTS, SOURCES, note_ids, notes, run, vault_cmd
 
+from tests.test_crash import ENV, EXAMPLE, EXPORTS, SOURCES, note_ids, notes, run, vault_cmd
 from vault_pipeline.index.check import check
 from vault_pipeline.vault.files import Vault
 
@@ -73,6 +73,7 @@ def vault_root(tmp_path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_second_writer_fails_fast_naming_the_holder_or_waits_for_it(vault_root):
     before = notes(vault_root)
     with Holder(vault_root) as holder:
@@ -108,6 +109,7 @@ def ingested_ids(tmp_path: Path, name: str, sources: list[str]) -> set[str]:
     return set(note_ids(notes(root)))
 
 
+@pytest.mark.slow
 def test_two_ingests_at_once_write_exactly_the_union_of_their_notes(tmp_path):
     first, second = SOURCES[:1], SOURCES[1:]
     expected = ingested_ids(tmp_path, "first", first) | ingested_ids(tmp_path, "second", second)

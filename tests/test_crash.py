@@ -37,11 +37,11 @@ SOURCES = [
 ]
 # The real CLI with the fast fake embedder; everything else (models, vault, lock) as shipped.
 CLI = (
-    "import sys\nfrom fakes import HashEmbedder\nimport vault_pipeline.models.embed as embed\n"
+    "import sys\nfrom tests.support.fakes import HashEmbedder\nimport vault_pipeline.models.embed as embed\n"
     "embed.build_embedder = lambda *args, **kwargs: HashEmbedder(dim=64)\n"
     "from vault_pipeline.cli import main\nsys.argv[0] = 'vault'\nmain()\n"
 )
-ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 KILLS = {"ingest": 6, "index": 4, "clean": 4}
 WRITE_SPAN = 0.3  # seconds: kills land up to this long after the write phase starts
 DEADLINE = 120.0  # a run that never reaches its write phase or never ends is a failure, not a hang
@@ -164,6 +164,7 @@ def copy_of(base: Path, tmp_path: Path, name: str) -> Path:
     return Path(shutil.copytree(base, tmp_path / name))
 
 
+@pytest.mark.slow
 def test_ingest_killed_anywhere_loses_nothing_and_the_next_run_completes_it(base, tmp_path):
     reference = copy_of(base, tmp_path, "reference")
     run("ingest", *SOURCES, "--vault", str(reference))
@@ -191,6 +192,7 @@ def ingested(base, tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_index_killed_anywhere_leaves_notes_alone_and_the_next_run_repairs_it(ingested, tmp_path):
     root = copy_of(ingested, tmp_path, "vault")
     files = notes(root)
@@ -226,6 +228,7 @@ def crashed_run(root: Path, earlier: set[str]) -> str:
     return new[0]
 
 
+@pytest.mark.slow
 def test_clean_killed_mid_apply_loses_nothing_and_can_be_undone_or_finished(indexed, tmp_path):
     root = copy_of(indexed, tmp_path, "vault")
     start = notes(root)

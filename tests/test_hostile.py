@@ -15,8 +15,7 @@ import tracemalloc
 import zipfile
 from pathlib import Path
 
-from test_rename import FIRST, chatgpt_export
-
+from tests.ingest.test_rename import FIRST, chatgpt_export
 from vault_pipeline import pipeline
 from vault_pipeline.ingest.parse import iter_json_array, read_export
 from vault_pipeline.ingest.parse.jsonstream import Unreadable

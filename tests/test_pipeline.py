@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, shared_data
 
+from tests.support.paths import REPO, shared_data
 from vault_pipeline import pipeline
 from vault_pipeline.config import load_settings
 from vault_pipeline.models.embed import build_embedder
@@ -134,6 +134,7 @@ def test_locomo_keeps_dia_ids_as_message_ids(tmp_path):
     assert "^m-D1-1" in session and "^m-D1-2" in session
 
 
+@pytest.mark.slow
 def test_real_export_ingests_idempotently(tmp_path):
     path = shared_data() / "exports" / "chatgpt-pkuppens-2023.json"
     if not path.exists():
@@ -192,6 +193,7 @@ def test_packages_are_byte_identical_across_runs(demo_vault):
     assert set(block) >= {"id", "path", "tier", "level", "score", "text", "source"}
 
 
+@pytest.mark.slow
 def test_cli_batch_query_and_status(demo_vault):
     vault, _, _ = demo_vault
     batch = vault.root.parent / "queries.jsonl"
@@ -221,6 +223,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: ")
 
 
+@pytest.mark.slow
 def test_vault_demo_runs_offline_and_twice_writes_nothing(tmp_path):
     import hashlib
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tests.fakes import queued_completion
+from tests.support.fakes import queued_completion
 from vault_pipeline.config import load_settings
 from vault_pipeline.errors import ModelError
 from vault_pipeline.models.calllog import CallLog, redact

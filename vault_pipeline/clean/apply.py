@@ -185,14 +185,7 @@ def _union(existing: Any, new: Sequence[str]) -> list[str]:
 
 def _absorb(canon: _Live, others: list[_Live]) -> dict[str, Any]:
     """The canonical note's merged source messages, related links and tags."""
-    # Flat source_* properties; a canon in the older nested ``source`` form is moved to them.
-    legacy = "source" in canon.frontmatter
-    source = {k: v for k, v in source_properties(canon.frontmatter).items() if v} if legacy else {}
-    messages = source_messages(canon.frontmatter)
-    for other in others:
-        messages += [m for m in source_messages(other.frontmatter) if m not in messages]
-    if messages:
-        source["source_messages"] = list(dict.fromkeys(messages))
+    changes = _merged_source(canon, others)
     own = PurePosixPath(canon.path).stem
     dropped = {PurePosixPath(o.path).stem for o in others}
     related = [
@@ -202,9 +195,21 @@ def _absorb(canon: _Live, others: list[_Live]) -> dict[str, Any]:
         if link_target(r) not in dropped | {own}
     ]
     tags = sorted({str(t) for o in [canon, *others] for t in as_list(o.frontmatter.get("tags"))})
-    changes: dict[str, Any] = {**source, "source": None} if legacy else dict(source)
     if related:
         changes["related"] = _union([], related)
     if tags:
         changes["tags"] = tags
     return changes
+
+
+def _merged_source(canon: _Live, others: list[_Live]) -> dict[str, Any]:
+    """The canonical note's source keys with every note's source messages added."""
+    # Flat source_* properties; a canon in the older nested ``source`` form is moved to them.
+    legacy = "source" in canon.frontmatter
+    source = {k: v for k, v in source_properties(canon.frontmatter).items() if v} if legacy else {}
+    messages = source_messages(canon.frontmatter)
+    for other in others:
+        messages += [m for m in source_messages(other.frontmatter) if m not in messages]
+    if messages:
+        source["source_messages"] = list(dict.fromkeys(messages))
+    return {**source, "source": None} if legacy else dict(source)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, assert_never
 
@@ -169,55 +169,81 @@ def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Ac
     dups = [j for j in judged if isinstance(j.relation, Duplicate) and not (j.older.edited or j.newer.edited)]
     actions, alias = _duplicate_actions(dups)
     archived = set(alias)
-    supersede: dict[str, list[tuple[SweepNote, SweepNote, str]]] = {}
-    relate: dict[tuple[str, str], tuple[SweepNote, SweepNote, str]] = {}
-    loose = 0
+    pending = _Pending()
     for j in sorted(judged, key=lambda j: (j.older.id, j.newer.id)):
         older, newer = _order(alias.get(j.older.id, j.older), alias.get(j.newer.id, j.newer))
-        if older.id == newer.id:
-            continue
-        if (older.edited or newer.edited) and isinstance(j.relation, Duplicate | Contradiction):
-            # The user changed this note since we wrote it: never archive, supersede or merge it away.
-            mine = " and ".join(n.id for n in (older, newer) if n.edited)
-            relate[(older.id, newer.id)] = (
-                older,
-                newer,
-                f"edited by you: review ({mine} changed since vault_pipeline wrote it; judged "
-                f"{relation_name(j.relation)}, only related): {j.relation.reasoning}",
-            )
-            continue
-        match j.relation:
-            case Duplicate() | Unrelated():
-                continue
-            case Contradiction(reasoning=why) if "topic" in (older.category, newer.category):
-                # A topic names what a conversation is about; it is not a claim a newer one replaces.
-                relate.setdefault((older.id, newer.id), (older, newer, f"topics, not claims: {why}"))
-            case Contradiction(reasoning=why):
-                _contradiction(older, newer, why, supersede, relate)
-            case Related(reasoning=why, downgraded=downgraded, was=was):
-                if downgraded:
-                    relate[(older.id, newer.id)] = (
-                        older,
-                        newer,
-                        f"model said {was}, downgraded to related: {downgraded}. {why}",
-                    )
-                elif j.cosine >= floor:
-                    relate.setdefault((older.id, newer.id), (older, newer, why))
-                else:
-                    loose += 1
-            case _:
-                assert_never(j.relation)
+        if older.id != newer.id:
+            _weigh(j, older, newer, floor, pending)
+    actions.extend(_supersessions(pending.supersede, archived))
+    actions.extend(_links(pending.relate, archived))
+    if pending.loose:
+        skipped.append(f"{pending.loose} related pair(s) below the related floor (cosine {floor:.2f}) not linked")
+    return actions
+
+
+@dataclass
+class _Pending:
+    """What the judged pairs ask for, before each note's one supersession is chosen."""
+
+    supersede: dict[str, list[tuple[SweepNote, SweepNote, str]]] = field(default_factory=dict)
+    relate: dict[tuple[str, str], tuple[SweepNote, SweepNote, str]] = field(default_factory=dict)
+    loose: int = 0  # judged related, but below the related floor
+
+
+def _weigh(j: _Judged, older: SweepNote, newer: SweepNote, floor: float, pending: _Pending) -> None:
+    """One judged pair (its notes after duplicates collapsed): a supersession, a link, or nothing."""
+    relate = pending.relate
+    if (older.edited or newer.edited) and isinstance(j.relation, Duplicate | Contradiction):
+        # The user changed this note since we wrote it: never archive, supersede or merge it away.
+        mine = " and ".join(n.id for n in (older, newer) if n.edited)
+        relate[(older.id, newer.id)] = (
+            older,
+            newer,
+            f"edited by you: review ({mine} changed since vault_pipeline wrote it; judged "
+            f"{relation_name(j.relation)}, only related): {j.relation.reasoning}",
+        )
+        return
+    match j.relation:
+        case Duplicate() | Unrelated():
+            return
+        case Contradiction(reasoning=why) if "topic" in (older.category, newer.category):
+            # A topic names what a conversation is about; it is not a claim a newer one replaces.
+            relate.setdefault((older.id, newer.id), (older, newer, f"topics, not claims: {why}"))
+        case Contradiction(reasoning=why):
+            _contradiction(older, newer, why, pending.supersede, relate)
+        case Related(reasoning=why, downgraded=downgraded, was=was):
+            if downgraded:
+                relate[(older.id, newer.id)] = (
+                    older,
+                    newer,
+                    f"model said {was}, downgraded to related: {downgraded}. {why}",
+                )
+            elif j.cosine >= floor:
+                relate.setdefault((older.id, newer.id), (older, newer, why))
+            else:
+                pending.loose += 1
+        case _:
+            assert_never(j.relation)
+
+
+def _supersessions(supersede: dict[str, list[tuple[SweepNote, SweepNote, str]]], archived: set[str]) -> list[Action]:
+    """Each older note superseded once, by its nearest newer contradictor; ``archived`` gains it."""
+    actions: list[Action] = []
     for older_id in sorted(supersede):
         newer, older, why = min(supersede[older_id], key=lambda t: (_time(t[0]), t[0].id))
         archived.add(older_id)
         actions.append(Supersede(_ref(newer), _ref(older), f"{newer.id} supersedes {older.id}: {why}"))
+    return actions
+
+
+def _links(relate: dict[tuple[str, str], tuple[SweepNote, SweepNote, str]], archived: set[str]) -> list[Action]:
+    """A related link for each pair whose notes both stay active and are not linked yet."""
+    actions: list[Action] = []
     for (a_id, b_id), (a, b, why) in sorted(relate.items()):
         if a_id in archived or b_id in archived or _linked(a, b):
             continue
         first, second = sorted([a, b], key=lambda n: n.id)
         actions.append(Relate(_ref(first), _ref(second), why))
-    if loose:
-        skipped.append(f"{loose} related pair(s) below the related floor (cosine {floor:.2f}) not linked")
     return actions
 
 

@@ -49,22 +49,11 @@ def undo_held(vault: Vault, run_id: str, *, action: int | None = None) -> UndoRe
     started = datetime.now(UTC)
     report = UndoReport(undone=run_id if action is None else f"{run_id} action {action}")
     record = load_journal(vault, run_id)
-    entries = record["files"]
-    if action is not None:
-        entries = [e for e in entries if e.get("action") == action]
-        if not entries:
-            numbers = sorted({e["action"] for e in record["files"] if "action" in e})
-            known = f"its actions are {_ranges(numbers)}" if numbers else "it records no action numbers"
-            raise VaultError(f"run {run_id} has no action {action} that changed a file; {known}")
-    else:
-        entries = _per_note(entries)
+    entries = _entries_to_undo(record["files"], run_id, action)
     journal = Journal(vault, "undo", run_id, undoes=run_id)
     restored: set[str] = set()
     for entry in reversed(entries):
-        later = [] if action is None else _later(record["files"], entry)
-        why = _revert_keys(vault, journal, entry, later) if later else _restore(vault, journal, entry)
-        if why and later:
-            why += f"; the same note was also changed by action(s) {_ranges([e['action'] for e in later])} of this run"
+        why = _undo_entry(vault, journal, entry, [] if action is None else _later(record["files"], entry))
         if why:
             report.skipped.append(f"{entry['path_after']}: {why}")
         else:
@@ -76,6 +65,28 @@ def undo_held(vault: Vault, run_id: str, *, action: int | None = None) -> UndoRe
     report.journal = str(path or "")
     report.seconds = (datetime.now(UTC) - started).total_seconds()
     return report
+
+
+def _entries_to_undo(files: list[dict[str, Any]], run_id: str, action: int | None) -> list[dict[str, Any]]:
+    """The journal entries to put back: one per note for a whole run, or those of action ``action``."""
+    if action is None:
+        return _per_note(files)
+    entries = [e for e in files if e.get("action") == action]
+    if not entries:
+        numbers = sorted({e["action"] for e in files if "action" in e})
+        known = f"its actions are {_ranges(numbers)}" if numbers else "it records no action numbers"
+        raise VaultError(f"run {run_id} has no action {action} that changed a file; {known}")
+    return entries
+
+
+def _undo_entry(vault: Vault, journal: Journal, entry: dict[str, Any], later: list[dict[str, Any]]) -> str:
+    """Put one entry back; '' on success, else why it was left alone."""
+    if not later:
+        return _restore(vault, journal, entry)
+    why = _revert_keys(vault, journal, entry, later)
+    if why:
+        why += f"; the same note was also changed by action(s) {_ranges([e['action'] for e in later])} of this run"
+    return why
 
 
 def _per_note(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -137,15 +137,22 @@ def _resolve_links(vault: Vault, scan: _Scan, report: CheckReport) -> None:
             if "." in name and not name.endswith(".md") and name in scan.files:
                 continue  # an attachment such as ![[diagram.png]]
             report.dangling_links.append((source, target))
-        elif anchor.startswith("^"):
-            block = anchor[1:].strip()
-            if block and block not in scan.blocks.get(stem, set()):
-                report.dangling_blocks.append((source, f"{target}#^{block}"))
         elif anchor:
-            headings = _headings(vault, scan, stem)
-            wanted = [_heading_key(part) for part in anchor.split("#")]  # [[note#Heading#Subheading]]
-            if not all(key in headings for key in wanted if key):
-                report.dangling_headings.append((source, f"{target}#{anchor}"))
+            _resolve_anchor(vault, scan, report, (source, target, anchor), stem)
+
+
+def _resolve_anchor(vault: Vault, scan: _Scan, report: CheckReport, link: tuple[str, str, str], stem: str) -> None:
+    """A link's ``#^block`` or ``#Heading`` part, looked up in the note ``stem`` it points to."""
+    source, target, anchor = link
+    if anchor.startswith("^"):
+        block = anchor[1:].strip()
+        if block and block not in scan.blocks.get(stem, set()):
+            report.dangling_blocks.append((source, f"{target}#^{block}"))
+        return
+    headings = _headings(vault, scan, stem)
+    wanted = [_heading_key(part) for part in anchor.split("#")]  # [[note#Heading#Subheading]]
+    if not all(key in headings for key in wanted if key):
+        report.dangling_headings.append((source, f"{target}#{anchor}"))
 
 
 def _headings(vault: Vault, scan: _Scan, stem: str) -> set[str]:

@@ -252,6 +252,16 @@ def _cut_points(text: str, lo: int, hi: int, fences: list[tuple[int, int]]) -> d
     for m in _SENTENCE_GAP.finditer(text, lo, hi):
         if not _inside(m.end(), local):
             cuts[m.end()] = 1
+    _line_cuts(text, lo, hi, local, cuts)
+    for m in _BLANK_RUN.finditer(text, lo, hi):
+        pos = m.end()
+        if lo < pos < hi and not _inside(pos, local):
+            cuts[pos] = 3
+    return {p: v for p, v in cuts.items() if lo < p < hi}
+
+
+def _line_cuts(text: str, lo: int, hi: int, local: list[tuple[int, int]], cuts: dict[int, int]) -> None:
+    """Line starts into ``cuts``: 2 after a sentence's end or at a list item or table row, 1 inside a fence."""
     for m in _LINE_START.finditer(text, lo, hi):
         pos = m.end()
         line_start = text.rfind("\n", lo, m.start())
@@ -259,11 +269,6 @@ def _cut_points(text: str, lo: int, hi: int, fences: list[tuple[int, int]]) -> d
         in_fence = _inside(pos, local)
         if in_fence or _SENTENCE_END.search(prev_line) or _LIST_OR_ROW.match(text, pos):
             cuts[pos] = max(cuts.get(pos, 0), 1 if in_fence else 2)
-    for m in _BLANK_RUN.finditer(text, lo, hi):
-        pos = m.end()
-        if lo < pos < hi and not _inside(pos, local):
-            cuts[pos] = 3
-    return {p: v for p, v in cuts.items() if lo < p < hi}
 
 
 def _utf8_len(s: str) -> int:
@@ -363,17 +368,25 @@ def _pieces(
     suffix = f"\n\n^{anchor}" if anchor else ""
     label = _LABEL_ONLY.match(text, lo, hi)
     budget = max(256, cap_tokens * 4 - _utf8_len(tail) - _utf8_len(suffix) - (label.end() - lo if label else 0) - 8)
-    spans = _split_span(text, lo, hi, budget, parsed.fences)
-    if label and len(spans) > 1 and not text[spans[0][0] : spans[0][1]].strip().replace(label.group(1), "", 1):
-        spans = [(spans[0][0], spans[1][1]), *spans[2:]]
-    if anchor and len(spans) > 1 and text[spans[-1][0] : spans[-1][1]].strip() == f"^{anchor}":
-        spans = [*spans[:-2], (spans[-2][0], spans[-1][1])]  # the block id alone is no piece either
+    spans = _joined_ends(text, _split_span(text, lo, hi, budget, parsed.fences), label, anchor)
     pieces: list[Piece] = []
     for n, (a, b) in enumerate(spans):
         piece = _clean(text[a:b])
         if piece:
             pieces.append((head if n == 0 else tail, piece, suffix if n < len(spans) - 1 else ""))
     return pieces
+
+
+def _joined_ends(
+    text: str, spans: list[tuple[int, int]], label: re.Match[str] | None, anchor: str
+) -> list[tuple[int, int]]:
+    """``spans`` with a first that is only the speaker's ``label`` joined to the next, and a last
+    that is only the ``anchor`` line joined to the one before."""
+    if label and len(spans) > 1 and not text[spans[0][0] : spans[0][1]].strip().replace(label.group(1), "", 1):
+        spans = [(spans[0][0], spans[1][1]), *spans[2:]]
+    if anchor and len(spans) > 1 and text[spans[-1][0] : spans[-1][1]].strip() == f"^{anchor}":
+        spans = [*spans[:-2], (spans[-2][0], spans[-1][1])]  # the block id alone is no piece either
+    return spans
 
 
 # A message opening with its speaker's label alone on a line ("**user:**" before a pasted code block).

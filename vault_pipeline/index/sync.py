@@ -298,21 +298,36 @@ class _Run:
 
     def _parse(self, relpath: str, data: bytes, sha: str, st: os.stat_result, kind: str) -> _Note | None:
         """Frontmatter, id, chunks and row columns of one file (None, reported, if unreadable)."""
-        try:
-            frontmatter, body = split_frontmatter(data.decode("utf-8"), relpath)
-        except UnicodeDecodeError:
-            self._skip(relpath, "not UTF-8 text")
+        split = self._split(relpath, data)
+        if split is None:
             return None
-        except FrontmatterError as exc:
-            # One line per file: YAML errors span several lines with their context marks.
-            self._skip(relpath, " ".join(exc.reason.split()))
-            return None
+        frontmatter, body = split
         note_id = str(frontmatter.get("id") or "").strip() or user_note_id(relpath)
         owner = self.owners.get(note_id)
         if owner is not None and owner != relpath:
             self._skip(relpath, f"id {note_id} is already used by {owner}")
             return None
         self._claim(relpath, note_id)
+        kind, replaces, reuse = self._replaced(relpath, note_id, kind)
+        chunks = chunks_for_note(note_id, body)
+        entry = ManifestEntry(relpath, note_id, sha, st.st_size, st.st_mtime_ns, len(chunks))
+        return _Note(entry, note_columns(frontmatter, relpath), chunks, kind, replaces, reuse)
+
+    def _split(self, relpath: str, data: bytes) -> tuple[dict, str] | None:
+        """A file's (frontmatter, body); None, reported, if it is not UTF-8 or its frontmatter is broken."""
+        try:
+            return split_frontmatter(data.decode("utf-8"), relpath)
+        except UnicodeDecodeError:
+            self._skip(relpath, "not UTF-8 text")
+        except FrontmatterError as exc:
+            # One line per file: YAML errors span several lines with their context marks.
+            self._skip(relpath, " ".join(exc.reason.split()))
+        return None
+
+    def _replaced(self, relpath: str, note_id: str, kind: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """(kind, the paths whose rows the file's new rows replace, those whose vectors may be reused).
+
+        A new file holding the id of a file gone since the last sync is that note, moved."""
         moved_from = self.gone_by_id.pop(note_id, None) if relpath not in self.entries else None
         if moved_from is not None:
             self.moved_from.add(moved_from)
@@ -321,9 +336,7 @@ class _Run:
         replaces = tuple(p for p in (relpath if had_rows else None, moved_from) if p)
         # A repair never trusts the old rows, not even for vectors.
         reuse = () if kind == "repaired" else tuple(p for p in replaces if p not in self.faults)
-        chunks = chunks_for_note(note_id, body)
-        entry = ManifestEntry(relpath, note_id, sha, st.st_size, st.st_mtime_ns, len(chunks))
-        return _Note(entry, note_columns(frontmatter, relpath), chunks, kind, replaces, reuse)
+        return kind, replaces, reuse
 
     def _claim(self, relpath: str, note_id: str) -> None:
         """Make ``relpath`` the owner of ``note_id``, releasing the id it had before."""

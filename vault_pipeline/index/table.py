@@ -259,10 +259,17 @@ class ChunkTable:
         if rows > ANN_MIN_ROWS and (not built or self.optimized or rows >= built * ANN_RETRAIN_GROWTH):
             self._build_ann(rows)
             out["ann_rows"] = str(rows)
-        if rows and not meta.get("active_index"):
+        if rows:
+            out.update(self._scalar_indexes(meta))
+        return out
+
+    def _scalar_indexes(self, meta: dict[str, str]) -> dict[str, str]:
+        """Build the scalar indexes the metadata does not record yet; returns what to record."""
+        out = {}
+        if not meta.get("active_index"):
             self._build_active_index()
             out["active_index"] = "bitmap"
-        if rows and not meta.get("conversation_index"):
+        if not meta.get("conversation_index"):
             self._build_conversation_index()
             out["conversation_index"] = "btree"
         return out

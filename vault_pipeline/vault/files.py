@@ -238,20 +238,24 @@ class Vault:
         if current is None and where is None and self.state.paths_for(note.id):
             # We wrote this note before and no file holds its id now: the user deleted it.
             return WriteOutcome("refused", target, "deleted since vault_pipeline wrote it; not recreated")
+        return self._write_over(target, path, note.id, data, current)
+
+    def _write_over(self, relpath: str, path: Path, note_id: str, data: bytes, current: bytes | None) -> WriteOutcome:
+        """Create, adopt or update the file at ``relpath`` whose bytes are ``current`` (None: no file)."""
         if current is None:
-            self._put(target, path, note.id, data)
-            return WriteOutcome("created", target)
+            self._put(relpath, path, note_id, data)
+            return WriteOutcome("created", relpath)
         if current == data:
-            self._adopt(target, note.id, data)
-            return WriteOutcome("unchanged", target)
-        reason = self._refusal(target, note.id, current)
+            self._adopt(relpath, note_id, data)
+            return WriteOutcome("unchanged", relpath)
+        reason = self._refusal(relpath, note_id, current)
         if reason:
-            return WriteOutcome("refused", target, reason)
+            return WriteOutcome("refused", relpath, reason)
         try:
-            self._put(target, path, note.id, data, expect_sha256=sha256_bytes(current))
+            self._put(relpath, path, note_id, data, expect_sha256=sha256_bytes(current))
         except DirtyFileError as exc:
-            return WriteOutcome("refused", target, exc.reason)
-        return WriteOutcome("updated", target)
+            return WriteOutcome("refused", relpath, exc.reason)
+        return WriteOutcome("updated", relpath)
 
     def _refusal(self, relpath: str, note_id: str, current: bytes) -> str:
         record = self.state.get(relpath)

@@ -113,23 +113,27 @@ def _fast_block(mapping: Mapping[Any, Any], pad: str, out: list[str]) -> bool:
     # PyYAML's pure-Python emitter costs ~0.5 ms a note: a minute per 100,000-note re-ingest.
     for key, value in mapping.items():
         name = _fast_scalar(key) if isinstance(key, str) and len(key) < 128 else None
-        if name is None or name.startswith('"'):
+        if name is None or name.startswith('"') or not _fast_entry(name, value, pad, out):
             return False
-        if isinstance(value, dict) and value:
-            out.append(f"{pad}{name}:")
-            if not _fast_block(value, pad + "  ", out):
-                return False
-        elif isinstance(value, list) and value:
-            out.append(f"{pad}{name}:")
-            items = [_fast_scalar(item) for item in value]
-            if None in items:
-                return False
-            out.extend(f"{pad}  - {item}" for item in items)
-        else:
-            text = _fast_scalar(value)
-            if text is None:
-                return False
-            out.append(f"{pad}{name}: {text}")
+    return True
+
+
+def _fast_entry(name: str, value: Any, pad: str, out: list[str]) -> bool:
+    """One ``name: value`` entry of a block mapping (a nested mapping, a list or a scalar); False if not simple."""
+    if isinstance(value, dict) and value:
+        out.append(f"{pad}{name}:")
+        return _fast_block(value, pad + "  ", out)
+    if isinstance(value, list) and value:
+        out.append(f"{pad}{name}:")
+        items = [_fast_scalar(item) for item in value]
+        if None in items:
+            return False
+        out.extend(f"{pad}  - {item}" for item in items)
+        return True
+    text = _fast_scalar(value)
+    if text is None:
+        return False
+    out.append(f"{pad}{name}: {text}")
     return True
 
 
@@ -142,8 +146,14 @@ def _fast_scalar(value: Any) -> str | None:
         return None
     if value.startswith("[["):
         return None if '"' in value or "\\" in value else f'"{value}"'
-    # PyYAML's Emitter.analyze_scalar rules for a printable one-line scalar in block context.
-    indicators = (
+    if not _has_indicator(value) and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
+        return value
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _has_indicator(value: str) -> bool:
+    """Whether a printable one-line scalar needs quotes in block context (PyYAML's Emitter.analyze_scalar)."""
+    return (
         value[0] == " "
         or value[-1] == " "
         or value.startswith(("---", "..."))
@@ -153,9 +163,6 @@ def _fast_scalar(value: Any) -> str | None:
         or value.endswith(":")
         or " #" in value
     )
-    if not indicators and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
-        return value
-    return "'" + value.replace("'", "''") + "'"
 
 
 # --------------------------------------------------------------------------- frontmatter

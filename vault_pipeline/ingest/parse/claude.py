@@ -19,15 +19,10 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
     conv_id = clean_id(need(record, "uuid", str))
     if conv_id is None:
         raise RecordError("'uuid' is blank")
-    items = []
-    for i, item in enumerate(raw):
-        if isinstance(item, dict):
-            items.append(item)
-        else:
-            notes.append(f"chat_messages[{i}] is {type_name(item)}, not an object; skipped")
+    items = _objects(raw, notes)
     branch = _main_branch(items)
     messages = tuple(m for m in (_message(item) for item in branch) if m is not None)
-    unnamed = sum(1 for item in branch if _role(item) and clean_id(item.get("uuid")) is None and _text(item))
+    unnamed = sum(1 for item in branch if _unnamed(item))
     if not messages:
         raise RecordError(_why_empty(branch, unnamed))
     if unnamed:
@@ -47,6 +42,22 @@ def parse_conversation(record: Any, source: str, notes: list[str]) -> list[Conve
             alternates=alternates,
         )
     ]
+
+
+def _objects(raw: list[Any], notes: list[str]) -> list[dict]:
+    """The message objects of ``chat_messages``; anything else is noted and skipped."""
+    items = []
+    for i, item in enumerate(raw):
+        if isinstance(item, dict):
+            items.append(item)
+        else:
+            notes.append(f"chat_messages[{i}] is {type_name(item)}, not an object; skipped")
+    return items
+
+
+def _unnamed(item: dict) -> bool:
+    """A user or assistant turn with text but no ``uuid`` (notes could not link to it)."""
+    return bool(_role(item) and clean_id(item.get("uuid")) is None and _text(item))
 
 
 def _project(record: dict) -> str | None:

@@ -145,49 +145,83 @@ def record_keys(text: str) -> Iterator[tuple[set[str] | None, bool]]:
     Yields (keys, whether the record was seen to its end); keys is None for an empty list. The last
     record yielded may be cut short by the end of ``text``.
     """
-    stack: list[tuple[str, int]] = []
-    top: set[str] = set()
-    rec: set[str] = set()
-    rec_depth, last_top, expect_key, i = 0, "", False, 0
+    scan = _Scan(text)
+    i = 0
     while i < len(text):
         ch = text[i]
         if ch == '"':
             match = _STRING.match(text, i)
             if match is None:
                 break  # the head ends inside a string
-            if expect_key and len(stack) == 1:
-                last_top = match.group()[1:-1]
-                top.add(last_top)
-            elif expect_key and len(stack) == rec_depth:
-                rec.add(match.group()[1:-1])
+            scan.string(match.group()[1:-1])
             i = match.end()
             continue
         if ch in "{[":
-            stack.append((ch, i))
-            if ch == "{" and not rec_depth and _is_record_start([c for c, _ in stack], last_top):
-                rec_depth = len(stack)
-            expect_key = ch == "{"
+            scan.open(ch, i)
         elif ch in "}]":
-            if len(stack) == rec_depth:
-                yield rec, True
-                rec, rec_depth = set(), 0
-            elif (
-                not rec_depth
-                and ch == "]"
-                and _is_record_list([c for c, _ in stack], last_top)
-                and not text[stack[-1][1] + 1 : i].strip()
-            ):
-                yield None, True  # the list closed before any record
-                return
-            elif len(stack) == 1:
-                yield (top if ch == "}" else set()), True  # a lone top-level object is itself the record
-                return
-            stack.pop()
-            expect_key = False
+            closed = scan.close(ch, i)
+            if closed is not None:
+                keys, last = closed
+                yield keys, True
+                if last:
+                    return
+            scan.pop()
         elif ch in ",:":
-            expect_key = ch == "," and bool(stack) and stack[-1][0] == "{"
+            scan.expect_key = ch == "," and bool(scan.stack) and scan.stack[-1][0] == "{"
         i += 1
-    yield (rec if rec_depth else top), False
+    yield (scan.rec if scan.rec_depth else scan.top), False
+
+
+class _Scan:
+    """Where ``record_keys`` is in the text: the open brackets, the top level's keys, the record's keys."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.stack: list[tuple[str, int]] = []  # (bracket, position) of each open bracket
+        self.top: set[str] = set()
+        self.rec: set[str] = set()
+        self.rec_depth = 0  # the depth of the record being read (0: none)
+        self.last_top = ""  # the last key of the top level
+        self.expect_key = False
+
+    def string(self, value: str) -> None:
+        """A string where a key may stand: a key of the top level, or of the record being read."""
+        if self.expect_key and len(self.stack) == 1:
+            self.last_top = value
+            self.top.add(value)
+        elif self.expect_key and len(self.stack) == self.rec_depth:
+            self.rec.add(value)
+
+    def open(self, ch: str, i: int) -> None:
+        """An opening bracket at ``i``; a ``{`` in the record list starts a record."""
+        self.stack.append((ch, i))
+        if ch == "{" and not self.rec_depth and _is_record_start(self._brackets(), self.last_top):
+            self.rec_depth = len(self.stack)
+        self.expect_key = ch == "{"
+
+    def close(self, ch: str, i: int) -> tuple[set[str] | None, bool] | None:
+        """A closing bracket at ``i``: (keys, whether nothing more can follow) when it ends a record, else None."""
+        if len(self.stack) == self.rec_depth:
+            keys, self.rec, self.rec_depth = self.rec, set(), 0
+            return keys, False
+        if (
+            not self.rec_depth
+            and ch == "]"
+            and _is_record_list(self._brackets(), self.last_top)
+            and not self.text[self.stack[-1][1] + 1 : i].strip()
+        ):
+            return None, True  # the list closed before any record
+        if len(self.stack) == 1:
+            return (self.top if ch == "}" else set()), True  # a lone top-level object is itself the record
+        return None
+
+    def pop(self) -> None:
+        """Leave the innermost bracket."""
+        self.stack.pop()
+        self.expect_key = False
+
+    def _brackets(self) -> list[str]:
+        return [c for c, _ in self.stack]
 
 
 def _is_record_list(stack: list[str], last_top: str) -> bool:

@@ -100,46 +100,84 @@ class Claim:
 @lru_cache(maxsize=200_000)
 def parse_claim(text: str) -> Claim:
     """Split a claim into subject, main verb, values and cues (first line only; no POS tagger)."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    label, sep, after = first.partition(": ")
-    labelled = bool(sep and len(label.split()) <= 5 and len(after.split()) >= 4)
-    if labelled:
-        first = after  # "Update on the paper: the deadline moved ..." -> the claim after the label
-    sentence = _REPORTING.sub("", _LABEL.sub("", first))
-    words = tokens(sentence, keep_case=True)
+    first, label = _claim_line(text)
+    words = tokens(_REPORTING.sub("", _LABEL.sub("", first)), keep_case=True)
     lower = [w.lower() for w in words]
     stems = [stem(w) for w in lower]
     start, end = _verb_group(lower)
-    head, tail = list(range(start)), list(range(end, len(words)))
-    if head and set(lower[start:end]) <= _COPULAS and all(_value_flags(words[:start])):
-        head, tail = tail, head  # "6416 is the port" says "the port is 6416"
-    flags = _value_flags([words[i] for i in tail])
-    values = frozenset(lower[i] for i, flag in zip(tail, flags) if flag)
-    units = frozenset(stems[j] for i, j in pairwise(tail) if words[i][:1].isdigit() and lower[j] not in _NOT_CONTENT)
-    rest = [i for i in tail if lower[i] not in _NOT_CONTENT and lower[i] not in values and stems[i] not in CHANGE_CUES]
+    head, tail = _head_and_tail(words, lower, start, end)
+    values, units, rest = _predicate(words, lower, stems, tail)
     subject = [i for i in head if lower[i] not in _NOT_SUBJECT]
     topic = not subject
     if topic:  # "We moved the launch to May 10": the topic words stand in for the subject
         subject, rest = rest, []
-    verbs = [w for w in lower[start:end] if w not in NEGATIONS]
     kept = [(s, w) for s, w in zip(stems, lower) if w not in STOPWORDS]  # (stem, word) of the non-stopwords
     return Claim(
         subject=frozenset(stems[i] for i in subject),
-        verb=stem(verbs[-1]) if verbs else "",
+        verb=_main_verb(lower[start:end]),
         rest=frozenset(stems[i] for i in rest),
         values=values,
         units=units,
-        negated=sum(w in NEGATIONS for w in lower) % 2 == 1,
-        changed=bool(CHANGE_CUES.intersection(stems)) or "cancel" in stems,
+        negated=_negated(lower),
+        changed=_changed(stems),
         stems=frozenset(s for s, _ in kept),
         subject_words=tuple(dict.fromkeys(lower[i] for i in subject)),
         topic=topic,
-        determined=any(lower[i] in _DEFINITE for i in head),
-        anaphoric=any(lower[i] in _DEMONSTRATIVES for i in head),
+        determined=_any_in(lower, head, _DEFINITE),
+        anaphoric=_any_in(lower, head, _DEMONSTRATIVES),
         relational=bool(tail) and lower[tail[0]] in _MANY_VALUED,
         question=_is_question(first, lower),
-        core=_core(kept, label if labelled else ""),
+        core=_core(kept, label),
     )
+
+
+def _claim_line(text: str) -> tuple[str, str]:
+    """(the claim's first line, the label it had or ""): "Update on the paper: the deadline moved ..."
+    gives the claim after the label when the label is short and the claim long enough."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    label, sep, after = first.partition(": ")
+    if sep and len(label.split()) <= 5 and len(after.split()) >= 4:
+        return after, label
+    return first, ""
+
+
+def _head_and_tail(words: list[str], lower: list[str], start: int, end: int) -> tuple[list[int], list[int]]:
+    """Word positions before the verb group ``[start, end)`` and after it."""
+    head, tail = list(range(start)), list(range(end, len(words)))
+    if head and set(lower[start:end]) <= _COPULAS and all(_value_flags(words[:start])):
+        head, tail = tail, head  # "6416 is the port" says "the port is 6416"
+    return head, tail
+
+
+def _predicate(
+    words: list[str], lower: list[str], stems: list[str], tail: list[int]
+) -> tuple[frozenset[str], frozenset[str], list[int]]:
+    """(values, units, positions of the other content words) of the words after the verb."""
+    flags = _value_flags([words[i] for i in tail])
+    values = frozenset(lower[i] for i, flag in zip(tail, flags) if flag)
+    units = frozenset(stems[j] for i, j in pairwise(tail) if words[i][:1].isdigit() and lower[j] not in _NOT_CONTENT)
+    rest = [i for i in tail if lower[i] not in _NOT_CONTENT and lower[i] not in values and stems[i] not in CHANGE_CUES]
+    return values, units, rest
+
+
+def _main_verb(group: list[str]) -> str:
+    """The stem of the verb group's last word that is not a negation ("" for none)."""
+    verbs = [w for w in group if w not in NEGATIONS]
+    return stem(verbs[-1]) if verbs else ""
+
+
+def _changed(stems: list[str]) -> bool:
+    """A change cue such as "moved to", "no longer", "instead of", or a cancellation."""
+    return bool(CHANGE_CUES.intersection(stems)) or "cancel" in stems
+
+
+def _any_in(lower: list[str], positions: list[int], words: frozenset[str]) -> bool:
+    return any(lower[i] in words for i in positions)
+
+
+def _negated(lower: Sequence[str]) -> bool:
+    """An odd number of negation cues."""
+    return sum(w in NEGATIONS for w in lower) % 2 == 1
 
 
 def _verb_group(lower: list[str]) -> tuple[int, int]:
@@ -150,22 +188,30 @@ def _verb_group(lower: list[str]) -> tuple[int, int]:
         if lower[i - 1] in _DETERMINERS:
             continue  # "the meeting", "our launch": a noun, whatever verb it looks like
         if _is_verb(word, lower[i - 1] if i else ""):
-            end = i + 1
-            while end < len(lower) and (_is_verb(lower[end], "will") or lower[end] in _VERB_TAIL):
-                end += 1
-            return i, end
+            return i, _verb_group_end(lower, i + 1)
     for i in range(2, len(lower)):  # no known verb: guess an inflected word after "the noun"
-        word = lower[i]
-        if (
-            len(word) > 3
-            and word.endswith(("s", "ed"))
-            and not word.endswith("ss")
-            and word not in STOPWORDS
-            and lower[i - 1] not in _DETERMINERS
-            and not word[0].isdigit()
-        ):
+        if _guessed_verb(lower[i], lower[i - 1]):
             return i, i + 1
     return len(lower), len(lower)
+
+
+def _verb_group_end(lower: list[str], end: int) -> int:
+    """Where a verb group starting before ``end`` stops: it runs on through verbs, negations and adverbs."""
+    while end < len(lower) and (_is_verb(lower[end], "will") or lower[end] in _VERB_TAIL):
+        end += 1
+    return end
+
+
+def _guessed_verb(word: str, before: str) -> bool:
+    """An unknown word that looks inflected (``-s``, ``-ed``) and does not follow a determiner."""
+    return (
+        len(word) > 3
+        and word.endswith(("s", "ed"))
+        and not word.endswith("ss")
+        and word not in STOPWORDS
+        and before not in _DETERMINERS
+        and not word[0].isdigit()
+    )
 
 
 def _is_verb(word: str, before: str) -> bool:
@@ -261,13 +307,31 @@ def details(text: str) -> Details:
     """
     lines = text.strip().splitlines() if text.strip() else [""]
     first = _REPORTING.sub("", _LABEL.sub("", lines[0]))
-    context = " ".join(
-        qualifier
-        for line in lines[1:]
-        if line.lower().startswith("context:") and not _PROVENANCE.match(qualifier := line.split(":", 1)[1].strip())
-    )
+    context = _qualifier(lines[1:])
     cased = tokens(first, keep_case=True) + tokens(context, keep_case=True)
     lower = [w.lower() for w in cased]
+    return Details(
+        question=_is_question(first, lower),
+        negated=_negated(lower),
+        numbers=frozenset(_numbers(lower)),
+        names=frozenset(_names(cased)),
+        identifiers=frozenset(m.lower() for m in _IDENTIFIER.findall(f"{first} {context}")),
+        content=frozenset(stem(w) for w in lower if w not in _NOT_CONTENT and w not in LIGHT and not w[:1].isdigit()),
+        words=frozenset(stem(w) for w in lower),
+    )
+
+
+def _qualifier(lines: Sequence[str]) -> str:
+    """The ``Context:`` lines' text, but for a Context that only says where the claim was made."""
+    return " ".join(
+        qualifier
+        for line in lines
+        if line.lower().startswith("context:") and not _PROVENANCE.match(qualifier := line.split(":", 1)[1].strip())
+    )
+
+
+def _numbers(lower: list[str]) -> list[str]:
+    """The numbers and times of a line, normalised: "9:00", "9 am" and "9" are "9"; "2 pm" is "14"."""
     numbers = []
     for i, w in enumerate(lower):
         if not w[:1].isdigit():
@@ -277,20 +341,16 @@ def details(text: str) -> Details:
         if (w.endswith("pm") or after == "pm") and value.isdigit() and int(value) < 12:
             value = str(int(value) + 12)
         numbers.append(value)
-    names = {
+    return numbers
+
+
+def _names(cased: list[str]) -> set[str]:
+    """Stems of capitalised words after the first, and of weekdays and months."""
+    return {
         stem(w.lower())
         for i, w in enumerate(cased)
         if (i > 0 and w[:1].isupper() and w.lower() not in _NOT_CONTENT) or w.lower().rstrip("s") in _VALUE_WORDS
     } - {"am", "pm"}
-    return Details(
-        question=_is_question(first, lower),
-        negated=sum(w in NEGATIONS for w in lower) % 2 == 1,
-        numbers=frozenset(numbers),
-        names=frozenset(names),
-        identifiers=frozenset(m.lower() for m in _IDENTIFIER.findall(f"{first} {context}")),
-        content=frozenset(stem(w) for w in lower if w not in _NOT_CONTENT and w not in LIGHT and not w[:1].isdigit()),
-        words=frozenset(stem(w) for w in lower),
-    )
 
 
 def _core(kept: Sequence[tuple[str, str]], label: str) -> frozenset[str]:
