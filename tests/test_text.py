@@ -9,11 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from vault_pipeline.ingest.extract import MAX_WORDS, PROMPT_LIMITS, AtomicUnit
-from vault_pipeline.ingest.keep import quality_problems
-from vault_pipeline.ingest.quality import GATE
+from vault_pipeline.ingest.extract import MAX_VERBATIM_WORDS, MAX_WORDS, PROMPT_LIMITS, AtomicUnit
+from vault_pipeline.ingest.quality import hard_problems
 from vault_pipeline.models.offline.extraction import extract_units
-from vault_pipeline.models.offline.text import compress, sentences
+from vault_pipeline.models.offline.statements import sentences
 from vault_pipeline.text import (
     ABBREVIATIONS,
     QUERY_STOPWORDS,
@@ -48,11 +47,9 @@ def validator(sentence: str) -> str | None:
 
 
 def gate(sentence: str) -> list[str]:
-    """The keep gate's problems with a note holding the sentence, its form only.
-
-    A zero meaning vector holds the gate's meaning term at 0: the extraction validator judges a
-    sentence's form, and only that part of the two verdicts has to agree."""
-    return quality_problems(FRONTMATTER, f"{sentence}\n\nSource: x\n", set(), vector=[0.0] * len(GATE.meaning))
+    """The keep gate's hard rules on a note holding the sentence: its form only (the word limit, one
+    sentence, its type), the part of the two verdicts that has to agree."""
+    return hard_problems(sentence, "fact")
 
 
 def counted(reason: str | None) -> int | None:
@@ -118,11 +115,12 @@ def test_validator_and_gate_count_every_sentence_alike(parts):
 def test_offline_units_of_a_dashed_sentence_pass_both_rules():
     data = extract_units({"title": "t", "messages": [{"id": "m1", "role": "user", "text": POSTGRES}], **PROMPT_LIMITS})
     texts = [u["text"] for u in data["units"] if u["category"] != "topic"]
-    assert texts and all(word_count(t) <= MAX_WORDS for t in texts)
-    assert all(validator(t) is None and not [p for p in gate(t) if "words" in p] for t in texts)
-    pieces, _ = compress(POSTGRES, limit=MAX_WORDS)
-    assert all(word_count(p) <= MAX_WORDS for p in pieces)
-    assert all(word_count(p) <= 6 for p in compress(POSTGRES, limit=6)[0])
+    assert texts == [POSTGRES]  # the user's own sentence, whole: 17 words, within the verbatim limit
+    context = {**CONTEXT, "texts": {"m1": POSTGRES}}
+    AtomicUnit.model_validate(
+        {"text": POSTGRES, "category": "fact", "source_ids": ["m1"], "speaker": "user"}, context=context
+    )
+    assert not hard_problems(POSTGRES, "fact", limit=MAX_VERBATIM_WORDS)
 
 
 def test_the_limit_reaches_the_prompt_and_the_offline_backend():
@@ -131,10 +129,9 @@ def test_the_limit_reaches_the_prompt_and_the_offline_backend():
     system = load_prompt("extract").render({"title": "t", "messages": [], **PROMPT_LIMITS})[0]["content"]
     assert f"at most {MAX_WORDS} words" in system
     long = " ".join(["word"] * 12) + "."
-    short = extract_units(
-        {"title": "t", "messages": [{"id": "m1", "role": "user", "text": long}], "max_words": 8, "max_context_words": 6}
-    )["units"]
-    assert short and all(word_count(u["text"]) <= 8 for u in short)
+    limits = {**PROMPT_LIMITS, "max_verbatim_words": 8, "max_verbatim_context_words": 6}
+    data = extract_units({"title": "t", "messages": [{"id": "m1", "role": "user", "text": long}], **limits})
+    assert [u for u in data["units"] if u["category"] != "topic"] == [] and data["skipped"] == 1
 
 
 # --------------------------------------------------------------------------- words

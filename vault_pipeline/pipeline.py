@@ -19,7 +19,7 @@ from vault_pipeline.ingest.extract import Extraction, extract_conversation
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
 from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
-from vault_pipeline.ingest.select import select_units
+from vault_pipeline.ingest.select import Selector, select_units
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
@@ -51,10 +51,12 @@ def ingest(
     progress: Progress | None = None,
     wait: float = 0,
     max_record: int = MAX_RECORD_CHARS,
+    selector: Selector | None = None,
 ) -> IngestReport:
     """Parse exports, extract atomic units, and write notes into the vault (idempotent).
 
-    A record larger than ``max_record`` (characters of JSON, bytes of a transcript) is skipped."""
+    A record larger than ``max_record`` (characters of JSON, bytes of a transcript) is skipped.
+    ``selector`` decides which of the offline extractor's candidates are written (default: the shipped one)."""
     report = IngestReport(sources=[str(p) for p in paths], model=llm.model)
     started = time.perf_counter()
     with vault.lock("ingest", wait=wait):
@@ -63,7 +65,7 @@ def ingest(
         for conv in _conversations(paths, report, max_record):
             if progress:
                 progress(report.conversations, None, conv.title)
-            extraction = _extract(conv, llm, report)
+            extraction = _extract(conv, llm, report, selector)
             if extraction is None:
                 continue
             stem = write_conversation(vault, extraction, report, hubs)
@@ -89,7 +91,9 @@ def _conversations(paths: Sequence[Path], report: IngestReport, max_record: int)
             report.skipped.append(str(exc))
 
 
-def _extract(conv: Conversation, llm: StructuredLLM, report: IngestReport) -> Extraction | None:
+def _extract(
+    conv: Conversation, llm: StructuredLLM, report: IngestReport, selector: Selector | None = None
+) -> Extraction | None:
     """The conversation's units, and of the offline extractor's candidates only those the selector
     writes (a model's own notes are written as it gave them); what is not written is counted by reason."""
     try:
@@ -97,7 +101,7 @@ def _extract(conv: Conversation, llm: StructuredLLM, report: IngestReport) -> Ex
     except ModelError as exc:
         report.errors.append(f"{conv.source} [conversation {conv.id}]: {exc}")
         return None
-    selection = select_units(conv, extraction.units)
+    selection = select_units(conv, extraction.units, selector)
     report.not_written.update(selection.not_written)
     return replace(
         extraction,

@@ -1,8 +1,8 @@
-"""Notes worth keeping: the offline extractor keeps exact characters, never cuts, and makes no notes of noise.
+"""Notes worth keeping: the offline extractor selects its source's own words, never cuts, makes no notes of noise.
 
 Fidelity: identifiers, code spans (with their backticks), paths, numbers and URLs reach a note as
-written; shortening drops whole clauses or asides, never the end of the point; what cannot be said
-in the word limit is skipped and counted. Noise: headings and labels, salutations, quiz options,
+written; a sentence is a unit whole or as its main clause with the rest as context; what cannot be
+said in the word limit is skipped and counted. Noise: headings and labels, salutations, quiz options,
 program output, introductions ending in ':', bracketed asides and short fragments make no note.
 """
 
@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from tests.support.paths import shared_data
-from vault_pipeline.ingest.extract import MAX_WORDS, PROMPT_LIMITS, UnitBatch
+from vault_pipeline.ingest.extract import MAX_VERBATIM_WORDS, PROMPT_LIMITS, UnitBatch
 from vault_pipeline.models.offline.extraction import extract_units
-from vault_pipeline.models.offline.text import compress
+from vault_pipeline.models.offline.statements import is_verbatim
 from vault_pipeline.text import FUNCTION_WORDS, word_count
 
 EXPORT = "chatgpt-pkuppens-2023.json"
@@ -30,7 +30,8 @@ def extracted(text: str, role: str = "assistant") -> tuple[list[str], int]:
     data = extract_units(
         {"title": "t", "messages": [{"id": "m1", "role": role, "speaker": role, "text": text}], **PROMPT_LIMITS}
     )
-    batch = UnitBatch.model_validate(data, context={"message_ids": ["m1"], "roles": {"m1": role}})
+    context = {"message_ids": ["m1"], "roles": {"m1": role}, "texts": {"m1": text}}
+    batch = UnitBatch.model_validate(data, context=context)
     return [u.text for u in batch.units if u.category != "topic"], data["skipped"]
 
 
@@ -72,51 +73,38 @@ def test_a_name_opening_a_sentence_is_not_capitalised():
     assert unit.startswith("self.root ")
 
 
-def test_shortening_drops_asides_never_the_end_of_the_point():
-    units, _ = extracted(
+def test_a_sentence_within_the_limit_is_a_unit_whole():
+    sentence = (
         "De aanbevolen lengte van een Agile Scrum Sprint is typisch tussen één en vier weken, "
         "afhankelijk van de complexiteit van het project."
     )
-    assert units[0] == "De aanbevolen lengte van een Agile Scrum Sprint is typisch tussen één en vier weken."
-    units, _ = extracted(
-        "Cluster analysis is used in many different fields such as marketing, biology, psychology, "
-        "finance and many others."
-    )
-    assert units == ["Cluster analysis is used in many different fields."]
-
-
-def test_a_lead_in_word_never_leaves_a_condition_alone_as_a_note():
-    # Kept, "However," hid the condition from the splitter: "However, if you need X yourself." was a note.
-    units, _ = extracted(
+    assert extracted(sentence)[0] == [sentence]
+    sentence = (
         "However, if you absolutely need to parse `request.body` yourself, you can use `json.loads` "
         "on it in the view function."
     )
-    assert units == ["You can use `json.loads` on it in the view function."]
-    assert not any(re.match(r"\w+, (?:if|when|since)\b", u) for u in units)
-    # A sentence that fits keeps its lead-in and its condition where they stand.
-    units, _ = extracted("However, when a session expires, Django does not trigger a specific event.")
-    assert units == ["However, when a session expires, Django does not trigger a specific event."]
+    assert extracted(sentence)[0] == [sentence]
 
 
 def test_what_cannot_be_said_in_the_limit_is_skipped_and_counted_never_cut():
     long = (
-        "Our tiny green robot quietly sweeps the dusty kitchen floor every single morning "
-        "near the big old iron oven there."
+        "Our tiny green robot quietly sweeps the dusty kitchen floor every single morning near the big old "
+        "iron oven there while the family sleeps upstairs in their warm beds."
     )
-    assert compress(long, limit=MAX_WORDS) == ([], 1)
-    units, skipped = extracted(long + " The robot runs on batteries.")
-    assert units == ["The robot runs on batteries."] and skipped == 1
+    assert word_count(long) > MAX_VERBATIM_WORDS
+    units, skipped = extracted(long + " The robot runs on two batteries.")
+    assert units == ["The robot runs on two batteries."] and skipped == 1
 
 
 def test_no_unit_ends_on_a_function_word():
     text = (
         "The gateway forwards every request to the service that was registered most recently by "
-        "the operator of the cluster and. Alleen als je het digitale DNA begrijpt, kun je ermee werken "
-        "en het naar een hoger niveau tillen dat past bij de ambities van de organisatie en van."
+        "the operator and. Alleen als je het digitale DNA begrijpt, kun je ermee werken "
+        "en het naar een hoger niveau tillen dat past bij de ambities van."
     )
     units, _ = extracted(text)
     assert not any(ends_on_function_word(u) for u in units)
-    assert all(word_count(u) <= MAX_WORDS for u in units)
+    assert all(is_verbatim(u, text) for u in units)
 
 
 # --------------------------------------------------------------------------- noise
@@ -147,8 +135,8 @@ def test_structure_and_noise_make_no_note(text):
 
 
 def test_short_complete_sentences_and_list_items_that_say_something_stay():
-    assert extracted("It works.")[0] == ["It works."]
-    assert extracted("LanceDB is embedded.")[0] == ["LanceDB is embedded."]
+    assert extracted("It works.")[0] == []  # too few words to find again
+    assert extracted("LanceDB is an embedded database.")[0] == ["LanceDB is an embedded database."]
     units, _ = extracted("- The index rebuilds incrementally after each import.\n- Fast startup")
     assert units == ["The index rebuilds incrementally after each import."]
 

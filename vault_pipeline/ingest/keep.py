@@ -20,7 +20,7 @@ from vault_pipeline.ingest.extract import CATEGORIES, MAX_VERBATIM_WORDS, MAX_WO
 from vault_pipeline.ingest.notes import MESSAGE_ID, TRANSCRIPT_HEADING, block_id
 from vault_pipeline.ingest.quality import hard_problems, unfaithful
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
-from vault_pipeline.ingest.select import Candidate, Scored, score, shipped
+from vault_pipeline.ingest.select import Candidate, Scored, Selector, score, shipped
 from vault_pipeline.models.offline.statements import is_verbatim
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import link_target, normalise_text, sentence_count
@@ -122,6 +122,7 @@ def quality_problems(
     source: str | None = None,
     scored: Scored | None = None,
     judged: Sequence[str] | None = None,
+    keep_at: float | None = None,
 ) -> list[str]:
     """Why a note fails the Note Quality Gate; an empty list means it passes.
 
@@ -131,6 +132,7 @@ def quality_problems(
     the selector's judgement of the note (``keep_scores``): below its keep threshold the note fails
     with the reasons the selector reads. ``judged`` is a quality model's problems with the sentence
     (``quality_model.problems_of``): given, they stand in for the selector's; the hard rules apply.
+    ``keep_at``: the selector's keep threshold (default: the shipped selector's).
     """
     problems: list[str] = []
     sentence = note_sentence(body)
@@ -168,7 +170,9 @@ def note_context(body: str) -> str | None:
     return None
 
 
-def keep_scores(entries: Sequence[tuple[str, Mapping[str, Any], str, str | None]]) -> dict[str, Scored]:
+def keep_scores(
+    entries: Sequence[tuple[str, Mapping[str, Any], str, str | None]], selector: Selector | None = None
+) -> dict[str, Scored]:
     """The selector's judgement of notes ((key, frontmatter, body, source text)), in one batch."""
     found: dict[str, Candidate] = {}
     for key, frontmatter, body, source in entries:
@@ -183,7 +187,7 @@ def keep_scores(entries: Sequence[tuple[str, Mapping[str, Any], str, str | None]
                 str(frontmatter.get("source_title") or "") or None,
                 people=bool(frontmatter.get("speaker_name")),
             )
-    return dict(zip(found, score(list(found.values()))))
+    return dict(zip(found, score(list(found.values()), selector)))
 
 
 def verdict(problems: Sequence[str]) -> str:
@@ -263,13 +267,14 @@ def keep(
     wait: float = 0,
     progress: Progress | None = None,
     llm: StructuredLLM | None = None,
+    selector: Selector | None = None,
 ) -> KeepReport:
     """Keep named (or all passing, or user-flipped) inbox notes: gate, mark kept, move to engrams/.
 
     Every note the gate evaluates gets its verdict in its ``quality`` property (a key-level
     frontmatter edit that leaves the rest of the file alone); ``dry_run`` writes nothing.
     ``llm``: a quality model (``[models] quality``) judges the notes beyond the hard rules;
-    where it cannot answer, the fitted gate does.
+    where it cannot answer, the selector does (``selector``: default, the shipped one).
     """
     report = KeepReport(judge=llm.model if llm is not None else "fitted gate", dry_run=dry_run)
     with vault.lock("keep", wait=wait):
@@ -278,6 +283,7 @@ def keep(
         inbox = {p: _load(vault, p) for p in paths if p.startswith(INBOX)}
         modes = _select(vault, inbox, paths, targets, all_passing, report)
         run = _Run(vault, engrams, SourceTexts(vault, paths), force, dry_run, (today or date.today()).isoformat())
+        run.selector = selector or shipped()
         order = sorted(modes)
         for done, relpath in enumerate(order):
             if progress:
@@ -378,13 +384,15 @@ class _Run:
     dry_run: bool
     stamp: str
     scores: dict[str, Scored] = field(default_factory=dict)
+    selector: Selector | None = None
     judged: dict[str, list[str]] = field(default_factory=dict)  # relpath -> a quality model's problems
     model_down: bool = False  # the quality model was out of reach: the fitted gate judges the rest
 
     def score(self, entries: Sequence[_Entry]) -> None:
         """The selector's judgement of these candidates, in one batch."""
         live = [e for e in entries if not e.error]
-        self.scores = keep_scores([(e.relpath, e.frontmatter, e.body, self.sources.text(e.frontmatter)) for e in live])
+        rows = [(e.relpath, e.frontmatter, e.body, self.sources.text(e.frontmatter)) for e in live]
+        self.scores = keep_scores(rows, self.selector)
 
     def judge(self, entries: Sequence[_Entry], llm: StructuredLLM, report: KeepReport) -> dict[str, list[str]]:
         """relpath -> a quality model's problems with these candidates' sentences, in batched calls."""
@@ -415,6 +423,7 @@ class _Run:
             self.sources.text(entry.frontmatter),
             self.scores.get(entry.relpath),
             self.judged.get(entry.relpath),
+            self.selector.keep if self.selector else None,
         )
         changes = {"quality": verdict(problems)}
         if problems and (mode == "passing" or (mode == "named" and not self.force)):

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vault_pipeline.models.offline.statements import points_back, read_message, sentences
-from vault_pipeline.text import PLEASANTRY, head_words, word_count
+from vault_pipeline.text import FUNCTION_WORDS, PLEASANTRY, head_words, word_count
 
 # A hedge outranks every other cue: PROVISIONAL exists so an exploratory idea is never tightened.
 _HEDGE = re.compile(
@@ -258,7 +258,16 @@ def thread_map(variables: Mapping[str, Any]) -> dict:
 
 MIN_WORDS = 5  # fewer words say too little to find again (labelled: 3 % of them were good notes)
 _ENDED = re.compile(r"[.!?][\"'”’)\]]*$")
-_OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.)]\s")
+# One alternative of a multiple-choice list ("B. Support Vector Machine", "c) To reduce error"), or its key.
+_OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.):]\s|^(?:correct )?(?:answer|antwoord)\s*:?\s*\(?[A-Ea-e]\b", re.I)
+# Program output pasted as text: build steps, timestamps, log levels, prompts, stack frames, file:line.
+_LOG = re.compile(
+    r"^(?:#\d+\s|\d+(?:\.\d+)?\s+\d+\.\d+\s|\[?\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}|\[?\d{1,2}:\d{2}:\d{2}\b|"
+    r"\[(?:[A-Z]+|\d+/\d+|[\w.-]+:\d+)\]|step \d+/\d+\b|-{1,3}>\s|(?-i:(?:DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL|"
+    r"TRACE)\b[:\] ])|npm (?:ERR|WARN)!|\$\s|>>>\s|PS [A-Z]:\\|[A-Z]:\\[^ ]*[>:]|traceback \(most recent|"
+    r"file \"[^\"]+\", line \d+|(?:[a-z]:)?[\\/]?[\w.\\/-]+:\d+(?::\d+)?:\s)",
+    re.I,
+)
 
 
 def _stands(s: Any, max_context_words: int) -> bool:
@@ -268,8 +277,15 @@ def _stands(s: Any, max_context_words: int) -> bool:
         word_count(s.text) >= MIN_WORDS
         and _ENDED.search(s.text) is not None
         and not _OPTION_ITEM.match(s.text)
+        and not _LOG.match(s.text)
+        and _last_word(s.text) not in FUNCTION_WORDS  # "... and." lost its end in its source already
         and (not s.points_back or _resolvable(s.before, max_context_words))
     )
+
+
+def _last_word(text: str) -> str:
+    words = text.rstrip(".!?…\"'”’)] ").split()
+    return words[-1].lower().rstrip(".,;:") if words else ""
 
 
 def _resolvable(before: str | None, max_context_words: int) -> bool:

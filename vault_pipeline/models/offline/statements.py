@@ -150,10 +150,23 @@ _BEFORE_STOP = re.compile(r"\s+([.,;:!?](?:\s|$))")
 _GLYPH_BULLET = re.compile(r"^([ \t]*)[•◦▪‣●○■□➢➤►▶✓✔]\s+", re.M)
 
 
+# A word holding underscores is a name ("__init__", "expiration_date", "_id_"), never emphasis: its
+# underscores are escaped before parsing (outside code), so every character reaches a note.
+_NAMED = re.compile(r"(?<![\w\\])(?=\S*_)[\w.]*_[\w.]*(?![\w])")
+_CODE = re.compile(r"(```.*?(?:```|\Z)|`[^`\n]*`)", re.S)
+
+
+def _names_kept(markdown: str) -> str:
+    parts = _CODE.split(markdown)
+    for i in range(0, len(parts), 2):  # the even parts are outside code
+        parts[i] = _NAMED.sub(lambda m: m.group().replace("_", "\\_"), parts[i])
+    return "".join(parts)
+
+
 def blocks(markdown: str) -> tuple[list[Block], int, int]:
     """The message's prose blocks in order, with (code blocks, tables) counted."""
     walker = _Walker()
-    walker.walk(_parser()(_GLYPH_BULLET.sub(r"\1- ", markdown)))
+    walker.walk(_parser()(_names_kept(_GLYPH_BULLET.sub(r"\1- ", markdown))))
     return walker.blocks, walker.code, walker.tables
 
 
@@ -251,7 +264,7 @@ def read_message(markdown: str, max_words: int, max_context_words: int) -> Readi
                 if block.kind == "item":
                     parent.setdefault(block.depth, sentence)
                 made = [c for c in _candidates(sentence, max_words, max_context_words) if _balanced(c[0])]
-                long += not made
+                long += not made and word_count(sentence) > max_words
                 statements += [_statement(text, ctx, clause, block, lead, count, before) for text, ctx, clause in made]
                 before = sentence
                 count += 1
@@ -278,7 +291,7 @@ def _lines(text: str) -> Iterator[str]:
         yield pending
 
 
-_MARKER = re.compile(r"^(?:[-*+]|\d{1,2}[.)])\s+")
+_MARKER = re.compile(r"^(?:(?:[-*+]|\d{1,2}[.)])\s+)?(?:\[[ xX]\]\s+)?")  # a bullet, a checklist box
 
 
 def _statement(
@@ -360,5 +373,10 @@ def _closed(text: str) -> str:
     return text if re.search(r"[.!?]['\"”’)\]]*$", text) else f"{text}."
 
 
+_PLAIN_FIRST_WORD = re.compile(r"^[a-z][a-z']*(?=[\s,;:!?]|\.(?:\s|$)|$)")
+
+
 def _capitalised(text: str) -> str:
-    return text[:1].upper() + text[1:] if text[:1].islower() else text
+    """A clause cut from the middle of its sentence starts with a capital; a name ("self.root",
+    "iPhone", "numpy.ndarray") keeps its case."""
+    return text[:1].upper() + text[1:] if _PLAIN_FIRST_WORD.match(text) else text
