@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from vault_pipeline.config import Settings
+from vault_pipeline.config import Settings, funnel_values
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.embed import MINILM_CALIBRATION, Embedder, calibration_of
 from vault_pipeline.models.offline.relevance import RelevanceModel
@@ -30,37 +30,32 @@ DEEP_LIST = 20
 
 @dataclass(frozen=True)
 class FunnelConfig:
-    """Every knob of the funnel; the defaults are the offline MiniLM calibration."""
+    """Every knob of the funnel. Those a user may tune come from ``config.Settings`` (their defaults
+    are the schema's); the rest are the funnel's own, measured in docs/decisions/0031-funnel-knobs.md.
+    The floor's default is the offline MiniLM calibration."""
 
-    variants: bool = True
+    variants: bool = Settings.variants
     max_variants: int = MAX_VARIANTS
-    wide: int = 15  # the first widening step: candidates that go on to the floor and gate first
+    wide: int = Settings.wide  # the first widening step: candidates that go on to the floor and gate first
     per_list: int | None = None  # hits per lane and query; None: ``wide``, or DEEP_LIST when adaptive
     # Depth by budget: widen (doubling) until the gate's survivors fill the budget, the next
     # candidates all fall below the floor, or ``max_wide`` candidates went on. False: ``wide`` only.
     adaptive: bool = True
-    max_wide: int = 120
+    max_wide: int = Settings.max_candidates
     fill: float = 1.0  # the walk stops once the survivors carry fill x budget tokens (room for the rank)
     # Associative recall (one hop, deterministic): the neighbouring turns of the sessions of the
     # ``beam`` survivors the lanes rank highest (``radius`` turns either side) join, through the same
-    # floor and gate. Seeds by fused rank, LoCoMo tuning part (conv-26, conv-30), evidence / answer
-    # words: beam 2 93.9 / 90.9 %, 3 93.9 / 91.3 %, 4 93.9 / 91.8 %, 5 93.9 / 91.8 % (seeds by cosine,
-    # beam 3: 92.6 / 91.8 %).
+    # floor and gate.
     beam: int = 4
     radius: int = 2
     # The ``turns`` strongest survivors' own turns enter verbatim when they carry what their notes lack.
     turns: int = 10
-    # Adjacency pairs: the ``replies`` strongest survivors that ask a question (beyond the beam) bring
-    # the next turn of their session, the one that answers them. LoCoMo tuning part (conv-26, conv-30),
-    # measured with the seeds still by cosine (beam 3): evidence 93.1 -> 92.6 %, answer words 90.5 ->
-    # 91.8 % at 5, 10, 20 or 40; 0 turns it off. Only a question holding one of the prompt's (or the
-    # intent's) content terms counts (a cosine alone puts any Dutch question near a Dutch prompt):
-    # the tuning part stayed at 93.9 / 91.8 %, and 8 of 40 real questions lost only off-topic replies.
+    # Adjacency pairs: the ``replies`` strongest survivors that ask a question (beyond the beam) and
+    # hold one of the prompt's or the intent's content terms bring the next turn of their session,
+    # the one that answers them; 0 turns it off.
     replies: int = 10
     # Small-to-big: a turn two or more of whose notes survive replaces them when it costs at most
     # ``whole_turn_cost`` times their tokens together (the rest of the turn rides along cheaply).
-    # LoCoMo tuning part (conv-26, conv-30): answer words 86.1 / 86.1 / 87.0 / 87.0 % at 1 / 1.25 /
-    # 1.5 / 2, evidence 89.2 % at each; 1.5 is also the issue's bound on a block's own overhead.
     whole_turns: bool = True
     whole_turn_cost: float = 1.5
     # Pseudo-relevance feedback: when fewer than ``feedback_below`` candidates survive, the kept
@@ -68,17 +63,17 @@ class FunnelConfig:
     feedback_below: int = 3
     feedback_terms: int = 5
     floor: float = MINILM_CALIBRATION.floor
-    gate: bool = True
-    gate_batch: int = 10  # candidates per gate call (LlamaIndex's LLMRerank judges 10 per call)
-    gate_timeout: float = 30.0  # seconds for the whole gate stage; late batches fail open
-    gate_chars: int = 1200  # candidate text shown to the small gate model
-    half_life_days: float = 30.0
-    # Seed 001: recency is a small weight that breaks ties without overriding relevance;
-    # a chat chunk's score can lose at most this share however old it is.
-    recency_weight: float = 0.15
-    budget: int = 2000
-    window: int = 8000
-    max_fraction: float = 0.78  # a quarter of the window stays free for the model's answer
+    gate: bool = Settings.gate_enabled
+    gate_batch: int = Settings.gate_batch  # candidates per gate call
+    gate_timeout: float = Settings.gate_timeout  # seconds for the whole gate stage; late batches fail open
+    gate_chars: int = Settings.gate_text_chars  # candidate text shown to the gate model
+    half_life_days: float = Settings.recency_half_life_days
+    # Recency is a small weight that breaks ties without overriding relevance: a chat chunk's
+    # score can lose at most this share however old it is.
+    recency_weight: float = Settings.recency_weight
+    budget: int = Settings.budget
+    window: int = Settings.window
+    max_fraction: float = Settings.window_share  # the rest of the window stays free for the model's answer
     include_archived: bool = False
     # The vault's own fitted offline gate (`vault gate-calibrate --fit`); None: the shipped default.
     relevance: RelevanceModel | None = None
@@ -113,13 +108,7 @@ class FunnelConfig:
         The floor is the one vault.toml (or ``VAULT_FLOOR``) sets; unset, it is ``embedder``'s
         calibration (without an embedder, the MiniLM default).
         """
-        values: dict[str, Any] = {
-            "wide": settings.wide,
-            "budget": settings.budget,
-            "window": settings.window,
-            "variants": settings.variants,
-            "gate": settings.gate_enabled,
-        }
+        values = funnel_values(settings)
         if settings.floor is not None:
             values["floor"] = settings.floor
         elif embedder is not None:
