@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from tests.fakes import HashEmbedder, run_vault
+from tests.fakes import HashEmbedder, ScriptedLLM, run_vault
 from vault_pipeline.errors import ConfigError, VaultError
+from vault_pipeline.models.build import build_llm
 from vault_pipeline.models.embed import build_embedder
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.relevance import DEFAULT, FEATURES, RelevanceModel, fit_weights
@@ -211,17 +212,47 @@ def test_the_session_signals_read_only_a_chat_exports_threads():
     assert chat_of("", "") == ""
 
 
-def test_gate_rows_passes_signals_and_the_vaults_model_to_the_offline_gate():
+GATE_ARGS = {
+    "intent": "Japanese garden design",
+    "query": "negative space in Japanese gardens",
+    "batch_size": 2,
+    "timeout": 10.0,
+    "text_chars": 200,
+}
+
+
+def test_gate_rows_passes_signals_to_the_offline_gate_which_judges_with_the_weights_it_was_built_with():
     embedder = HashEmbedder(dim=256)
-    common = {"intent": "Japanese garden design", "query": "negative space in Japanese gardens", "batch_size": 2}
-    common |= {"timeout": 10.0, "text_chars": 200}
-    unjudged = gate_rows(ROWS, llm=OfflineBackend(), **common)
+    unjudged = gate_rows(ROWS, llm=OfflineBackend(), **GATE_ARGS)
     assert {reason_of(o) for o in unjudged.values()} == {"no retrieval signals; kept unjudged"}
-    judged = gate_rows(ROWS, llm=OfflineBackend(), embedder=embedder, **common)
+    judged = gate_rows(ROWS, llm=OfflineBackend(), embedder=embedder, **GATE_ARGS)
     assert all(reason_of(o).startswith("relevance ") for o in judged.values())
     keep_none = RelevanceModel(DEFAULT.weights, DEFAULT.bias, 1.0)
-    strict = gate_rows(ROWS, llm=OfflineBackend(), embedder=embedder, relevance=keep_none, **common)
+    strict = gate_rows(ROWS, llm=OfflineBackend(relevance=keep_none), embedder=embedder, **GATE_ARGS)
     assert {label(o) for o in strict.values()} == {"drop"}
+    assert build_llm("offline", relevance=keep_none).relevance == keep_none  # type: ignore[attr-defined]
+
+
+def test_a_model_gate_gets_neither_signals_nor_weights_in_its_prompt(monkeypatch):
+    """The weights are the offline backend's own; a model reads the text, so no signals are computed."""
+    import vault_pipeline.retrieve.gate as gate_module
+
+    computed: list[int] = []
+    monkeypatch.setattr(gate_module, "gate_signals", lambda rows, **kw: computed.append(len(rows)) or {})
+    model = ScriptedLLM(lambda name, variables: _keep_all(variables))
+    gate_rows(ROWS, llm=model, embedder=HashEmbedder(dim=256), **GATE_ARGS)
+    assert computed == [] and model.calls
+    for _, variables in model.calls:
+        assert set(variables) == {"intent", "query", "candidates"}
+        assert all(set(c) == {"key", "title", "heading", "text"} for c in variables["candidates"])
+    offline = OfflineBackend(relevance=RelevanceModel(DEFAULT.weights, DEFAULT.bias, 1.0))
+    gate_rows(ROWS, llm=offline, embedder=HashEmbedder(dim=256), **GATE_ARGS)
+    assert computed  # the offline gate's signals
+
+
+def _keep_all(variables) -> dict:
+    verdict = {"reasoning": "fits", "verdict": "keep", "reason": "fits"}
+    return {"verdicts": [{"key": c["key"], **verdict} for c in variables["candidates"]]}
 
 
 def test_the_vaults_gate_json_round_trips_and_a_bad_file_names_itself(tmp_path):

@@ -189,6 +189,13 @@ def _llm(settings, model: str, log):
     return build_llm(model, api_base=settings.api_base, api_key=settings.api_key, log=log)
 
 
+def _gate_llm(vault, settings, log):
+    """The fit-gate's backend: the offline one with the vault's fitted weights (``pipeline.gate_llm``)."""
+    from vault_pipeline.pipeline import gate_llm
+
+    return gate_llm(vault, settings.gate_model, api_base=settings.api_base, api_key=settings.api_key, log=log)
+
+
 def _embedder(settings):
     from vault_pipeline.models.embed import build_embedder
     from vault_pipeline.models.litellm_backend import litellm_embed
@@ -605,7 +612,7 @@ def query_cmd(
         queries,
         embedder=embedder,
         llm_plan=_llm(settings, settings.extract_model, log),
-        llm_gate=_llm(settings, settings.gate_model, log),
+        llm_gate=_gate_llm(vault, settings, log),
         config=config,
     )
     for package in packages:
@@ -1033,7 +1040,7 @@ def _demo_queries(vault, settings, log, embedder, path: Path) -> None:
         queries,
         embedder=embedder,
         llm_plan=_llm(settings, settings.extract_model, log),
-        llm_gate=_llm(settings, settings.gate_model, log),
+        llm_gate=_gate_llm(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder),
     )
     for package in packages:
@@ -1086,10 +1093,9 @@ def gate_calibrate(
     current = load_relevance(vault.root) if vault is not None else None
     report = calibrate(
         items,
-        llm=_llm(settings, settings.gate_model, log),
+        llm=_gate_llm(vault, settings, log) if vault is not None else _llm(settings, settings.gate_model, log),
         embedder=embedder,
         config=FunnelConfig.from_settings(settings, embedder),
-        relevance=current,
     )
     fitted = fit_gate(items, embedder, source=" ".join(p.name for p in labels))
     stored = save_relevance(vault.root, fitted.model) if fit and vault is not None else None
@@ -1276,7 +1282,7 @@ def _serve_tools(vault_path: Path | None):
         embedder=embedder,
         llm_extract=_llm(settings, settings.extract_model, log),
         llm_plan=_llm(settings, settings.extract_model, log),
-        llm_gate=_llm(settings, settings.gate_model, log),
+        llm_gate=_gate_llm(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder),
     )
     vault.close()

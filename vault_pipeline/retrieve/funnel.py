@@ -46,7 +46,7 @@ from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.blocks import cited_messages, parse_atomic
 from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts, turn_rows
-from vault_pipeline.retrieve.gate import Drop, GateOutcome, Keep, Skipped, gate_rows, survives
+from vault_pipeline.retrieve.gate import Drop, GateOutcome, Keep, Skipped, gate_rows, reads_signals, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, ContextPackage, assemble, first_level, pick_parts
 from vault_pipeline.retrieve.rank import (
     block_content,
@@ -146,8 +146,9 @@ def run_query(
     the_intent, source = _intent(query, user_intent, plan)
     queries = _queries(query, plan, config)
     unsearched = {text for (_, text), run in zip(queries, searched([t for _, t in queries])) if not run}
-    # The gate reads the intent's vector too: it is embedded in the same call as the queries.
-    extra = [the_intent] if config.gate and the_intent not in {text for _, text in queries} else []
+    # The offline gate reads the intent's vector too: it is embedded in the same call as the queries.
+    signals = config.gate and reads_signals(llm_gate)
+    extra = [the_intent] if signals and the_intent not in {text for _, text in queries} else []
     fused, vectors = _retrieve(queries, retriever, embedder, config, unsearched, extra)
     absent = absent_words(query, fused, retriever)
     walk = _Walk(vectors[0], embedder, llm_gate, the_intent, query, config)
@@ -775,7 +776,6 @@ def _gate(candidates: list[Candidate], passed: set[str], walk: _Walk) -> dict[st
                 variants=[text for kind, text in walk.queries if kind != "original"],
                 vectors=vectors,
                 query_vectors=walk.query_vectors,
-                relevance=config.relevance,
                 conversations={c.row.chunk_id: chat_of(c.row.source_kind, c.row.source_conversation) for c in going},
                 # The candidates that passed earlier steps (``judge`` adds this step's after the gate).
                 context=[

@@ -18,7 +18,6 @@ import numpy as np
 from vault_pipeline.config import Settings, funnel_values
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.embed import MINILM_CALIBRATION, Embedder, calibration_of
-from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.retrieve.gate import GateOutcome
 
 MAX_VARIANTS = 4
@@ -75,8 +74,6 @@ class FunnelConfig:
     window: int = Settings.window
     max_fraction: float = Settings.window_share  # the rest of the window stays free for the model's answer
     include_archived: bool = False
-    # The vault's own fitted offline gate (`vault gate-calibrate --fit`); None: the shipped default.
-    relevance: RelevanceModel | None = None
 
     def __post_init__(self) -> None:
         checks = [
