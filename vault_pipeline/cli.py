@@ -638,8 +638,8 @@ def _print_package(package, *, json_out: bool, explain: bool, one_line: bool = F
     if explain:
         err.print(_trace_table(package))
         err.print(_depth_line(package), markup=False)
-    if json_out:
-        sys.stdout.write(package.to_json(indent=None if one_line else 2))
+    if json_out:  # the trace only with --explain
+        sys.stdout.write(package.to_json(indent=None if one_line else 2, trace=explain))
         sys.stdout.flush()
     else:
         out.print(package.to_markdown(), markup=False)
@@ -654,26 +654,7 @@ def _shown(value) -> str:
 
 def _depth_line(package) -> str:
     """How deep the funnel went, why it stopped, and what the one hop and the feedback added."""
-    depth, hop = package.stats.get("depth") or {}, package.stats.get("expansion") or {}
-    variants = package.stats.get("variants") or []
-    framed = [v["kind"] for v in variants if v.get("searched") is False]
-    line = f"queries: {len(variants) - len(framed)} of {len(variants)} searched"
-    if framed:
-        line += f" ({', '.join(framed)}: a frame around an earlier query)"
-    line += f"; depth: {depth.get('candidates', '-')} candidates in steps {depth.get('steps', [])}; {depth.get('stopped', '')}"
-    if hop.get("feedback_terms"):
-        line += f"; feedback terms: {', '.join(hop['feedback_terms'])}"
-    if hop:
-        line += (
-            f"; one hop from {len(hop.get('seeds', []))} seeds: {hop.get('neighbours', 0)} neighbours "
-            f"({hop.get('related', 0)} by related links), "
-            f"{hop.get('turns', 0)} verbatim turns, {hop.get('kept', 0)} kept"
-        )
-    if hop.get("whole_turns"):
-        line += f"; {hop['whole_turns']} whole turns in place of their notes, {hop.get('whole_turns_kept', 0)} kept"
-    if package.stats.get("absent_words"):
-        line += f"; no note holds: {', '.join(package.stats['absent_words'])}"
-    return line
+    return package.stats.walk_line() if package.stats is not None else ""
 
 
 def _trace_table(package):
@@ -688,7 +669,7 @@ def _trace_table(package):
             (t.get("reason") or "")[:70],
             _shown(t.get("score")),
         )
-        for t in package.to_dict()["trace"]
+        for t in package.to_dict(trace=True)["trace"]
     ]
     return _table(
         f"funnel trace: {package.query}  (intent: {package.intent})",

@@ -144,12 +144,12 @@ def query(
     from vault_pipeline.index.search import Index
     from vault_pipeline.index.sync import Preloadable
     from vault_pipeline.retrieve.funnel import run_query
-    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
+    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig, Retriever
 
     config = config or FunnelConfig()
     if isinstance(embedder, Preloadable):
         embedder.preload()  # the model loads while LanceDB is imported and the index opened
-    retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
+    retriever: Retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
     for text, intent in queries:
         yield run_query(
             text,

@@ -11,7 +11,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -169,51 +169,33 @@ class Index:
             [(top, "text")], with_vectors, lambda: [self._text_full(query, k, include_archived, qvec, with_vectors)]
         )[0]
 
-    def hybrid_search(
-        self,
-        texts: Sequence[str],
-        embed: Callable[[list[str]], np.ndarray],
-        k: int,
-        *,
-        include_archived: bool = False,
-        with_vectors: bool = True,
-    ) -> tuple[np.ndarray, list[list[Row]], list[list[Row]]]:
-        """Both lanes for several query texts: (their vectors, vector hits, full-text hits) per text.
-
-        The full-text searches start first, on the search threads, and run while this thread calls
-        ``embed(texts)`` (unit vectors, one row a text) and runs the vector search; then one
-        ``take`` reads the columns of every list's top ``k`` at once (a take costs about the same
-        for 20 rows as for 150: it is per column). Each list equals ``vector_search_many`` /
-        ``text_search`` of the same query; full-text hits carry no similarity (NaN), as there.
-        """
+    def start_search(
+        self, texts: Sequence[str], k: int, *, include_archived: bool = False, with_vectors: bool = True
+    ) -> LaneSearch:
+        """Start both lanes for several query texts: the full-text searches begin now, on the search
+        threads, while the caller embeds the texts; ``LaneSearch.finish`` with their vectors runs the
+        vector lane and reads the rows of both (the funnel's ``Retriever``)."""
         texts = list(texts)
         pool = _search_pool()
         pending = [
             pool.submit(self._text_ranked, text, k, include_archived, None) if text.strip() and k > 0 else None
             for text in texts
         ]
-        try:
-            vectors = embed(texts)
-            queries = [self._query_vector(v) for v in vectors]
-            if len(queries) != len(texts):
-                raise IndexStateError(f"embed returned {len(queries)} vectors for {len(texts)} texts")
-            nearest = self._vector_ranked(queries, k, include_archived) if k > 0 and queries else [None] * len(queries)
-        except BaseException:
-            for future in pending:  # the searches still queued need not run; a running one ends on its own
-                if future is not None:
-                    future.cancel()
-            raise
-        found = [None if p is None else p.result() for p in pending]
-        tops = [(top, "vector") for top in nearest] + [(top, "text") for top in found]
+        return LaneSearch(self, texts, k, include_archived, with_vectors, pending)
 
-        def fallback() -> list[list[Row]]:
-            return [self._vector_full(q, k, include_archived, with_vectors) if k > 0 else [] for q in queries] + [
-                self._text_full(text, k, include_archived, None, with_vectors) if top is not None else []
-                for text, top in zip(texts, found)
-            ]
-
-        lists = self._complete(tops, with_vectors, fallback)
-        return np.asarray(vectors), lists[: len(texts)], lists[len(texts) :]
+    def hybrid_search(
+        self,
+        texts: Sequence[str],
+        vectors: np.ndarray,
+        k: int,
+        *,
+        include_archived: bool = False,
+        with_vectors: bool = True,
+    ) -> tuple[list[list[Row]], list[list[Row]]]:
+        """Both lanes for several query texts and their unit vectors (one row a text): (vector hits,
+        full-text hits) per text. Each list equals ``vector_search_many`` / ``text_search`` of the
+        same query; full-text hits carry no similarity (NaN), as there."""
+        return self.start_search(texts, k, include_archived=include_archived, with_vectors=with_vectors).finish(vectors)
 
     # ------------------------------------------------------------------ the two phases
 
@@ -298,17 +280,16 @@ class Index:
         self, tops: Sequence[tuple[_Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
     ) -> list[list[Row]]:
         """Rows for each ranked top (None: no search, no rows): one ``take`` of the missing columns
-        for all of them together.
+        for all of them together (a take costs about the same for 20 rows as for 150: it is per column).
 
         Row ids belong to a table version; if a sync committed between the search and the take
         (the chunk ids read back differ), the searches run again in one phase (``fallback``).
         """
-        ids = sorted({int(r) for top, _ in tops if top is not None for r in top.rows["_rowid"].to_pylist()})
+        found = [top for top, _ in tops if top is not None]
+        ids = sorted({int(r) for top in found for r in top.rows["_rowid"].to_pylist()})
         if not ids:
             return [[] for _ in tops]
-        need_vectors = with_vectors and any(
-            top is not None and VECTOR_COLUMN not in top.rows.column_names for top, _ in tops
-        )
+        need_vectors = with_vectors and any(VECTOR_COLUMN not in top.rows.column_names for top in found)
         columns = [*self._columns(), *([VECTOR_COLUMN] if need_vectors else [])]
         try:
             taken = self.table.take_row_ids(ids).select(columns).with_row_id().to_arrow()
@@ -321,16 +302,19 @@ class Index:
             if top is None:
                 out.append([])
                 continue
-            positions = [where.get(int(r), -1) for r in top.rows["_rowid"].to_pylist()]
-            if any(p < 0 or chunk_ids[p] != c for p, c in zip(positions, top.rows["chunk_id"].to_pylist())):
-                return fallback()
-            rows = taken.take(pa.array(positions, type=pa.int64()))
-            vectors = None
-            if with_vectors:
-                source = top.rows if VECTOR_COLUMN in top.rows.column_names else rows
-                vectors = vectors_of(source[VECTOR_COLUMN], self.dim)
-            out.append(_build_rows(rows, top.scores, top.sims, lane, vectors))
+            positions = _positions(top, where, chunk_ids)
+            if positions is None:
+                return fallback()  # the take read another version's rows
+            out.append(self._rows_of(top, lane, taken.take(pa.array(positions, pa.int64())), with_vectors))
         return out
+
+    def _rows_of(self, top: _Ranked, lane: str, rows: pa.Table, with_vectors: bool) -> list[Row]:
+        """One ranked top's rows, its columns taken (``rows``, in the top's order)."""
+        vectors = None
+        if with_vectors:
+            source = top.rows if VECTOR_COLUMN in top.rows.column_names else rows
+            vectors = vectors_of(source[VECTOR_COLUMN], self.dim)
+        return _build_rows(rows, top.scores, top.sims, lane, vectors)
 
     def rows(self, note_ids, *, with_vectors: bool = False) -> list[Row]:
         """Every chunk of ``note_ids`` (any status), in the order given, then by ordinal."""
@@ -352,9 +336,9 @@ class Index:
     def conversation_rows(self, conversations, *, include_archived: bool = False) -> list[Row]:
         """Every chunk whose ``source_conversation`` is one of ``conversations`` (with vectors),
         sorted by chunk id: the funnel's one-hop expansion reads a session's other turns here."""
-        return self.conversation_read(conversations, include_archived=include_archived)[0]
+        return self.read_conversations(conversations, include_archived=include_archived)[0]
 
-    def conversation_read(
+    def read_conversations(
         self, conversations, *, include_archived: bool = False
     ) -> tuple[list[Row], dict[tuple[str, str], str]]:
         """``conversation_rows`` and ``superseded_messages`` of ``conversations`` from one read: the
@@ -499,6 +483,49 @@ class Index:
         return vectors_of(rows[VECTOR_COLUMN], self.dim).astype(np.float64) @ query.astype(np.float64)
 
 
+@dataclass
+class LaneSearch:
+    """Both lanes of several query texts, started by ``Index.start_search``: their full-text
+    searches are running; ``finish`` takes the texts' vectors and returns both lanes' hits."""
+
+    index: Index
+    texts: list[str]
+    k: int
+    include_archived: bool
+    with_vectors: bool
+    pending: list[Future | None]
+
+    def finish(self, vectors: np.ndarray) -> tuple[list[list[Row]], list[list[Row]]]:
+        """(vector hits, full-text hits) per text: the vector lane runs now, then one ``take`` reads
+        the columns of every list's top ``k`` at once."""
+        index, k, archived = self.index, self.k, self.include_archived
+        try:
+            queries = [index._query_vector(v) for v in vectors]
+            if len(queries) != len(self.texts):
+                raise IndexStateError(f"{len(queries)} vectors for {len(self.texts)} texts")
+            nearest = index._vector_ranked(queries, k, archived) if k > 0 and queries else [None] * len(queries)
+        except BaseException:
+            self.cancel()
+            raise
+        found = [None if p is None else p.result() for p in self.pending]
+        tops = [(top, "vector") for top in nearest] + [(top, "text") for top in found]
+
+        def fallback() -> list[list[Row]]:
+            return [index._vector_full(q, k, archived, self.with_vectors) if k > 0 else [] for q in queries] + [
+                index._text_full(text, k, archived, None, self.with_vectors) if top is not None else []
+                for text, top in zip(self.texts, found)
+            ]
+
+        lists = index._complete(tops, self.with_vectors, fallback)
+        return lists[: len(self.texts)], lists[len(self.texts) :]
+
+    def cancel(self) -> None:
+        """The searches still queued need not run; a running one ends on its own."""
+        for future in self.pending:
+            if future is not None:
+                future.cancel()
+
+
 def _where(expr, include_archived: bool):
     """``expr``, and only active rows unless archived ones are wanted."""
     if include_archived:
@@ -528,7 +555,7 @@ _SLIM = ("chunk_id",)  # a first phase: what ranking needs (LanceDB adds ``_rowi
 _SLIM_VECTOR = ("chunk_id", VECTOR_COLUMN)  # ... and the vector, for the exact cosine
 
 
-SEARCH_WORKERS = 5  # full-text searches at once in ``hybrid_search`` (the prompt and up to four variants)
+SEARCH_WORKERS = 5  # full-text searches at once in ``start_search`` (the prompt and up to four variants)
 
 
 @cache
@@ -562,6 +589,14 @@ class _Ranked:
     rows: pa.Table  # chunk_id, _rowid (and the vector when the lane searched with it)
     scores: np.ndarray
     sims: np.ndarray
+
+
+def _positions(top: _Ranked, where: dict[int, int], chunk_ids: list[str]) -> list[int] | None:
+    """Where each of a top's rows sits in the shared take; None when a row is missing or another chunk."""
+    positions = [where.get(int(r), -1) for r in top.rows["_rowid"].to_pylist()]
+    if any(p < 0 or chunk_ids[p] != c for p, c in zip(positions, top.rows["chunk_id"].to_pylist())):
+        return None
+    return positions
 
 
 def _order(rows: pa.Table, scores: np.ndarray) -> list[int]:

@@ -33,10 +33,11 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats
 from vault_pipeline.text import estimate_tokens
 
 Level = Literal["core", "structural", "peripheral"]
@@ -521,39 +522,40 @@ class ContextPackage:
     intent: str
     blocks: tuple[Block, ...]
     tokens: int
-    stats: Mapping[str, Any] = field(default_factory=dict)
-    trace: tuple[Mapping[str, Any], ...] = ()
+    stats: FunnelStats | None = None
+    trace: tuple[CandidateTrace, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The package as plain JSON-ready data (floats rounded)."""
-        return canonical(
-            {
-                "query": self.query,
-                "intent": self.intent,
-                "blocks": [b.to_dict() for b in self.blocks],
-                "tokens": self.tokens,
-                "stats": dict(self.stats),
-                "trace": [dict(t) for t in self.trace],
-            }
-        )
+    def to_dict(self, *, trace: bool = False) -> dict[str, Any]:
+        """The package as plain JSON-ready data (floats rounded); the trace only when asked for."""
+        data: dict[str, Any] = {
+            "query": self.query,
+            "intent": self.intent,
+            "blocks": [b.to_dict() for b in self.blocks],
+            "tokens": self.tokens,
+            "stats": self.stats.to_dict() if self.stats is not None else {},
+        }
+        if trace:
+            data["trace"] = [t.to_dict() for t in self.trace]
+        return canonical(data)
 
-    def to_json(self, *, indent: int | None = 2) -> str:
+    def to_json(self, *, indent: int | None = 2, trace: bool = False) -> str:
         """Stable JSON: sorted keys, no timestamps, floats to 6 places; byte-identical across runs.
 
-        ``indent=None`` gives one line (JSON Lines, as ``vault query --batch`` prints).
+        ``indent=None`` gives one line (JSON Lines, as ``vault query --batch`` prints); ``trace``
+        adds every candidate's path through the funnel (``vault query --json --explain``).
         """
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
+        return json.dumps(self.to_dict(trace=trace), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
 
     def to_markdown(self) -> str:
         """Markdown for pasting into a prompt: the blocks, each marked [n], then a numbered reference list."""
         lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
-        if self.stats.get("degraded"):
+        if self.stats is not None and self.stats.degraded:
             lines += [
                 "> Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.",
                 "",
             ]
-        if self.stats.get("absent_words"):
-            lines += [f"> No note in the vault holds: {', '.join(self.stats['absent_words'])}.", ""]
+        if self.stats is not None and self.stats.absent_words:
+            lines += [f"> No note in the vault holds: {', '.join(self.stats.absent_words)}.", ""]
         if not self.blocks:
             lines += ["_No notes in the vault fit this query._", ""]
             return "\n".join(lines).rstrip() + "\n"
