@@ -85,7 +85,7 @@ def held_out_packages(
     try:
         llm = build_llm(model) if model else None
         packages = held_out_packages(vault, [(query, None) for query in queries], embedder, gates, budget, llm_gate=llm)
-        return [json.loads(package.to_json(indent=None)) for package in packages]
+        return [json.loads(package.to_json(indent=None, trace=True)) for package in packages]
     finally:
         vault.close()
 

@@ -184,8 +184,12 @@ def _pieces(text: str, heading: str, messages: tuple[str, ...]) -> tuple[tuple[s
     paragraphs = [p for p in _PARAGRAPHS.split(_HEADING_LINE.sub("", body)) if p.strip()]
     if not any(_BLOCK_ID.search(p) for p in paragraphs):  # a summary: each paragraph stands alone
         return tuple((_BOLD_SPEAKER.sub(r"\1:", p).strip(), ()) for p in paragraphs)
-    # A transcript: a turn opens with its **Speaker:** label and ends at its block id; a turn the
-    # chunk cuts off (its id in the next chunk) is still one part.
+    return _turns(paragraphs, messages)
+
+
+def _turns(paragraphs: list[str], messages: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A transcript's turns: a turn opens with its **Speaker:** label and ends at its block id; a
+    turn the chunk cuts off (its id in the next chunk) is still one part."""
     pieces: list[tuple[str, tuple[str, ...]]] = []
     turn: list[str] = []
     for paragraph in paragraphs:

@@ -72,32 +72,23 @@ def hop(state: FunnelState) -> FunnelState:
     start = _seeds(state)
     conversations = {r.source_conversation for r in start.seeds + start.speakers + start.questions}
     rows = state.pool.conversation_rows(state.tools.retriever, conversations, config.include_archived)
-    found = neighbours(start.seeds, rows, config.radius) if config.radius else []
-    found += neighbours(start.questions, rows, 1, ahead=True)
     hubs = [c.row for c in start.kept if c.row.type == "topic"]
-    found += _hub_members(state, hubs)
     linked, related = _related(state, start.kept)
-    found += linked
     known = state.pool.known()
-    unique: dict[str, tuple[Hit, str]] = {}
-    for row, seed in found:
-        if row.chunk_id not in known:
-            unique.setdefault(row.chunk_id, (row, seed))
-    new = [Candidate(row, 0.0, ("neighbour",), (), math.nan) for row, _ in unique.values()]
-    near = len(new)
-    turns = _verbatim_turns(start, rows, known | set(unique))  # a turn found above is not excerpted twice
+    near = _first_found(_neighbours(start, rows, config.radius) + _hub_members(state, hubs) + linked, known)
+    turns = _verbatim_turns(start, rows, known | set(near))  # a turn found above is not excerpted twice
     similarity = {c.row.note_id: c.similarity for c in start.strongest}
+    new = [Candidate(row, 0.0, ("neighbour",), (), math.nan) for row, _ in near.values()]
     new += [Candidate(row, 0.0, ("turn",), (), similarity[seed]) for row, seed in turns]
-    via_related = {row.chunk_id for row, _ in linked}
-    unique.update({row.chunk_id: (row, seed) for row, seed in turns})
-    state.pool.expanded_from.update({cid: seed for cid, (_, seed) in unique.items()})
+    state.pool.expanded_from.update({row.chunk_id: seed for row, seed in [*near.values(), *turns]})
     passed = judge(state, new)
+    via_related = {row.chunk_id for row, _ in linked}
     state.trace.append(
         HopReport(
             seeds=tuple(dict.fromkeys(r.note_id for r in start.seeds + hubs + related)),
             questions=len(start.questions),
-            neighbours=near,
-            related=sum(1 for cid in unique if cid in via_related),
+            neighbours=len(near),
+            related=sum(1 for c in new if c.row.chunk_id in via_related),
             turns=len(turns),
             floor=passed,
             kept=state.pool.survived(new),
@@ -115,16 +106,28 @@ def _seeds(state: FunnelState) -> _Seeds:
     speakers = [c.row for c in best if c.row.type == "atomic" and c.row.source_conversation]
     beamed = {r.chunk_id for r in seeds}
     terms = {t for run in query_runs(state.query) + query_runs(state.intent, state.query) for t in run}
-    asking = (
-        c.row
-        for c in ranked
-        if c.row.type in ("atomic", "turn")
-        and c.row.source_conversation
-        and c.row.chunk_id not in beamed
-        and asks(c.row)
-        and _shares_a_term(c.row, terms)
-    )
+    asking = (c.row for c in ranked if c.row.chunk_id not in beamed and _asks_on_topic(c.row, terms))
     return _Seeds(kept, best, seeds, speakers, list(islice(asking, config.replies)))
+
+
+def _asks_on_topic(row: Hit, terms: set[str]) -> bool:
+    """A note or turn of a session that asks a question holding one of the prompt's terms."""
+    return row.type in ("atomic", "turn") and bool(row.source_conversation) and asks(row) and _shares_a_term(row, terms)
+
+
+def _neighbours(start: _Seeds, rows: Sequence[Hit], radius: int) -> Found:
+    """The seeds' neighbouring turns' notes (``radius`` either side), and the replies to the questions."""
+    found = neighbours(start.seeds, rows, radius) if radius else []
+    return found + neighbours(start.questions, rows, 1, ahead=True)
+
+
+def _first_found(found: Found, known: set[str]) -> dict[str, tuple[Hit, str]]:
+    """Chunk id -> (row, seed) of the rows not taken yet, each credited to the first seed that found it."""
+    unique: dict[str, tuple[Hit, str]] = {}
+    for row, seed in found:
+        if row.chunk_id not in known:
+            unique.setdefault(row.chunk_id, (row, seed))
+    return unique
 
 
 def _hub_members(state: FunnelState, hubs: Sequence[Hit]) -> Found:
