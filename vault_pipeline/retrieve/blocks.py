@@ -119,10 +119,9 @@ def mark_times(text: str, times: Sequence[tuple[str, str]]) -> tuple[str, list[t
 def header(created: str, who: str) -> str:
     """``[Caroline, 8 May 2023]``, ``[Maria, 16 Aug 2023]``: who said it and the day said (either may
     be missing), in the order of the note's own ``Context:`` line. The month is its three-letter
-    abbreviation, so the day costs about what ISO 8601 does (10 or 11 bytes; "16 August 2023" is
-    14: on LoCoMo the header is about a third of an atomic block), while a reader still reads a
-    date. A comma rather than a middle dot: two bytes less on every block. Dates inside the text
-    (a resolved "yesterday (7 May 2023)") keep the month's whole name: they are what was said.
+    abbreviation, so the day costs about what ISO 8601 does while a reader still reads a date (the
+    header is a large share of a short block). Dates inside the text (a resolved "yesterday (7 May
+    2023)") keep the month's whole name: they are what was said.
     """
     parts = [p for p in (" ".join(str(who or "").split()), _day(created)) if p]
     return f"[{', '.join(parts)}]" if parts else ""

@@ -1,4 +1,4 @@
-"""Gate calibration (seed 004, "Open problems"): measure the fit-gate and the floor on labels.
+"""Gate calibration: measure the fit-gate and the similarity floor on labelled candidates.
 
 The fit-gate is only as good as the intent it judges against, and the similarity
 floor is a per-embedder number. Both are measured here on a labelled file (one

@@ -1,6 +1,6 @@
 """The fit-gate (funnel step 4): a small model judges each candidate against the intent.
 
-This is the precision stage of seed 004: neither similarity nor provenance can
+This is the funnel's precision stage: neither similarity nor provenance can
 exclude a vocabulary-rich off-topic engram, so a separate keep/drop judgement
 runs before provenance ranking. Candidates go to the model in batches (ten per
 call, as LlamaIndex's LLMRerank does), the calls run concurrently, and the answer
@@ -280,7 +280,7 @@ def _collect(batch: list[GateItem], future: Future, deadline: float, timeout: fl
         return _fail_open(batch, f"no answer within {timeout:g}s")
     except ModelError as exc:
         return _fail_open(batch, f"{exc.model}: {exc.reason}")
-    except Exception as exc:  # fail open on anything: seed 004 keeps the context over blanking it
+    except Exception as exc:  # fail open on anything: an unchecked context beats a blank one
         return _fail_open(batch, f"{type(exc).__name__}: {exc}")
     verdicts = {v.key: _outcome(v) for v in answer.verdicts}
     # A backend that skips the validation context could still omit a key: fail that one open.

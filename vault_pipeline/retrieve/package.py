@@ -1,6 +1,6 @@
 """The context package: token-cap backstop, tiered budget assembly, JSON and Markdown.
 
-Funnel steps 7 and 8 (seed 004, "Context-budget assembly"). Each selected chunk
+The funnel's last step: the token-cap backstop and the tiered budget. Each selected chunk
 gets a level:
 
 * core: the top-ranked chunk of each note that is atomic or an engram (a kept
@@ -19,7 +19,7 @@ turn block shows, a session summary the turn lines another block of its conversa
 
 Cuts land on a sentence boundary, else a word boundary, else a character (valid
 UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
-all is listed in ``stats.dropped_for_budget``, never dropped silently (seed 001).
+all is listed in ``stats.dropped_for_budget``, never dropped silently.
 Tokens are estimated by one deterministic function: ``ceil(UTF-8 bytes / 4)``,
 the same estimate ``chunk.py`` uses for chunk sizes.
 
@@ -460,7 +460,7 @@ def _cut_label(w: _Work) -> Cut:
 
 
 def _cut_to(work: list[_Work], limit: int) -> None:
-    """Cut in the seed's order until the blocks fit: peripheral, structural to first level, structural, core."""
+    """Cut until the blocks fit, in this order: peripheral, structural to first level, structural, core."""
     by_level = {lvl: [w for w in reversed(work) if w.level == lvl] for lvl in LEVEL_ORDER}
     for w in by_level["peripheral"]:
         _fit(w, work, limit)

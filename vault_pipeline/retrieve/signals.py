@@ -45,8 +45,7 @@ CHAT_KINDS = frozenset({"chatgpt", "claude"})
 def _candidate_stems(text: str) -> tuple[tuple[str, ...], ...]:
     """A candidate's runs of content stems (``stem_runs``), kept for the process: the same chunk comes
     back in the steps of one query and in the next query's pool, and tokenizing it is the gate's
-    largest CPU cost after the vectors (about 8 ms of a question about the real export, profiled on
-    ``bench_scale.py``'s export questions; 82 texts, 63 of them distinct)."""
+    largest CPU cost after the vectors."""
     return tuple(tuple(run) for run in stem_runs(text))
 
 
