@@ -150,6 +150,42 @@ def conversation(embedder):
     return FakeRetriever(rows, embedder)
 
 
+def test_the_funnel_is_a_list_of_stages_each_taking_the_state_and_reporting_to_its_trace(embedder):
+    from vault_pipeline.retrieve import funnel
+    from vault_pipeline.retrieve.reports import DepthReport, FeedbackReport, HopReport
+    from vault_pipeline.retrieve.state import FunnelState, Tools
+
+    tools = Tools(conversation(embedder), embedder, OfflineBackend(), OfflineBackend())
+    config = FunnelConfig(variants=False, gate=False, floor=-1.0, beam=1, radius=1, turns=0, wide=1, per_list=1)
+    state = FunnelState(query="pottery class glaze kiln", config=config, tools=tools)
+    for stage in funnel.STAGES:
+        assert stage(state) is state, stage.__name__
+    assert [type(report) for report in state.trace] == [DepthReport, FeedbackReport, HopReport]
+    package = funnel.assemble_package(state)
+    assert package.stats is not None and package.stats.walk.depth == state.trace[0]
+    assert package.to_json() == run(conversation(embedder), embedder, **vars_of(config)).to_json()
+
+
+def vars_of(config: FunnelConfig) -> dict:
+    return {k: v for k, v in vars(config).items() if k not in ("variants", "gate")}
+
+
+def test_the_index_and_the_shared_fake_offer_the_whole_retriever_protocol():
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.retrieve.types import Retriever
+
+    members = {name for name in vars(Retriever) if not name.startswith("_")}
+    assert members == {
+        "start_search",
+        "read_conversations",
+        "superseded_messages",
+        "rows_by_stem",
+        "related_stems",
+        "unknown_words",
+    }
+    assert all(callable(getattr(Index, n, None)) and callable(getattr(FakeRetriever, n, None)) for n in members)
+
+
 def test_one_hop_adds_the_neighbouring_turns_through_the_floor_and_gate(embedder):
     retriever = conversation(embedder)
     # Lanes of one hit: the walk sees the pottery note alone, so what else enters came by the hop.
