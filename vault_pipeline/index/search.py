@@ -38,6 +38,7 @@ from vault_pipeline.index.table import (
     table_exists,
     vectors_of,
 )
+from vault_pipeline.index.topk import Ranked, page, ranked, take_positions, text_score
 from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import FOLDERS, STATE_DIR
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -199,15 +200,15 @@ class Index:
 
     # ------------------------------------------------------------------ the two phases
 
-    def _vector_ranked(self, queries: list[np.ndarray], k: int, include_archived: bool) -> list[_Ranked]:
+    def _vector_ranked(self, queries: list[np.ndarray], k: int, include_archived: bool) -> list[Ranked]:
         """Each query's exact top ``k`` (slim rows), from one table query for all of them."""
-        first = self._nearest(np.stack(queries), _page(k), include_archived, _SLIM_VECTOR)
+        first = self._nearest(np.stack(queries), page(k), include_archived, _SLIM_VECTOR)
         which = first["query_index"].to_numpy() if "query_index" in first.column_names else np.zeros(first.num_rows)
 
         def fetch_for(i: int):
             # Each query's share of the shared page is its first page; a later page is its own search.
             def fetch(limit: int) -> pa.Table:
-                if limit == _page(k):
+                if limit == page(k):
                     return first.filter(pa.array(which == i)) if len(queries) > 1 else first
                 return self._nearest(queries[i], limit, include_archived, _SLIM_VECTOR)
 
@@ -220,13 +221,13 @@ class Index:
 
             return score
 
-        return [_ranked(fetch_for(i), score_for(i), k) for i in range(len(queries))]
+        return [ranked(fetch_for(i), score_for(i), k) for i in range(len(queries))]
 
-    def _text_ranked(self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None) -> _Ranked:
+    def _text_ranked(self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None) -> Ranked:
         """The full-text top ``k`` (slim rows); the cosine needs the vectors in this phase, else they wait."""
-        return _ranked(
+        return ranked(
             self._fts(query, include_archived, _SLIM if qvec is None else _SLIM_VECTOR),
-            _text_score(qvec, self._cosines),
+            text_score(qvec, self._cosines),
             k,
         )
 
@@ -246,7 +247,7 @@ class Index:
         self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None, with_vectors: bool
     ) -> list[Row]:
         """One query's full-text top ``k`` read in one phase: the fallback."""
-        score = _text_score(qvec, self._cosines)
+        score = text_score(qvec, self._cosines)
         return _top(self._fts(query, include_archived, self._full()), score, k, "text", with_vectors)
 
     def _nearest(self, query: np.ndarray, limit: int, include_archived: bool, columns: Sequence[str]) -> pa.Table:
@@ -277,7 +278,7 @@ class Index:
         return fetch
 
     def _complete(
-        self, tops: Sequence[tuple[_Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
+        self, tops: Sequence[tuple[Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
     ) -> list[list[Row]]:
         """Rows for each ranked top (None: no search, no rows): one ``take`` of the missing columns
         for all of them together (a take costs about the same for 20 rows as for 150: it is per column).
@@ -302,13 +303,13 @@ class Index:
             if top is None:
                 out.append([])
                 continue
-            positions = _positions(top, where, chunk_ids)
+            positions = take_positions(top, where, chunk_ids)
             if positions is None:
                 return fallback()  # the take read another version's rows
             out.append(self._rows_of(top, lane, taken.take(pa.array(positions, pa.int64())), with_vectors))
         return out
 
-    def _rows_of(self, top: _Ranked, lane: str, rows: pa.Table, with_vectors: bool) -> list[Row]:
+    def _rows_of(self, top: Ranked, lane: str, rows: pa.Table, with_vectors: bool) -> list[Row]:
         """One ranked top's rows, its columns taken (``rows``, in the top's order)."""
         vectors = None
         if with_vectors:
@@ -564,66 +565,11 @@ def _search_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-index-search")
 
 
-def _text_score(qvec: np.ndarray | None, cosines):
-    """A full-text page's scores: (BM25, cosine to ``qvec`` or NaN)."""
-
-    def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        bm25 = rows["_score"].to_numpy().astype(np.float64)
-        sims = np.full(rows.num_rows, np.nan) if qvec is None else cosines(rows, qvec)
-        return bm25, sims
-
-    return score
-
-
-def _page(k: int) -> int:
-    """Rows fetched for a top ``k``: a margin, since the library's cut and our exact re-score may
-    disagree by float noise, and room for BM25 ties (templated notes tie often: with k + 5 rows
-    a third of full-text searches had to fetch again; with 3k + 10 none did at 120k rows)."""
-    return 3 * k + 10
-
-
-@dataclass(frozen=True)
-class _Ranked:
-    """A lane's top ``k`` before its columns are read: the searched (slim) rows, scores, cosines."""
-
-    rows: pa.Table  # chunk_id, _rowid (and the vector when the lane searched with it)
-    scores: np.ndarray
-    sims: np.ndarray
-
-
-def _positions(top: _Ranked, where: dict[int, int], chunk_ids: list[str]) -> list[int] | None:
-    """Where each of a top's rows sits in the shared take; None when a row is missing or another chunk."""
-    positions = [where.get(int(r), -1) for r in top.rows["_rowid"].to_pylist()]
-    if any(p < 0 or chunk_ids[p] != c for p, c in zip(positions, top.rows["chunk_id"].to_pylist())):
-        return None
-    return positions
-
-
-def _order(rows: pa.Table, scores: np.ndarray) -> list[int]:
-    """Row positions by score desc, then chunk id asc."""
-    ids = rows["chunk_id"].to_pylist()
-    return sorted(range(len(ids)), key=lambda i: (-float(scores[i]), ids[i]))
-
-
-def _ranked(fetch, score, k: int) -> _Ranked:
-    """Top ``k`` by score desc, then chunk id asc, fetching more while ties cross the cut."""
-    limit = _page(k)
-    while True:
-        rows = fetch(limit)
-        scores, sims = score(rows)
-        order = _order(rows, scores)
-        # A full page whose last score still equals the k-th may hide tied rows with smaller ids.
-        if rows.num_rows < limit or len(order) <= k or float(scores[order[k - 1]]) != float(scores[order[-1]]):
-            keep = order[:k]
-            return _Ranked(rows.take(pa.array(keep, type=pa.int64())), scores[keep], sims[keep])
-        limit *= 4
-
-
 def _top(fetch, score, k: int, lane: str, with_vectors: bool) -> list[Row]:
-    """``_ranked`` over pages that carry every column: the rows themselves."""
+    """``topk.ranked`` over pages that carry every column: the rows themselves."""
     if k <= 0:
         return []
-    top = _ranked(fetch, score, k)
+    top = ranked(fetch, score, k)
     return _to_rows(top.rows, top.scores, top.sims, lane, with_vectors)
 
 
