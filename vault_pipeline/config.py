@@ -335,8 +335,12 @@ def _comment(text: str) -> list[str]:
 
 
 def _entry(s: Setting) -> list[str]:
-    """One setting: its help as a comment, then ``key = default`` (commented out when unset)."""
-    line = f"# {s.key} = {s.spec.example}" if s.default is None else f"{s.key} = {_toml_value(s.default)}"
+    """One setting: its help as a comment, then ``key = default``; an unset one commented out, with
+    its example, unless the example is the empty string (which reads as unset)."""
+    if s.default is not None:
+        line = f"{s.key} = {_toml_value(s.default)}"
+    else:
+        line = f"{s.key} = {s.spec.example}" if s.spec.example == '""' else f"# {s.key} = {s.spec.example}"
     return [*_comment(s.help), line]
 
 
