@@ -20,7 +20,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vault_pipeline.errors import ConfigError
 
@@ -30,8 +30,7 @@ _URL = r"^(https?://\S+)?$"
 TABLES = ("models", "retrieval", "ingest", "log")
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(NamedTuple):  # a NamedTuple, not a dataclass: cheaper to define, and `vault --help` imports it
     """What the schema says of one setting besides its name, type and default."""
 
     table: str  # its [table] in vault.toml
@@ -232,8 +231,7 @@ OPTION_KEYS = frozenset({"wide", "floor", "budget", "window"})  # settings a CLI
 # --------------------------------------------------------------------------- reading the schema
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     """One setting as the schema declares it: for the CLI's help and the default vault.toml."""
 
     name: str  # the ``Settings`` attribute
