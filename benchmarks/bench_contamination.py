@@ -23,8 +23,8 @@ block count for each query (equal size). Also the funnel with the floor alone (`
     python benchmarks/bench_contamination.py --model openai/gpt-4o-mini [--api-base URL]
 
 ``--model`` adds a row: the same packages judged by that model as the gate (instructor + LiteLLM,
-any provider by model string; its prompt carries the signals and the held-out weights, as
-``vault query`` with ``[models] gate`` does). No model API is reachable from the machine these
+any provider by model string, judging the candidates' text, as ``vault query`` with
+``[models] gate`` does). No model API is reachable from the machine these
 figures were measured on, so docs/benchmarks.md has no such row yet.
 """
 
@@ -120,8 +120,7 @@ def held_out_packages(
     llm_gate: StructuredLLM | None = None,
 ) -> list[ContextPackage]:
     """The package of each (query, intent), judged by that query's gate (fitted without its labels;
-    ``llm_gate``: a model judging with those weights and signals in its prompt), through the index
-    as ``vault query`` opens it."""
+    ``llm_gate``: a model judging by itself), through the index as ``vault query`` opens it."""
     retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
     settings = load_settings(vault.root)
     return [
@@ -130,8 +129,8 @@ def held_out_packages(
             retriever=retriever,
             embedder=embedder,
             llm_plan=OfflineBackend(),
-            llm_gate=llm_gate or OfflineBackend(),
-            config=FunnelConfig.from_settings(settings, embedder, budget=budget, relevance=gates[query], gate=gate),
+            llm_gate=llm_gate or OfflineBackend(relevance=gates[query]),
+            config=FunnelConfig.from_settings(settings, embedder, budget=budget, gate=gate),
             intent=intent,
         )
         for query, intent in asked

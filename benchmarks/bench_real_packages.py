@@ -17,8 +17,8 @@ shows up here first). Each count is split by how the block came in: the one-hop 
     python benchmarks/bench_real_packages.py --vault V --held-out LABELS...
     python benchmarks/bench_real_packages.py --vault V [--held-out LABELS...] --model openai/gpt-4o-mini
 
-``--model`` makes that model the gate (instructor + LiteLLM, any provider by model string), with the
-signals and the weights in its prompt, as ``[models] gate`` does for ``vault query``.
+``--model`` makes that model the gate (instructor + LiteLLM, any provider by model string), judging
+the candidates' text, as ``[models] gate`` does for ``vault query``.
 
 With ``--held-out``, each question is answered in this process with the offline gate refitted on
 the given label files without that question's lines (leave one query out, ``gatefit.fit_model``):
@@ -71,7 +71,7 @@ def held_out_packages(
     vault_root: Path, queries: list[str], label_files: list[Path], budget: int, model: str | None = None
 ) -> list[dict]:
     """Each question's package (as ``--json`` prints it), gated by weights fitted without its labels
-    (``model``: by that gate model, those weights and the signals in its prompt)."""
+    (``model``: by that gate model instead)."""
     from bench_contamination import held_out_gates, held_out_packages  # puts the repository on the path
 
     from vault_pipeline.models.build import build_llm
@@ -85,7 +85,7 @@ def held_out_packages(
     try:
         llm = build_llm(model) if model else None
         packages = held_out_packages(vault, [(query, None) for query in queries], embedder, gates, budget, llm_gate=llm)
-        return [json.loads(package.to_json(indent=None)) for package in packages]
+        return [json.loads(package.to_json(indent=None, trace=True)) for package in packages]
     finally:
         vault.close()
 

@@ -247,9 +247,10 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None, *, adaptive:
         started = time.perf_counter()
         package = run_query(q, retriever=index, embedder=embedder, llm_plan=plan, llm_gate=gate, config=config)
         total = time.perf_counter() - started
-        depth.append(package.stats["depth"]["candidates"])
+        stats = package.to_dict()["stats"]
+        depth.append(stats["depth"]["candidates"])
         turns.append(sum(block.item.type == "turn" for block in package.blocks))
-        hops.append(int(package.stats.get("expansion", {}).get("neighbours", 0)))
+        hops.append(int(stats["expansion"].get("neighbours", 0)))
         times.append((total - plan.seconds - gate.seconds) * 1000)
         llm.append((plan.seconds + gate.seconds) * 1000)
         embedding.append(embedder.seconds * 1000)

@@ -174,3 +174,81 @@ def test_cli_overrides_use_the_same_ranges(overrides):
 def test_cli_overrides_in_range_pass():
     check_overrides(wide=WIDE_RANGE[1], floor=0.0, budget=1)
     assert Settings().with_overrides(wide=7, floor=None).wide == 7
+
+
+# --------------------------------------------------------------------------- one schema
+
+
+def test_the_default_file_holds_every_setting_with_its_help_and_the_environment_names():
+    from vault_pipeline.config import env_names, settings_schema
+
+    for s in settings_schema():
+        assert s.help.split()[0] in DEFAULT_TOML
+        assert f"\n{s.key} = " in DEFAULT_TOML or f"\n# {s.key} = " in DEFAULT_TOML, s.name
+    assert set(env_names()) == {
+        "VAULT_EXTRACT_MODEL",
+        "VAULT_GATE_MODEL",
+        "VAULT_QUALITY_MODEL",
+        "VAULT_EMBED_MODEL",
+        "VAULT_API_BASE",
+        "VAULT_FLOOR",
+    }
+    assert all(name in DEFAULT_TOML for name in env_names())
+    assert all(len(line) <= 100 for line in DEFAULT_TOML.splitlines())
+
+
+def test_the_cli_reads_defaults_help_and_bounds_by_name():
+    from vault_pipeline.config import default_of, help_of, setting
+
+    assert default_of("budget") == Settings().budget == 2000
+    assert setting("budget").show_default == "vault.toml [retrieval] budget, else 2000"
+    assert setting("floor").show_default == "vault.toml [retrieval] floor, else the embedder's calibration"
+    assert setting("wide").bounds == WIDE_RANGE == (1, 1000)
+    assert setting("extract_model").where == "[models] extract"
+    assert help_of("gate_timeout").startswith("Seconds the gate may take")
+    with pytest.raises(KeyError):
+        setting("no_such_setting")
+
+
+def test_the_funnel_knobs_a_user_may_tune_reach_the_funnel(tmp_path):
+    from vault_pipeline.retrieve.types import FunnelConfig
+
+    toml = (
+        "[retrieval]\ngate_timeout = 2.5\ngate_batch = 4\ngate_text_chars = 300\nmax_candidates = 60\n"
+        "window_share = 0.5\nrecency_half_life_days = 7\nrecency_weight = 0\n"
+    )
+    config = FunnelConfig.from_settings(settings_from(tmp_path, toml))
+    assert (config.gate_timeout, config.gate_batch, config.gate_chars, config.max_wide) == (2.5, 4, 300, 60)
+    assert (config.max_fraction, config.half_life_days, config.recency_weight) == (0.5, 7.0, 0.0)
+    # Unset, they are the funnel's own defaults: one number in one place.
+    assert FunnelConfig.from_settings(Settings()) == FunnelConfig()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("gate_timeout", "0"),
+        ("gate_timeout", "nan"),
+        ("gate_batch", "0"),
+        ("gate_batch", "2.5"),
+        ("gate_text_chars", "10"),
+        ("max_candidates", "0"),
+        ("window_share", "1.5"),
+        ("recency_weight", "-0.1"),
+        ("recency_half_life_days", "0"),
+    ],
+)
+def test_the_funnel_knobs_are_checked_naming_the_key(tmp_path, key, value):
+    from vault_pipeline.config import setting
+
+    message = refused(tmp_path, f"[retrieval]\n{key} = {value}\n")
+    assert f"[retrieval] {key} = " in message and setting(key).spec.expected in message
+
+
+def test_vault_help_does_not_import_pydantic():
+    """Importing the CLI reads the schema's defaults and help without pydantic (it costs ``--help``)."""
+    import subprocess
+    import sys
+
+    code = "import sys, vault_pipeline.cli; assert 'pydantic' not in sys.modules, 'pydantic imported'"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0

@@ -218,7 +218,7 @@ def test_the_cli_takes_the_record_limit_from_vault_toml(tmp_path):
     source = chatgpt_like(tmp_path / "c.json", [good_record("conv-good"), bomb_record(LIMIT * 16)])
     vault = Vault.init(tmp_path / "v")
     config = vault.root / "vault.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace("max_record_mb = 5 ", "max_record_mb = 0.5 "))
+    config.write_text(config.read_text(encoding="utf-8").replace("max_record_mb = 5\n", "max_record_mb = 0.5\n"))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     command = [sys.executable, "-m", "vault_pipeline.cli", "ingest", str(source), "--vault", str(vault.root), "--json"]
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)

@@ -179,13 +179,14 @@ def test_gate_removes_the_cosmology_contaminant(demo_vault):
     assert "engrams/hubbles-law-empty-space.md" in paths(ungated)
     assert "engrams/hubbles-law-empty-space.md" not in paths(gated)
     assert "engrams/garden-essay-viewer.md" in paths(gated) and len(paths(gated)) >= 5
-    trace = {t["path"]: t for t in gated.to_dict()["trace"]}
+    trace = {t["path"]: t for t in gated.to_dict(trace=True)["trace"]}
     assert trace["engrams/hubbles-law-empty-space.md"]["gate"] == "drop"
 
 
 def test_packages_are_byte_identical_across_runs(demo_vault):
     vault, _, embedder = demo_vault
-    outputs = {run_query(vault, embedder, "Can we talk about peer review for our paper?").to_json() for _ in range(10)}
+    prompt = "Can we talk about peer review for our paper?"
+    outputs = {run_query(vault, embedder, prompt).to_json(trace=True) for _ in range(10)}
     assert len(outputs) == 1
     package = json.loads(outputs.pop())
     assert set(package) >= {"query", "intent", "blocks", "tokens", "stats", "trace"}

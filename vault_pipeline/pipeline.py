@@ -28,6 +28,7 @@ __all__ = [
     "IngestReport",
     "VaultStatus",
     "clean",
+    "gate_llm",
     "index",
     "ingest",
     "keep",
@@ -129,6 +130,18 @@ def index(
         return sync(vault, embedder, progress=_stage_progress(progress, "index"), rebuild=rebuild, verify=verify)
 
 
+def gate_llm(vault: Vault, model: str, **build: Any) -> StructuredLLM:
+    """The fit-gate's backend for ``model`` (``build``: ``models.build.build_llm``'s options): the
+    offline gate judges with the weights the vault fitted for itself (``vault gate-calibrate --fit``),
+    else the shipped ones; a model judges by itself."""
+    from vault_pipeline.models.build import build_llm
+    from vault_pipeline.models.protocol import OFFLINE_MODEL
+    from vault_pipeline.retrieve.signals import load_relevance
+
+    relevance = load_relevance(vault.root) if model == OFFLINE_MODEL else None
+    return build_llm(model, relevance=relevance, **build)
+
+
 def query(
     vault: Vault,
     queries: Iterable[tuple[str, str | None]],
@@ -140,21 +153,17 @@ def query(
 ) -> Iterable:
     """Answer each (query, intent) with a context package; the index is opened once for all.
 
-    A gate the vault fitted for itself (``vault gate-calibrate --fit``) replaces the shipped one."""
+    The offline gate judges with the weights ``llm_gate`` was built with: a vault's own
+    (``gate_llm``), or the shipped ones."""
     from vault_pipeline.index.search import Index
     from vault_pipeline.index.sync import Preloadable
     from vault_pipeline.retrieve.funnel import run_query
-    from vault_pipeline.retrieve.signals import load_relevance
-    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
+    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig, Retriever
 
     config = config or FunnelConfig()
-    if config.relevance is None:
-        fitted = load_relevance(vault.root)
-        config = replace(config, relevance=fitted) if fitted is not None else config
-
     if isinstance(embedder, Preloadable):
         embedder.preload()  # the model loads while LanceDB is imported and the index opened
-    retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
+    retriever: Retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
     for text, intent in queries:
         yield run_query(
             text,

@@ -19,7 +19,6 @@ from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest
 from vault_pipeline.index.search import Index, Row
 from vault_pipeline.index.sync import sync, user_note_id
 from vault_pipeline.index.table import EMPTY_VALUES, INDEX_DIR, ROW_COLUMNS, TABLE, connect, note_columns
-from vault_pipeline.retrieve.types import HybridRetriever, RelatedRetriever
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
 # --------------------------------------------------------------------------- vault builders
@@ -455,13 +454,13 @@ def test_archived_superseded_and_duplicates_only_on_request(vault, embedder):
     assert [h.note_id for h in index.text_search("pelicans", 5, include_archived=True)] == ["n-0005"]
 
 
-def test_conversation_read_gives_the_rows_and_the_superseded_messages_at_once(vault, embedder):
+def test_read_conversations_gives_the_rows_and_the_superseded_messages_at_once(vault, embedder):
     sync(vault, embedder)
     index = Index.open(vault, embedder)
     links = {("conv-1", "m-1"): "[[lancedb]]", ("conv-1", "m-2"): "[[lancedb]]"}  # n-0004, archived
     assert index.superseded_messages(["conv-1", "conv-9"]) == links
     for archived, hidden in ((False, {"n-0004", "n-0005"}), (True, set())):
-        rows, found = index.conversation_read(["conv-1", "conv-9"], include_archived=archived)
+        rows, found = index.read_conversations(["conv-1", "conv-9"], include_archived=archived)
         assert found == links  # the superseded note is read whether or not its row is returned
         expected = {"n-0001", "n-0002", "n-0003", "n-0004", "n-0005", "s-0001"} - hidden
         assert {r.note_id for r in rows} == expected
@@ -470,7 +469,7 @@ def test_conversation_read_gives_the_rows_and_the_superseded_messages_at_once(va
         assert [r.chunk_id for r in index.conversation_rows(["conv-1"], include_archived=archived)] == [
             r.chunk_id for r in rows
         ]
-    assert index.conversation_read([]) == ([], {})
+    assert index.read_conversations([]) == ([], {})
 
 
 def test_rows_read_column_by_column_match_the_table(vault, embedder):
@@ -532,17 +531,9 @@ def test_two_phase_lanes_return_what_one_phase_reads(vault, embedder):
 def test_hybrid_search_equals_each_lane_alone(vault, embedder):
     sync(vault, embedder)
     index = Index.open(vault, embedder)
-    calls: list[list[str]] = []
-
-    def embed(texts: list[str]) -> np.ndarray:
-        calls.append(texts)
-        return embedder.embed(texts)
-
+    vectors = embedder.embed(HYBRID_QUERIES)
     for archived in (False, True):
-        calls.clear()
-        vectors, nearest, found = index.hybrid_search(HYBRID_QUERIES, embed, 3, include_archived=archived)
-        assert calls == [HYBRID_QUERIES]  # one embedding call for every query text
-        np.testing.assert_array_equal(vectors, embedder.embed(HYBRID_QUERIES))
+        nearest, found = index.hybrid_search(HYBRID_QUERIES, vectors, 3, include_archived=archived)
         assert [_as_tuples(h) for h in nearest] == [
             _as_tuples(h) for h in index.vector_search_many(vectors, 3, include_archived=archived)
         ]
@@ -550,10 +541,27 @@ def test_hybrid_search_equals_each_lane_alone(vault, embedder):
             _as_tuples(index.text_search(t, 3, include_archived=archived)) for t in HYBRID_QUERIES
         ]
     assert found[2] == [] and all(nearest) and any(found)
-    assert index.hybrid_search(HYBRID_QUERIES[:2], embed, 0)[1:] == ([[], []], [[], []])
-    assert index.hybrid_search([], lambda texts: np.zeros((0, embedder.dim)), 3)[1:] == ([], [])
+    assert index.hybrid_search(HYBRID_QUERIES[:2], vectors[:2], 0) == ([[], []], [[], []])
+    assert index.hybrid_search([], np.zeros((0, embedder.dim)), 3) == ([], [])
     with pytest.raises(IndexStateError, match="1 vectors for 2 texts"):
-        index.hybrid_search(HYBRID_QUERIES[:2], lambda texts: embedder.embed(texts[:1]), 3)
+        index.hybrid_search(HYBRID_QUERIES[:2], vectors[:1], 3)
+
+
+def test_started_lanes_search_full_text_while_the_caller_embeds(vault, embedder):
+    """``start_search`` starts the full-text lane; ``finish`` takes the vectors (the funnel embeds
+    in between); a search given up on cancels what is still queued."""
+    sync(vault, embedder)
+    index = Index.open(vault, embedder)
+    pending = index.start_search(HYBRID_QUERIES, 3)
+    assert [p is None for p in pending.pending] == [False, False, True, False]  # no search for blank text
+    vectors = embedder.embed(HYBRID_QUERIES)
+    both = [[_as_tuples(h) for h in lane] for lane in pending.finish(vectors)]
+    assert both == [[_as_tuples(h) for h in lane] for lane in index.hybrid_search(HYBRID_QUERIES, vectors, 3)]
+    given_up = index.start_search(HYBRID_QUERIES, 3)
+    given_up.cancel()
+    assert all(p is None or p.cancelled() or p.done() for p in given_up.pending)
+    with pytest.raises(IndexStateError):  # a vector short: the queued searches are cancelled, the error raised
+        index.start_search(HYBRID_QUERIES, 3).finish(vectors[:1])
 
 
 def test_an_index_opened_with_columns_reads_only_those(vault, embedder):
@@ -565,14 +573,12 @@ def test_an_index_opened_with_columns_reads_only_those(vault, embedder):
 
     def reads(index: Index) -> dict[tuple[str, ...], list[Row]]:
         query = index._query_vector(qvecs[0])
-        lanes = [
-            h for lists in index.hybrid_search(HYBRID_QUERIES, embedder.embed, 3)[1:] for hits in lists for h in hits
-        ]
+        lanes = [h for lists in index.hybrid_search(HYBRID_QUERIES, qvecs, 3) for hits in lists for h in hits]
         lanes += index.text_search("vectors", 3, vector=qvecs[0]) + index.rows_by_stem(["lancedb", "budget"])
         lanes += index._vector_full(query, 3, False, True) + index._text_full("vectors", 3, False, None, True)
         return {
             (): lanes,
-            ("source_conversation", "source_messages", "superseded_by", "active"): index.conversation_read(
+            ("source_conversation", "source_messages", "superseded_by", "active"): index.read_conversations(
                 ["conv-1"], include_archived=True
             )[0],
             ("note_id", "ordinal"): index.rows(["n-0002", "s-0001"]),
@@ -607,12 +613,12 @@ def test_two_phase_reads_again_in_one_phase_when_the_take_misses_rows(vault, emb
     qvecs = embedder.embed(HYBRID_QUERIES)
     want_vector = [_as_tuples(h) for h in index.vector_search_many(qvecs, 3)]
     want_text = _as_tuples(index.text_search("vectors", 3))
-    want_hybrid = index.hybrid_search(HYBRID_QUERIES, embedder.embed, 3)
+    want_hybrid = index.hybrid_search(HYBRID_QUERIES, qvecs, 3)
     index.table = losing = _LosingTable(index.table)
     assert [_as_tuples(h) for h in index.vector_search_many(qvecs, 3)] == want_vector
     assert _as_tuples(index.text_search("vectors", 3)) == want_text
-    _, nearest, found = index.hybrid_search(HYBRID_QUERIES, embedder.embed, 3)
-    assert [_as_tuples(h) for h in nearest + found] == [_as_tuples(h) for h in want_hybrid[1] + want_hybrid[2]]
+    nearest, found = index.hybrid_search(HYBRID_QUERIES, qvecs, 3)
+    assert [_as_tuples(h) for h in nearest + found] == [_as_tuples(h) for h in want_hybrid[0] + want_hybrid[1]]
     assert losing.takes == 3 and want_text
 
 
@@ -795,7 +801,6 @@ def test_related_stems_reads_the_links_the_clean_wrote(make_vault, embedder):
     paths = ["engrams/paper.md", "engrams/refs.md", "engrams/broken.md", "engrams/gone.md", "../outside.md"]
     # Links as stems; a note without links, a broken one, a missing one or a path out of the vault: none.
     assert index.related_stems(paths) == {"engrams/paper.md": ["refs", "plan"]}
-    assert isinstance(index, RelatedRetriever) and isinstance(index, HybridRetriever)
 
 
 def test_a_notes_place_in_its_message_is_indexed(tmp_path, embedder):

@@ -14,7 +14,6 @@ from tests.support.fakes import queued_completion
 from tests.support.paths import shared_data
 from vault_pipeline.errors import ModelError
 from vault_pipeline.ingest.extract import (
-    MAX_WORDS,
     PROMPT_LIMITS,
     SUMMARY_INPUT_CHARS,
     AtomicUnit,
@@ -78,7 +77,9 @@ def units_of(role, text, title="t"):
     data = extract_units(
         {"title": title, "messages": [{"id": "m1", "role": role, "speaker": role, "text": text}], **PROMPT_LIMITS}
     )
-    batch = UnitBatch.model_validate(data, context={"message_ids": ["m1"], "roles": {"m1": role}, "texts": {"m1": text}})
+    batch = UnitBatch.model_validate(
+        data, context={"message_ids": ["m1"], "roles": {"m1": role}, "texts": {"m1": text}}
+    )
     return [u for u in batch.units if u.category != "topic"]
 
 
@@ -315,7 +316,8 @@ def test_a_sentence_longer_than_the_note_limit_is_a_unit_only_as_said():
 def test_a_pointing_sentence_without_what_it_points_at_is_no_unit():
     assert units_of("assistant", "This makes the whole thing much faster than before.") == []
     [first, second] = units_of(
-        "assistant", "Django's get_or_create looks up an object by its fields. This method creates one when none exists."
+        "assistant",
+        "Django's get_or_create looks up an object by its fields. This method creates one when none exists.",
     )
     assert second.context == first.text
 

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
-from tests.support.fakes import HashEmbedder, fake_row, note_text, write_file
-from vault_pipeline.cli.query import depth_line as _depth_line
+from tests.support.fakes import FakeRetriever, HashEmbedder, fake_row, note_text, stats_of, traced, write_file
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts
-from vault_pipeline.retrieve.funnel import _fused_strongest, run_query
+from vault_pipeline.retrieve.funnel import run_query
+from vault_pipeline.retrieve.hop import fused_strongest
 from vault_pipeline.retrieve.rank import duplicate_key
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig
 from vault_pipeline.text import estimate_tokens
@@ -22,38 +20,6 @@ from vault_pipeline.text import estimate_tokens
 CONV = "conv-7:session_1"
 TURN = "Then we covered wheels, bowls and firing temperatures."
 MESSAGES = [f"D1:{i}" for i in range(1, 9)]
-
-
-class SessionFake:
-    """In-memory lanes plus the one-hop lookups (``SessionRetriever``) over rows with stored vectors."""
-
-    def __init__(self, rows, embedder):
-        vectors = embedder.embed([r.text for r in rows])
-        self.rows = [replace(r, vector=v) for r, v in zip(rows, vectors)]
-        self.vectors = vectors
-        self.lookups: list[tuple[str, ...]] = []
-
-    def _hits(self, scores, vector, k):
-        sims = self.vectors @ vector if vector is not None else np.full(len(self.rows), np.nan)
-        order = sorted(
-            (i for i in range(len(self.rows)) if scores[i] > 0 and self.rows[i].type != "session"),
-            key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id),
-        )[:k]
-        return [replace(self.rows[i], similarity=float(sims[i])) for i in order]
-
-    def vector_search(self, vector, k, *, include_archived=False):
-        return self._hits(self.vectors @ vector + 2.0, vector, k)
-
-    def text_search(self, query, k, *, include_archived=False, vector=None):
-        terms = {w for w in re.findall(r"\w+", query.lower()) if len(w) > 3}
-        return self._hits([len(terms & set(re.findall(r"\w+", r.text.lower()))) for r in self.rows], vector, k)
-
-    def conversation_rows(self, conversations, *, include_archived=False):
-        self.lookups.append(tuple(conversations))
-        return sorted((r for r in self.rows if r.source_conversation in conversations), key=lambda r: r.chunk_id)
-
-    def rows_by_stem(self, stems, *, include_archived=False):
-        return sorted((r for r in self.rows if r.path.rsplit("/", 1)[-1][:-3] in stems), key=lambda r: r.chunk_id)
 
 
 def note(i: int, sentence: str, **fields):
@@ -129,43 +95,43 @@ def pottery_rows(n: int):
 
 
 def test_depth_widens_until_the_survivors_fill_the_budget(embedder):
-    retriever = SessionFake(pottery_rows(60), embedder)
+    retriever = FakeRetriever(pottery_rows(60), embedder)
     package = run(retriever, embedder, budget=400, wide=10, per_list=60, floor=0.0)
-    depth = package.stats["depth"]
+    depth = stats_of(package)["depth"]
     assert depth["stopped"].startswith("budget filled")
     assert depth["survivor_tokens"] >= 400 and depth["candidates"] < 60
     assert depth["steps"] == [10, 20, 40][: len(depth["steps"])] and depth["candidates"] == depth["steps"][-1]
-    went_on = [t for t in package.trace if t["wide"]]
-    assert len(went_on) == depth["candidates"] == package.stats["candidates"]
-    beyond = [t for t in package.trace if not t["wide"]]
+    went_on = [t for t in traced(package) if t["wide"]]
+    assert len(went_on) == depth["candidates"] == stats_of(package)["candidates"]
+    beyond = [t for t in traced(package) if not t["wide"]]
     assert beyond and all("beyond the depth reached" in t["reason"] for t in beyond)
     assert package.tokens <= 400
 
 
 def test_a_bigger_budget_goes_deeper_and_says_why_it_stopped(embedder):
-    small = run(SessionFake(pottery_rows(60), embedder), embedder, budget=200, wide=10, per_list=60, floor=0.0)
-    large = run(SessionFake(pottery_rows(60), embedder), embedder, budget=5000, wide=10, per_list=60, floor=0.0)
-    assert small.stats["depth"]["candidates"] < large.stats["depth"]["candidates"]
-    assert large.stats["depth"]["stopped"].startswith("candidates exhausted")
+    small = run(FakeRetriever(pottery_rows(60), embedder), embedder, budget=200, wide=10, per_list=60, floor=0.0)
+    large = run(FakeRetriever(pottery_rows(60), embedder), embedder, budget=5000, wide=10, per_list=60, floor=0.0)
+    assert stats_of(small)["depth"]["candidates"] < stats_of(large)["depth"]["candidates"]
+    assert stats_of(large)["depth"]["stopped"].startswith("candidates exhausted")
     assert len(large.blocks) == 60 > len(small.blocks)
 
 
 def test_depth_stops_when_the_next_candidates_fall_below_the_floor(embedder):
     rows = pottery_rows(5) + [fake_row(note_id=f"z-{i:02d}", text=f"Unrelated zebra fact {i}.") for i in range(40)]
-    package = run(SessionFake(rows, embedder), embedder, budget=5000, wide=5, per_list=45, floor=0.3)
-    assert package.stats["depth"]["stopped"].startswith("scores fell off")
-    assert package.stats["depth"]["candidates"] == 10  # 5 pottery notes pass, the next 5 all fall below
+    package = run(FakeRetriever(rows, embedder), embedder, budget=5000, wide=5, per_list=45, floor=0.3)
+    assert stats_of(package)["depth"]["stopped"].startswith("scores fell off")
+    assert stats_of(package)["depth"]["candidates"] == 10  # 5 pottery notes pass, the next 5 all fall below
 
 
 def test_fixed_depth_when_not_adaptive(embedder):
-    package = run(SessionFake(pottery_rows(60), embedder), embedder, budget=5000, wide=7, adaptive=False)
-    assert package.stats["depth"] == {
+    package = run(FakeRetriever(pottery_rows(60), embedder), embedder, budget=5000, wide=7, adaptive=False)
+    assert stats_of(package)["depth"] == {
         "candidates": 7,
         "steps": [7],
         "stopped": "fixed depth: wide 7",
-        "survivor_tokens": package.stats["depth"]["survivor_tokens"],
+        "survivor_tokens": stats_of(package)["depth"]["survivor_tokens"],
     }
-    assert package.stats["expansion"] == {}
+    assert stats_of(package)["expansion"] == {}
 
 
 # --------------------------------------------------------------------------- associative recall
@@ -181,26 +147,62 @@ def conversation(embedder):
         note(8, "The bus was late again."),
         session_row(),
     ]
-    return SessionFake(rows, embedder)
+    return FakeRetriever(rows, embedder)
+
+
+def test_the_funnel_is_a_list_of_stages_each_taking_the_state_and_reporting_to_its_trace(embedder):
+    from vault_pipeline.retrieve import funnel
+    from vault_pipeline.retrieve.reports import DepthReport, FeedbackReport, HopReport
+    from vault_pipeline.retrieve.state import FunnelState, Tools
+
+    tools = Tools(conversation(embedder), embedder, OfflineBackend(), OfflineBackend())
+    config = FunnelConfig(variants=False, gate=False, floor=-1.0, beam=1, radius=1, turns=0, wide=1, per_list=1)
+    state = FunnelState(query="pottery class glaze kiln", config=config, tools=tools)
+    for stage in funnel.STAGES:
+        assert stage(state) is state, stage.__name__
+    assert [type(report) for report in state.trace] == [DepthReport, FeedbackReport, HopReport]
+    package = funnel.assemble_package(state)
+    assert package.stats is not None and package.stats.walk.depth == state.trace[0]
+    assert package.to_json() == run(conversation(embedder), embedder, **vars_of(config)).to_json()
+
+
+def vars_of(config: FunnelConfig) -> dict:
+    return {k: v for k, v in vars(config).items() if k not in ("variants", "gate")}
+
+
+def test_the_index_and_the_shared_fake_offer_the_whole_retriever_protocol():
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.retrieve.types import Retriever
+
+    members = {name for name in vars(Retriever) if not name.startswith("_")}
+    assert members == {
+        "start_search",
+        "read_conversations",
+        "superseded_messages",
+        "rows_by_stem",
+        "related_stems",
+        "unknown_words",
+    }
+    assert all(callable(getattr(Index, n, None)) and callable(getattr(FakeRetriever, n, None)) for n in members)
 
 
 def test_one_hop_adds_the_neighbouring_turns_through_the_floor_and_gate(embedder):
     retriever = conversation(embedder)
     # Lanes of one hit: the walk sees the pottery note alone, so what else enters came by the hop.
     package = run(retriever, embedder, budget=2000, floor=-1.0, beam=1, radius=1, turns=0, wide=1, per_list=1)
-    trace = {t["id"]: t for t in package.trace}
+    trace = {t["id"]: t for t in traced(package)}
     # The pottery note is the seed; its session neighbours (turns 1 and 3) join, credited to it.
-    assert package.stats["expansion"]["seeds"] == ["a-2"]
+    assert stats_of(package)["expansion"]["seeds"] == ["a-2"]
     assert trace["a-3"]["expanded_from"] == "a-2" and trace["a-3"]["lanes"] == ["neighbour"]
     assert trace["a-1"]["expanded_from"] == "a-2"
     assert trace["a-3"]["floor"] == "pass" and trace["a-3"]["rank"] is not None
     assert "a-3" in [b.item.note_id for b in package.blocks]
-    assert retriever.lookups == [(CONV,)]  # one lookup for the beam's conversations
+    assert retriever.conversations_read == [(CONV,)]  # one lookup for the beam's conversations
     # A floor above the neighbours' cosine drops them: the same floor as every other candidate.
     strict = run(
         conversation(embedder), embedder, budget=2000, floor=0.2, beam=1, radius=1, turns=0, wide=1, per_list=1
     )
-    entry = next(t for t in strict.trace if t["id"] == "a-3")
+    entry = next(t for t in traced(strict) if t["id"] == "a-3")
     assert entry["floor"] == "drop" and entry["expanded_from"] == "a-2" and entry["rank"] is None
 
 
@@ -219,8 +221,8 @@ def test_the_hop_seeds_are_the_survivors_the_lanes_rank_highest_not_the_nearest_
         fake_row(note_id="a-both"), rrf=2 / 62, lanes=("vector", "text"), variants=("original",), similarity=0.51
     )
     tied = Candidate(fake_row(note_id="a-tied"), rrf=2 / 62, lanes=("text",), variants=("concept",), similarity=0.3)
-    assert [c.row.note_id for c in _fused_strongest([near, tied, both], 2)] == ["a-both", "a-tied"]
-    assert [c.row.note_id for c in _fused_strongest([near, tied, both], 5)] == ["a-both", "a-tied", "a-near"]
+    assert [c.row.note_id for c in fused_strongest([near, tied, both], 2)] == ["a-both", "a-tied"]
+    assert [c.row.note_id for c in fused_strongest([near, tied, both], 5)] == ["a-both", "a-tied", "a-near"]
 
 
 def test_ahead_the_neighbours_are_the_seed_turns_notes_and_the_reply_after_it(embedder):
@@ -247,15 +249,15 @@ def test_a_survivor_that_asks_a_question_brings_the_turn_that_answers_it(embedde
         "Did it crack in the kiln?", "No, it came out shiny and smooth.", note(8, "The bus was late again.")
     )
     settings = {"budget": 2000, "floor": -1.0, "beam": 1, "radius": 1, "turns": 0, "wide": 2, "per_list": 2}
-    package = run(SessionFake(rows, embedder), embedder, **settings)
-    trace = {t["id"]: t for t in package.trace}
+    package = run(FakeRetriever(rows, embedder), embedder, **settings)
+    trace = {t["id"]: t for t in traced(package)}
     # a-2 is the beam's seed; a-5 survives beyond the beam and asks; turn 6 answers it, out of a-2's radius.
-    assert package.stats["expansion"]["seeds"] == ["a-2"] and package.stats["expansion"]["questions"] == 1
+    assert stats_of(package)["expansion"]["seeds"] == ["a-2"] and stats_of(package)["expansion"]["questions"] == 1
     assert trace["a-6"]["expanded_from"] == "a-5" and trace["a-6"]["lanes"] == ["neighbour"]
     assert "a-6" in [b.item.note_id for b in package.blocks]
     assert "a-8" not in trace  # the turn after the reply is not reached
-    without = run(SessionFake(rows, embedder), embedder, replies=0, **settings)
-    assert "a-6" not in {t["id"] for t in without.trace} and without.stats["expansion"]["questions"] == 0
+    without = run(FakeRetriever(rows, embedder), embedder, replies=0, **settings)
+    assert "a-6" not in {t["id"] for t in traced(without)} and stats_of(without)["expansion"]["questions"] == 0
 
 
 def test_a_question_that_shares_no_word_with_the_prompt_brings_no_reply(embedder):
@@ -265,17 +267,17 @@ def test_a_question_that_shares_no_word_with_the_prompt_brings_no_reply(embedder
         "Did you finish the novel you were reading?", "No, I gave up halfway through the second chapter."
     )
     settings = {"budget": 2000, "floor": -1.0, "beam": 1, "radius": 1, "turns": 0, "wide": 10, "per_list": 10}
-    package = run(SessionFake(rows, embedder), embedder, **settings)
-    trace = {t["id"]: t for t in package.trace}
-    assert package.stats["expansion"]["seeds"] == ["a-2"]
+    package = run(FakeRetriever(rows, embedder), embedder, **settings)
+    trace = {t["id"]: t for t in traced(package)}
+    assert stats_of(package)["expansion"]["seeds"] == ["a-2"]
     assert trace["a-5"]["floor"] == "pass" and trace["a-5"]["expanded_from"] is None  # it went on, and asks
-    assert package.stats["expansion"]["questions"] == 0
+    assert stats_of(package)["expansion"]["questions"] == 0
     assert trace.get("a-6", {}).get("expanded_from") != "a-5"
     asked = [replace(r, text=r.text.replace("the novel you were reading", "the kiln workshop")) for r in rows]
-    again = run(SessionFake(asked, embedder), embedder, **settings)
-    assert again.stats["expansion"]["questions"] == 1  # the same question with the prompt's "kiln"
-    meant = run(SessionFake(rows, embedder), embedder, intent="pottery class and the novel I am reading", **settings)
-    assert meant.stats["expansion"]["questions"] == 1  # the user's intent names the novel
+    again = run(FakeRetriever(asked, embedder), embedder, **settings)
+    assert stats_of(again)["expansion"]["questions"] == 1  # the same question with the prompt's "kiln"
+    meant = run(FakeRetriever(rows, embedder), embedder, intent="pottery class and the novel I am reading", **settings)
+    assert stats_of(meant)["expansion"]["questions"] == 1  # the user's intent names the novel
 
 
 def test_where_each_message_is_a_chunk_the_neighbouring_turns_themselves_join(embedder):
@@ -333,10 +335,10 @@ def test_feedback_widens_the_query_when_few_survive(embedder):
         fake_row(note_id="k2", text="The reviewer asked for a shorter manuscript and clearer figures."),
         fake_row(note_id="x1", text="Zebras sleep standing up."),
     ]
-    package = run(SessionFake(rows, embedder), embedder, query="our paper", floor=0.05, feedback_below=3)
-    expansion = package.stats["expansion"]
+    package = run(FakeRetriever(rows, embedder), embedder, query="our paper", floor=0.05, feedback_below=3)
+    expansion = stats_of(package)["expansion"]
     assert expansion["feedback_terms"] and "manuscript" in expansion["feedback_terms"]
-    assert package.stats["variants"][-1]["kind"] == "feedback"
+    assert stats_of(package)["variants"][-1]["kind"] == "feedback"
     assert "k2" in [b.item.note_id for b in package.blocks]  # found through the feedback query
 
 
@@ -354,9 +356,9 @@ def test_the_strongest_survivors_turn_replaces_its_notes_in_the_package(embedder
     assert [b.text for b in turns] == [f"[Caroline, 8 May 2023] {TURN}"]
     assert turns[0].to_dict()["source"]["messages"] == ["D1:2"] and turns[0].level == "core"
     assert turns[0].item.links == (f"caroline-session-1#^{block_id('D1:2')}",)  # the turn's own block
-    seed = next(t for t in package.trace if t["id"] == "a-2")
+    seed = next(t for t in traced(package) if t["id"] == "a-2")
     assert seed["collapsed_into"] == "s-1" and "a-2" not in [b.item.note_id for b in package.blocks]
-    assert package.stats["expansion"]["turns"] == 1
+    assert stats_of(package)["expansion"]["turns"] == 1
 
 
 def test_a_surviving_topic_hub_brings_its_members_and_is_no_block_itself(embedder):
@@ -369,10 +371,10 @@ def test_a_surviving_topic_hub_brings_its_members_and_is_no_block_itself(embedde
         source_messages=[],
         text="# Pottery glaze kiln hub\n\n- [[a-4]]\n- [[a-8]]",
     )
-    retriever = SessionFake([*conversation(embedder).rows, hub], embedder)
+    retriever = FakeRetriever([*conversation(embedder).rows, hub], embedder)
     package = run(retriever, embedder, floor=-1.0, beam=2, radius=0, turns=0, wide=2, per_list=2)
-    trace = {t["id"]: t for t in package.trace}
-    assert "h-pottery" in package.stats["expansion"]["seeds"]
+    trace = {t["id"]: t for t in traced(package)}
+    assert "h-pottery" in stats_of(package)["expansion"]["seeds"]
     assert trace["a-4"]["expanded_from"] == "h-pottery" and trace["a-8"]["expanded_from"] == "h-pottery"
     ids = [b.item.note_id for b in package.blocks]
     assert {"a-4", "a-8"} <= set(ids) and "h-pottery" not in ids
@@ -394,7 +396,7 @@ def test_a_turn_not_much_dearer_than_its_notes_enters_whole_with_its_dates(embed
     session = replace(session_row(), text=f"Caroline session 1 > Transcript\n\n## Transcript\n\n{turns}")
     # The hop reads the strongest survivor's session (beam 1); its turns are what may enter whole.
     kwargs = {"query": "glazed bowls kiln", "floor": -1.0, "beam": 1, "turns": 0, "radius": 0, "budget": 2000}
-    package = run(SessionFake([*notes, other, session], embedder), embedder, **kwargs)
+    package = run(FakeRetriever([*notes, other, session], embedder), embedder, **kwargs)
     blocks = {b.item.type: b for b in package.blocks}
     # Two notes of one turn repeat its date and speaker; the turn says both for no more tokens.
     assert (
@@ -402,19 +404,19 @@ def test_a_turn_not_much_dearer_than_its_notes_enters_whole_with_its_dates(embed
         == "[Caroline, 8 May 2023] I glazed two bowls yesterday (7 May 2023), then the kiln cracked one."
     )
     assert blocks["turn"].to_dict()["source"]["messages"] == ["D1:6"]
-    assert {t["id"]: t["collapsed_into"] for t in package.trace if t["id"] in ("a-60", "a-61")} == {
+    assert {t["id"]: t["collapsed_into"] for t in traced(package) if t["id"] in ("a-60", "a-61")} == {
         "a-60": "s-1",
         "a-61": "s-1",
     }
     assert "a-7" in [b.item.note_id for b in package.blocks]  # a lone note stays a note
-    assert package.stats["expansion"]["whole_turns"] == 1
-    turn_trace = next(t for t in package.trace if t["lanes"] == ["turn"])
+    assert stats_of(package)["expansion"]["whole_turns"] == 1
+    turn_trace = next(t for t in traced(package) if t["lanes"] == ["turn"])
     assert turn_trace["gate"] == "keep" and turn_trace["reason"].startswith("whole turn: its 2 notes passed")
-    assert "1 whole turns in place of their notes, 1 kept" in _depth_line(package)  # what --explain prints
-    notes_only = run(SessionFake([*notes, other, session], embedder), embedder, whole_turns=False, **kwargs)
+    assert "1 whole turns in place of their notes, 1 kept" in package.stats.walk_line()  # what --explain prints
+    notes_only = run(FakeRetriever([*notes, other, session], embedder), embedder, whole_turns=False, **kwargs)
     assert {b.item.note_id for b in notes_only.blocks} == {"a-60", "a-61", "a-7"}
     # No session read by the hop, no lookup of its own: the notes stay notes.
-    unread = run(SessionFake([*notes, other, session], embedder), embedder, **{**kwargs, "beam": 0})
+    unread = run(FakeRetriever([*notes, other, session], embedder), embedder, **{**kwargs, "beam": 0})
     assert "turn" not in {b.item.type for b in unread.blocks}
     # A turn somewhat dearer than its notes still enters (up to ``whole_turn_cost`` times their
     # tokens); a turn far dearer stays out: the notes are the cheaper way to say it.
@@ -428,23 +430,12 @@ def test_a_turn_not_much_dearer_than_its_notes_enters_whole_with_its_dates(embed
         return replace(session, text=session.text.replace(said, said + tail))
 
     dearer = turn_costing(1.25)
-    package = run(SessionFake([*notes, other, dearer], embedder), embedder, **kwargs)
+    package = run(FakeRetriever([*notes, other, dearer], embedder), embedder, **kwargs)
     assert "turn" in {b.item.type for b in package.blocks}
-    strict = run(SessionFake([*notes, other, dearer], embedder), embedder, whole_turn_cost=1.0, **kwargs)
+    strict = run(FakeRetriever([*notes, other, dearer], embedder), embedder, whole_turn_cost=1.0, **kwargs)
     assert "turn" not in {b.item.type for b in strict.blocks}
-    package = run(SessionFake([*notes, other, turn_costing(2.0)], embedder), embedder, **kwargs)
+    package = run(FakeRetriever([*notes, other, turn_costing(2.0)], embedder), embedder, **kwargs)
     assert "turn" not in {b.item.type for b in package.blocks}
-
-
-class RelatedFake(SessionFake):
-    """``SessionFake`` plus the ``related`` links the nightly clean writes (path -> linked stems)."""
-
-    def __init__(self, rows, embedder, related):
-        super().__init__(rows, embedder)
-        self.related = related
-
-    def related_stems(self, paths):
-        return {p: self.related[p] for p in paths if p in self.related}
 
 
 def test_the_one_hop_follows_the_related_links_of_the_strongest_survivors(embedder):
@@ -455,15 +446,15 @@ def test_the_one_hop_follows_the_related_links_of_the_strongest_survivors(embedd
     ]
     kwargs = {"query": "paper peer review", "floor": -1.0, "beam": 1, "radius": 0, "turns": 0, "wide": 1, "per_list": 1}
     linked = {"engrams/e-paper.md": ["e-refs"]}
-    package = run(RelatedFake(rows, embedder, linked), embedder, **kwargs)
-    trace = {t["id"]: t for t in package.trace}
+    package = run(FakeRetriever(rows, embedder, related=linked), embedder, **kwargs)
+    trace = {t["id"]: t for t in traced(package)}
     assert trace["e-refs"]["expanded_from"] == "e-paper" and trace["e-refs"]["lanes"] == ["neighbour"]
     assert "e-refs" in [b.item.note_id for b in package.blocks] and "e-other" not in trace
-    assert package.stats["expansion"]["related"] == 1 and package.stats["expansion"]["seeds"] == ["e-paper"]
-    assert "(1 by related links)" in _depth_line(package)
-    unlinked = run(RelatedFake(rows, embedder, {}), embedder, **kwargs)
+    assert stats_of(package)["expansion"]["related"] == 1 and stats_of(package)["expansion"]["seeds"] == ["e-paper"]
+    assert "(1 by related links)" in package.stats.walk_line()
+    unlinked = run(FakeRetriever(rows, embedder), embedder, **kwargs)
     assert "e-refs" not in [b.item.note_id for b in unlinked.blocks]
-    assert unlinked.stats["expansion"]["related"] == 0
+    assert stats_of(unlinked)["expansion"]["related"] == 0
 
 
 def test_the_same_sentence_is_one_block_unless_two_named_people_said_it(embedder):
@@ -478,10 +469,10 @@ def test_the_same_sentence_is_one_block_unless_two_named_people_said_it(embedder
     melanie = replace(caroline, note_id="m-1", text=caroline.text.replace("Caroline", "Melanie"))
     assert duplicate_key(caroline) != duplicate_key(melanie)  # two people, two facts
     package = run(
-        SessionFake([*pasted, pottery_rows(1)[0]], embedder), embedder, query="Agile Scrum Kanban", floor=-1.0
+        FakeRetriever([*pasted, pottery_rows(1)[0]], embedder), embedder, query="Agile Scrum Kanban", floor=-1.0
     )
     kept = [b.item.note_id for b in package.blocks if b.item.note_id.startswith("cv-")]
-    assert len(kept) == 1 and package.stats["deduped"] == 1
+    assert len(kept) == 1 and stats_of(package)["deduped"] == 1
 
 
 def test_a_verbatim_turn_is_gated_with_its_seed_notes_vector_not_embedded_again(embedder):
@@ -538,12 +529,12 @@ def test_a_transcript_message_found_by_the_lanes_is_a_turn_block_with_its_dates(
         sync(vault, embedder)
     package = run(Index.open(vault, embedder), embedder, query="When did Melanie run a charity race?", floor=0.05)
     assert "turn" not in {b.item.type for b in package.blocks}
-    dropped = next(t for t in package.trace if t["chunk_id"].endswith("@D2:2"))
+    dropped = next(t for t in traced(package) if t["chunk_id"].endswith("@D2:2"))
     assert (
         dropped["gate"] == "drop"
         and dropped["reason"] == "superseded: a note of this turn was superseded by [[a-race-2]]"
     )
-    assert package.stats["expansion"]["superseded_turns"] == 1
+    assert stats_of(package)["expansion"]["superseded_turns"] == 1
 
     class NoLookup(Index):
         def superseded_messages(self, conversations):

@@ -10,9 +10,10 @@ import re
 import numpy as np
 import pytest
 
-from tests.support.fakes import HashEmbedder, run_vault
+from tests.support.fakes import HashEmbedder, ScriptedLLM, run_vault
 from tests.support.paths import REPO
 from vault_pipeline.errors import ConfigError, VaultError
+from vault_pipeline.models.build import build_llm
 from vault_pipeline.models.embed import build_embedder
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.relevance import DEFAULT, FEATURES, RelevanceModel, fit_weights
@@ -20,14 +21,7 @@ from vault_pipeline.retrieve import gatefit
 from vault_pipeline.retrieve.calibrate import LabelledCandidate, calibrate, load_label_files
 from vault_pipeline.retrieve.gate import gate_rows, label, reason_of
 from vault_pipeline.retrieve.gatefit import Labelled, cross_validate, fit_gate, side_by_side, threshold_for
-from vault_pipeline.retrieve.signals import (
-    clear_query_cache,
-    gate_signals,
-    load_relevance,
-    relevance_path,
-    remember_query_vectors,
-    save_relevance,
-)
+from vault_pipeline.retrieve.signals import gate_signals, load_relevance, relevance_path, save_relevance
 
 CALIBRATION = REPO / "vault_example" / "calibration"
 SHIPPED = [CALIBRATION / name for name in ("labels.jsonl", "traps.jsonl", "export.jsonl")]
@@ -157,19 +151,14 @@ def test_signals_reuse_stored_vectors_and_count_phrases():
     stored = gate_signals(
         ROWS, query=query, intent=intent, embedder=embedder, variants=["Japanese gardens"], vectors=vectors
     )
-    assert len(embedder.calls) == calls  # candidates from their vectors, the prompt's from the cache
+    assert embedder.calls[calls:] == [[query, intent, "Japanese gardens"]]  # candidates from their vectors
     assert stored == fresh and set(fresh) == {"a#0", "b#0", "c#0"}
-    clear_query_cache()
     given = dict(zip([query, intent], embedder.embed([query, intent])))
     calls = len(embedder.calls)
     gate_signals(
         ROWS, query=query, intent=intent, embedder=embedder, variants=["gardens"], vectors=vectors, query_vectors=given
     )
     assert embedder.calls[calls:] == [["gardens"]]  # only the variant nobody had embedded
-    remember_query_vectors(embedder, ["seeded", intent], embedder.embed(["seeded", intent]))
-    calls = len(embedder.calls)
-    gate_signals(ROWS, query="seeded", intent=intent, embedder=embedder, vectors=vectors)
-    assert len(embedder.calls) == calls  # the funnel's own query vectors are not embedded again
     assert set(fresh["a#0"]) == set(FEATURES)
     assert fresh["b#0"]["phrase"] > 0 and fresh["c#0"]["phrase"] == 0.0  # "negative space" is a prompt phrase
     assert fresh["c#0"]["overlap"] == 0.0 and fresh["a#0"]["overlap"] > 0
@@ -211,17 +200,47 @@ def test_the_session_signals_read_only_a_chat_exports_threads():
     assert chat_of("", "") == ""
 
 
-def test_gate_rows_passes_signals_and_the_vaults_model_to_the_offline_gate():
+GATE_ARGS = {
+    "intent": "Japanese garden design",
+    "query": "negative space in Japanese gardens",
+    "batch_size": 2,
+    "timeout": 10.0,
+    "text_chars": 200,
+}
+
+
+def test_gate_rows_passes_signals_to_the_offline_gate_which_judges_with_the_weights_it_was_built_with():
     embedder = HashEmbedder(dim=256)
-    common = {"intent": "Japanese garden design", "query": "negative space in Japanese gardens", "batch_size": 2}
-    common |= {"timeout": 10.0, "text_chars": 200}
-    unjudged = gate_rows(ROWS, llm=OfflineBackend(), **common)
+    unjudged = gate_rows(ROWS, llm=OfflineBackend(), **GATE_ARGS)
     assert {reason_of(o) for o in unjudged.values()} == {"no retrieval signals; kept unjudged"}
-    judged = gate_rows(ROWS, llm=OfflineBackend(), embedder=embedder, **common)
+    judged = gate_rows(ROWS, llm=OfflineBackend(), embedder=embedder, **GATE_ARGS)
     assert all(reason_of(o).startswith("relevance ") for o in judged.values())
     keep_none = RelevanceModel(DEFAULT.weights, DEFAULT.bias, 1.0)
-    strict = gate_rows(ROWS, llm=OfflineBackend(), embedder=embedder, relevance=keep_none, **common)
+    strict = gate_rows(ROWS, llm=OfflineBackend(relevance=keep_none), embedder=embedder, **GATE_ARGS)
     assert {label(o) for o in strict.values()} == {"drop"}
+    assert build_llm("offline", relevance=keep_none).relevance == keep_none  # type: ignore[attr-defined]
+
+
+def test_a_model_gate_gets_neither_signals_nor_weights_in_its_prompt(monkeypatch):
+    """The weights are the offline backend's own; a model reads the text, so no signals are computed."""
+    import vault_pipeline.retrieve.gate as gate_module
+
+    computed: list[int] = []
+    monkeypatch.setattr(gate_module, "gate_signals", lambda rows, **kw: computed.append(len(rows)) or {})
+    model = ScriptedLLM(lambda name, variables: _keep_all(variables))
+    gate_rows(ROWS, llm=model, embedder=HashEmbedder(dim=256), **GATE_ARGS)
+    assert computed == [] and model.calls
+    for _, variables in model.calls:
+        assert set(variables) == {"intent", "query", "candidates"}
+        assert all(set(c) == {"key", "title", "heading", "text"} for c in variables["candidates"])
+    offline = OfflineBackend(relevance=RelevanceModel(DEFAULT.weights, DEFAULT.bias, 1.0))
+    gate_rows(ROWS, llm=offline, embedder=HashEmbedder(dim=256), **GATE_ARGS)
+    assert computed  # the offline gate's signals
+
+
+def _keep_all(variables) -> dict:
+    verdict = {"reasoning": "fits", "verdict": "keep", "reason": "fits"}
+    return {"verdicts": [{"key": c["key"], **verdict} for c in variables["candidates"]]}
 
 
 def test_the_vaults_gate_json_round_trips_and_a_bad_file_names_itself(tmp_path):

@@ -279,7 +279,7 @@ def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
 
     items = [_selected(note, 1.0 / rank, rank) for rank, note in enumerate(atomic[:3], 1)]
     assembly = assemble(items, budget=1000, window=8000, max_fraction=0.78)
-    package = ContextPackage("q", "i", assembly.blocks, assembly.tokens, {}, ())
+    package = ContextPackage("q", "i", assembly.blocks, assembly.tokens)
     markdown = package.to_markdown()
     body, _, references = markdown.partition("References:")
     for number, block in enumerate(package.blocks, 1):

@@ -12,11 +12,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from tests.support.fakes import HashEmbedder, fake_row, note_text
+from tests.support.fakes import FakeRetriever, HashEmbedder, ScriptedLLM, fake_row, note_text, stats_of, traced
 from tests.support.paths import REPO
 from vault_pipeline import pipeline
 from vault_pipeline.config import DEFAULT_TOML, load_settings
@@ -35,11 +34,11 @@ from vault_pipeline.models.embed import (
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.retrieval import decompose, gate
 from vault_pipeline.retrieve import types as retrieve_types
-from vault_pipeline.retrieve.funnel import QueryPlan, run_query
+from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.gate import GateVerdicts
 from vault_pipeline.retrieve.package import Selected, assemble, cut_text, first_level
 from vault_pipeline.retrieve.rank import dedup, rank, recency
-from vault_pipeline.retrieve.types import QUERY_COLUMNS, Candidate, FunnelConfig, Hit
+from vault_pipeline.retrieve.types import QUERY_COLUMNS, Candidate, FunnelConfig, Hit, QueryPlan
 from vault_pipeline.text import estimate_tokens
 from vault_pipeline.vault.files import Vault
 
@@ -47,33 +46,6 @@ QUERY = "How do negative space and emptiness work in Japanese garden design?"
 
 
 # --------------------------------------------------------------------------- fakes
-
-
-class FakeRetriever:
-    """In-memory vector + text lanes over a list of rows (the funnel's Retriever protocol)."""
-
-    def __init__(self, rows: list[Row], embedder: HashEmbedder):
-        self.rows = rows
-        self.vectors = embedder.embed([r.text for r in rows])
-        self.calls: list[tuple[str, str]] = []
-
-    def _hits(self, scores, vector, k: int, lane: str) -> list[Row]:
-        sims = self.vectors @ vector if vector is not None else np.full(len(self.rows), np.nan)  # as Index does
-        order = sorted(
-            (i for i in range(len(self.rows)) if scores[i] > 0),
-            key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id),
-        )[:k]
-        return [replace(self.rows[i], similarity=float(sims[i]), lane=lane) for i in order]
-
-    def vector_search(self, vector, k, *, include_archived=False):
-        self.calls.append(("vector", ""))
-        return self._hits(self.vectors @ vector + 2.0, vector, k, "vector")
-
-    def text_search(self, query, k, *, include_archived=False, vector=None):
-        self.calls.append(("text", query))
-        terms = {w for w in re.findall(r"\w+", query.lower()) if len(w) > 3}
-        scores = [len(terms & set(re.findall(r"\w+", r.text.lower()))) for r in self.rows]
-        return self._hits(scores, vector, k, "text")
 
 
 def keep_all(name, variables):
@@ -170,7 +142,7 @@ def run(retriever, embedder, *, gate_llm=None, plan_llm=None, intent=None, query
 
 
 def trace_of(package, note_id):
-    return next(t for t in package.trace if t["id"] == note_id)
+    return next(t for t in traced(package) if t["id"] == note_id)
 
 
 def block_ids(package):
@@ -189,7 +161,7 @@ def test_gate_removes_the_cosmology_contaminant(embedder):
     assert entry["reason"].startswith("relevance ") and "cosine to intent" in entry["reason"]
     assert "hubble-law" not in block_ids(package)
     assert {"garden-gravel", "garden-ma", "garden-corner"} <= set(block_ids(package))
-    assert package.stats["gate_dropped"] >= 1 and package.stats["degraded"] is False
+    assert stats_of(package)["gate_dropped"] >= 1 and stats_of(package)["degraded"] is False
 
 
 def test_without_the_gate_the_contaminant_ranks_high(embedder):
@@ -204,9 +176,9 @@ def test_gate_first_rank_never_lets_a_dropped_engram_outrank_a_kept_chunk(embedd
     gated = run(garden(embedder), embedder, gate_llm=scripted_llm(drop_if("Hubble")))
     ungated = run(garden(embedder), embedder, gate=False)
     assert trace_of(ungated, "hubble-law")["rank"] == 1  # provenance x similarity puts it on top
-    ranked = sorted((t for t in gated.trace if t["rank"] is not None), key=lambda t: t["rank"])
+    ranked = sorted((t for t in traced(gated) if t["rank"] is not None), key=lambda t: t["rank"])
     assert ranked[0]["id"] != "hubble-law" and all(t["gate"] == "keep" for t in ranked)
-    assert all(t["rank"] is None for t in gated.trace if t["gate"] == "drop")
+    assert all(t["rank"] is None for t in traced(gated) if t["gate"] == "drop")
     assert [t["rank"] for t in ranked] == list(range(1, len(ranked) + 1))
 
 
@@ -215,11 +187,11 @@ def test_gate_first_rank_never_lets_a_dropped_engram_outrank_a_kept_chunk(embedd
 
 def test_gate_model_error_fails_open(embedder, raising_llm):
     package = run(garden(embedder), embedder, gate_llm=raising_llm())
-    judged = [t for t in package.trace if t["floor"] == "pass"]
+    judged = [t for t in traced(package) if t["floor"] == "pass"]
     assert judged and all(t["gate"] == "fail-open" for t in judged)
     assert all("connection refused" in t["reason"] for t in judged)
-    assert package.stats["gate_fail_open"] == len(judged) == package.stats["after_floor"]
-    assert package.stats["degraded"] is True
+    assert stats_of(package)["gate_fail_open"] == len(judged) == stats_of(package)["after_floor"]
+    assert stats_of(package)["degraded"] is True
     assert "hubble-law" in block_ids(package)  # nothing blanked: every candidate kept
     assert "Degraded package" in package.to_markdown()
 
@@ -232,17 +204,17 @@ def test_gate_timeout_fails_open(embedder, sleeping_llm):
     finally:
         slow.release.set()
     assert time.monotonic() - started < 3
-    judged = [t for t in package.trace if t["floor"] == "pass"]
+    judged = [t for t in traced(package) if t["floor"] == "pass"]
     assert judged and all(t["gate"] == "fail-open" and "no answer within" in t["reason"] for t in judged)
-    assert package.stats["degraded"] is True and package.stats["gate_fail_open"] == len(judged)
+    assert stats_of(package)["degraded"] is True and stats_of(package)["gate_fail_open"] == len(judged)
 
 
 def test_gate_batches_run_concurrently_and_cover_every_key(embedder, scripted_llm):
     llm = scripted_llm(keep_all)
     package = run(garden(embedder), embedder, gate_llm=llm, gate_batch=2)
     sizes = [len(v["candidates"]) for name, v in llm.calls]
-    assert sum(sizes) == package.stats["after_floor"] and max(sizes) <= 2
-    assert package.stats["gate_kept"] == package.stats["after_floor"]
+    assert sum(sizes) == stats_of(package)["after_floor"] and max(sizes) <= 2
+    assert stats_of(package)["gate_kept"] == stats_of(package)["after_floor"]
 
 
 # --------------------------------------------------------------------------- the real instructor path
@@ -270,10 +242,10 @@ def test_gate_reasks_through_instructor_when_a_key_is_missing(embedder):
     package = run(garden(embedder), embedder, gate_llm=backend)
     assert len(calls) == 2
     assert "missing" in json.dumps(calls[1]["messages"])  # the re-ask names the validation error
-    judged = [t for t in package.trace if t["floor"] == "pass"]
+    judged = [t for t in traced(package) if t["floor"] == "pass"]
     assert judged[0]["gate"] == "drop" and judged[0]["reason"] == "second answer used"
     assert all(t["gate"] == "keep" for t in judged[1:])
-    assert package.stats["gate_fail_open"] == 0 and package.stats["models"]["gate"] == "openai/gpt-4o-mini"
+    assert stats_of(package)["gate_fail_open"] == 0 and stats_of(package)["models"]["gate"] == "openai/gpt-4o-mini"
 
 
 def test_gate_verdicts_need_exactly_one_verdict_per_key():
@@ -294,20 +266,18 @@ def test_gate_verdicts_need_exactly_one_verdict_per_key():
 def test_decomposition_runs_the_original_and_its_distinct_variants_concurrently_fused(embedder):
     retriever = garden(embedder)
     package = run(retriever, embedder)
-    kinds = [v["kind"] for v in package.stats["variants"]]
+    kinds = [v["kind"] for v in stats_of(package)["variants"]]
     assert kinds == ["original", "concept", "methodology", "continuity", "authority"]
     # The offline plan's last three variants frame the concept phrase ("facts and sources about
     # <concept>"): they run no lanes of their own; the original and the concept run both.
-    assert [v["searched"] for v in package.stats["variants"]] == [True, True, False, False, False]
-    assert len(retriever.calls) == 4  # 2 searched queries x 2 lanes
-    from vault_pipeline.cli.query import depth_line as _depth_line  # what --explain prints
-
-    assert _depth_line(package).startswith(
+    assert [v["searched"] for v in stats_of(package)["variants"]] == [True, True, False, False, False]
+    assert len(retriever.searches) == 4  # 2 searched queries x 2 lanes
+    assert package.stats.walk_line().startswith(  # what --explain prints
         "queries: 2 of 5 searched (methodology, continuity, authority: a frame around an earlier query); depth: "
     )
     assert package.intent == "negative space, emptiness, Japanese garden design"
-    assert package.stats["intent_source"] == "plan"
-    ids = [t["chunk_id"] for t in package.trace]
+    assert stats_of(package)["intent_source"] == "plan"
+    ids = [t["chunk_id"] for t in traced(package)]
     assert len(ids) == len(set(ids))  # deduplicated by chunk id
     entry = trace_of(package, "garden-gravel")
     assert entry["lanes"] == ["vector", "text"] and entry["variants"][0] == "original"
@@ -315,7 +285,7 @@ def test_decomposition_runs_the_original_and_its_distinct_variants_concurrently_
 
 
 def test_a_variant_that_frames_an_earlier_query_is_not_searched_again():
-    from vault_pipeline.retrieve.funnel import searched
+    from vault_pipeline.retrieve.plan import searched
 
     offline = ["What is our peer review plan?", "peer review plan", "facts and sources about peer review plan"]
     assert searched(offline) == [True, True, False]
@@ -330,7 +300,7 @@ def test_a_variant_that_frames_an_earlier_query_is_not_searched_again():
 
 def test_retrieve_wider_keeps_the_top_fused_and_traces_the_rest(embedder):
     package = run(garden(embedder), embedder, wide=3, adaptive=False)
-    data = json.loads(package.to_json())
+    data = json.loads(package.to_json(trace=True))
     inside = [t for t in data["trace"] if t["wide"]]
     outside = [t for t in data["trace"] if not t["wide"]]
     assert len(inside) == 3 == data["stats"]["candidates"] and outside
@@ -355,13 +325,13 @@ def test_user_intent_overrides_and_reaches_the_gate(embedder, scripted_llm):
 def test_variants_off_runs_only_the_original(embedder):
     retriever = garden(embedder)
     package = run(retriever, embedder, variants=False)
-    assert [v["kind"] for v in package.stats["variants"]] == ["original"]
-    assert len(retriever.calls) == 2
+    assert [v["kind"] for v in stats_of(package)["variants"]] == ["original"]
+    assert len(retriever.searches) == 2
 
 
 def test_decompose_failure_degrades_but_still_retrieves(embedder, raising_llm):
     package = run(garden(embedder), embedder, plan_llm=raising_llm())
-    assert package.stats["plan_error"] and package.stats["degraded"] is True
+    assert stats_of(package)["plan_error"] and stats_of(package)["degraded"] is True
     assert package.intent == QUERY and package.blocks
 
 
@@ -415,8 +385,8 @@ def test_offline_gate_judges_by_the_fitted_model_over_the_signals():
     assert verdicts["c02"]["reason"].startswith(f"relevance {DEFAULT.probability(trap):.2f} < {DEFAULT.threshold:.2f}")
     assert verdicts["c03"]["reason"] == "no retrieval signals; kept unjudged"
     assert all(v["reasoning"] for v in answer["verdicts"])
-    stricter = {**DEFAULT.to_dict(), "threshold": 0.999}  # a vault's own fitted weights win over the default
-    again = gate({"intent": "x", "query": QUERY, "candidates": candidates[:1], "relevance_model": stricter})
+    stricter = replace(DEFAULT, threshold=0.999)  # a vault's own fitted weights win over the default
+    again = gate({"intent": "x", "query": QUERY, "candidates": candidates[:1]}, stricter)
     assert again["verdicts"][0]["verdict"] == "drop"
 
 
@@ -429,7 +399,7 @@ def test_floor_drops_low_similarity_candidates(embedder):
     assert tax["similarity"] < 0.2 and tax["floor"] == "drop" and tax["gate"] == "skipped"
     assert "below floor" in tax["reason"] and tax["rank"] is None
     assert "tax-deadline" not in block_ids(package)
-    assert package.stats["after_floor"] == sum(t["floor"] == "pass" for t in package.trace)
+    assert stats_of(package)["after_floor"] == sum(t["floor"] == "pass" for t in traced(package))
 
 
 class CalibratedHashEmbedder(HashEmbedder):
@@ -491,7 +461,7 @@ def test_recency_decays_only_the_chat_tier():
 
 def test_reference_date_defaults_to_newest_candidate_not_the_clock(embedder):
     package = run(garden(embedder), embedder)
-    assert package.stats["reference_date"] == "2024-06-01T00:00:00+00:00"
+    assert stats_of(package)["reference_date"] == "2024-06-01T00:00:00+00:00"
 
 
 def test_rank_ties_break_by_id():
@@ -519,7 +489,7 @@ def test_dedup_keeps_the_highest_provenance_copy(embedder):
         entry = trace_of(package, loser)
         assert entry["collapsed_into"] == "corner-resource" and entry["rank"] is None
         assert "collapsed into corner-resource" in entry["reason"]
-    assert package.stats["deduped"] == 2
+    assert stats_of(package)["deduped"] == 2
     kept, collapsed = dedup(
         rank([cand("x1", "chat", text=same), cand("x2", "engram", text=same)], None, FunnelConfig())
     )
@@ -613,11 +583,11 @@ def test_cut_text_ends_a_sentence_and_respects_utf8_boundaries():
 
 def test_cap_backstop_fires_when_forced(embedder):
     package = run(garden(embedder), embedder, gate=False, budget=2000, window=40)
-    assert package.stats["cap_fired"] is True and package.stats["cap"] == 31
-    assert package.tokens <= 31 and package.stats["dropped_for_budget"]
-    assert any(t["cap"] for t in package.trace)
+    assert stats_of(package)["cap_fired"] is True and stats_of(package)["cap"] == 31
+    assert package.tokens <= 31 and stats_of(package)["dropped_for_budget"]
+    assert any(t["cap"] for t in traced(package))
     normal = run(garden(embedder), embedder, gate=False)
-    assert normal.stats["cap_fired"] is False and not any(t["cap"] for t in normal.trace)
+    assert stats_of(normal)["cap_fired"] is False and not any(t["cap"] for t in traced(normal))
 
 
 # --------------------------------------------------------------------------- the package
@@ -629,8 +599,12 @@ def test_package_is_byte_identical_across_runs(embedder):
 
 
 def test_json_shape(embedder):
-    data = json.loads(run(garden(embedder), embedder).to_json())
-    assert {"query", "intent", "blocks", "tokens", "stats", "trace"} <= set(data)
+    package = run(garden(embedder), embedder)
+    # The trace is for --explain: plain --json (and MCP) leave it out; nothing else differs.
+    plain = json.loads(package.to_json())
+    data = json.loads(package.to_json(trace=True))
+    assert set(plain) == {"query", "intent", "blocks", "tokens", "stats"} and set(data) == {*plain, "trace"}
+    assert {k: v for k, v in data.items() if k != "trace"} == plain
     block = data["blocks"][0]
     assert {"id", "path", "tier", "level", "score", "text", "source", "heading", "truncated"} <= set(block)
     # Extended, never renamed: scripts read conversation and messages; path and links were added.
@@ -737,7 +711,7 @@ def test_integration_with_a_real_index(make_vault, embedder):
     ids = block_ids(package)
     assert "n-hubble" not in ids and trace_of(package, "n-hubble")["gate"] == "drop"
     assert {"n-gravel", "n-ma", "n-corner"} <= set(ids)
-    assert all(t["id"] != "n-old" for t in package.trace)  # archived notes never enter by default
+    assert all(t["id"] != "n-old" for t in traced(package))  # archived notes never enter by default
     for block in package.blocks:
         assert (vault.root / block.item.path).is_file() and not block.item.path.startswith("/")
     levels = {b.item.chunk_id: b.level for b in package.blocks if b.item.note_id == "s-garden"}
@@ -822,6 +796,20 @@ def test_the_funnel_reads_only_the_query_columns(ingested_example, monkeypatch):
     assert all(any(h.get(k) for h in hops) for k in ("neighbours", "related", "whole_turns", "superseded_turns"))
 
 
+def test_the_gate_reads_the_query_vectors_the_funnel_embedded(embedder):
+    """Every query and the intent are embedded once, in the lanes' call; the offline gate's signals
+    read those vectors and the candidates' stored ones, and embed nothing again."""
+    retriever = garden(embedder)
+    embedder.calls.clear()
+    package = run(retriever, embedder, intent=GARDEN_INTENT)
+    queries = [v["text"] for v in stats_of(package)["variants"]]
+    assert embedder.calls == [[*queries, GARDEN_INTENT]]
+    # A model gate reads no signals: the intent's vector is not needed.
+    embedder.calls.clear()
+    run(retriever, embedder, intent=GARDEN_INTENT, gate_llm=ScriptedLLM(keep_all))
+    assert embedder.calls == [queries]
+
+
 def test_the_gate_reads_a_chat_exports_conversations_and_no_transcripts(embedder, monkeypatch):
     """The session signals see a chat export's thread; a LoCoMo or transcript session counts as no chat."""
     import vault_pipeline.retrieve.gate as gate_module
@@ -856,38 +844,24 @@ def test_unknown_words_are_the_ones_no_note_holds_archived_notes_included(make_v
     assert index.unknown_words([]) == []
 
 
-class LookupSpy(FakeRetriever):
-    """The fake lanes plus ``unknown_words`` over the rows' words, recording what it was asked."""
-
-    def __init__(self, rows, embedder):
-        super().__init__(rows, embedder)
-        self.asked: list[list[str]] = []
-
-    def unknown_words(self, words):
-        self.asked.append(list(words))
-        held = {w for r in self.rows for w in re.findall(r"\w+", r.text.lower())}
-        return [w for w in words if w not in held]
-
-
 def test_a_prompt_word_no_note_holds_is_named_in_the_package(embedder):
-    from vault_pipeline.cli.query import depth_line as _depth_line
-    from vault_pipeline.retrieve.funnel import absent_words
+    from vault_pipeline.retrieve.lanes import absent_words
 
-    spy = LookupSpy([COSMOLOGY, *GARDEN_ROWS], embedder)
+    spy = FakeRetriever([COSMOLOGY, *GARDEN_ROWS], embedder)
     package = run(spy, embedder, query="Where does the stone lantern zyxwvut go in a Japanese garden?")
-    assert package.stats["absent_words"] == ["lantern", "zyxwvut"]
+    assert stats_of(package)["absent_words"] == ["lantern", "zyxwvut"]
     # Only the words no retrieved candidate holds were looked up ("japanese", "garden", "stone" came back).
-    assert spy.asked and all(set(asked) <= {"lantern", "zyxwvut"} for asked in spy.asked)
+    assert spy.words_asked and all(set(asked) <= {"lantern", "zyxwvut"} for asked in spy.words_asked)
     assert "> No note in the vault holds: lantern, zyxwvut." in package.to_markdown()
-    assert _depth_line(package).endswith("; no note holds: lantern, zyxwvut")
+    assert package.stats.walk_line().endswith("; no note holds: lantern, zyxwvut")
     assert json.loads(package.to_json())["stats"]["absent_words"] == ["lantern", "zyxwvut"]
     # Every word back in a candidate: no lookup, no line.
-    spy.asked.clear()
+    spy.words_asked.clear()
     held = run(spy, embedder, query="Raked gravel and negative space in a Japanese garden")
-    assert held.stats["absent_words"] == [] and spy.asked == []
+    assert stats_of(held)["absent_words"] == [] and spy.words_asked == []
     assert "No note in the vault holds" not in held.to_markdown()
-    # A retriever that cannot look words up names none.
-    assert absent_words("zyxwvut", [], garden(embedder)) == []
+    # Without candidates, every content word is looked up; the vault's own words are known.
+    assert absent_words("zyxwvut gravel", [], garden(embedder)) == ["zyxwvut"]
 
 
 def test_cli_query_floor_is_the_embedders_unless_vault_toml_sets_one(make_vault, monkeypatch):
@@ -938,6 +912,9 @@ def test_cli_explain_shows_every_candidate_from_both_lanes(make_vault, monkeypat
     as_json = runner.invoke(app, [*args, "--json"])
     assert as_json.exit_code == 0, as_json.output
     trace = json.loads(as_json.stdout)["trace"]
+    plain = runner.invoke(app, [*args[:-1], "--json"])  # without --explain, --json leaves the trace out
+    assert plain.exit_code == 0 and "trace" not in json.loads(plain.stdout)
+    assert json.loads(plain.stdout)["blocks"] == json.loads(as_json.stdout)["blocks"]
     lanes = [tuple(t["lanes"]) for t in trace]
     assert ("text",) in lanes and any("vector" in lane for lane in lanes), lanes
     text_only = next(t for t in trace if tuple(t["lanes"]) == ("text",))

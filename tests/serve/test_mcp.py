@@ -71,6 +71,7 @@ async def converse(session, root: Path) -> dict:
     assert not answer.is_error, answer.content
     package = answer.structured_content
     assert package["blocks"], package
+    assert "trace" not in package and "depth" in package["stats"]  # the trace is for `vault query --explain`
     for block in package["blocks"]:
         assert (root / block["path"]).is_file(), block["path"]  # every block cites a note of the vault
     assert answer.content[0].text.startswith(f"# Context: {PROMPT}")  # the Markdown rendering beside it

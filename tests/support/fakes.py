@@ -265,6 +265,97 @@ def fake_row(**fields):
     return row_cls(**values)
 
 
+# --------------------------------------------------------------------------- the funnel's Retriever
+
+
+class FakeRetriever:
+    """An in-memory index over ``rows``: the funnel's whole ``Retriever`` protocol, recording what it
+    was asked (``searches``, ``conversations_read``, ``words_asked``).
+
+    Rows carry their stored vectors (``embedder``'s). The vector lane ranks every row by cosine; the
+    full-text lane ranks the rows sharing words of four letters or more with the query by how many
+    they share (its hits carry no cosine, as the index's do not). Session rows give the one hop its
+    turn order and are not searched. ``related`` maps a note's path to the file names its
+    ``related`` property links to; a word is unknown when no row's text holds it.
+    """
+
+    def __init__(self, rows, embedder, *, related=None):
+        from dataclasses import replace
+
+        vectors = embedder.embed([r.text for r in rows])
+        self.rows = [replace(r, vector=v) for r, v in zip(rows, vectors)]
+        self.vectors = vectors
+        self.related = dict(related or {})
+        self.searches: list[tuple[str, str]] = []  # (lane, query text)
+        self.conversations_read: list[tuple[str, ...]] = []
+        self.words_asked: list[list[str]] = []
+
+    def _hits(self, scores, k: int, lane: str, vector=None) -> list:
+        from dataclasses import replace
+
+        sims = self.vectors @ vector if vector is not None else np.full(len(self.rows), np.nan)
+        order = sorted(
+            (i for i in range(len(self.rows)) if scores[i] > 0 and self.rows[i].type != "session"),
+            key=lambda i: (-round(float(scores[i]), 9), self.rows[i].chunk_id),
+        )[:k]
+        return [replace(self.rows[i], similarity=float(sims[i]), lane=lane) for i in order]
+
+    def _vector_lane(self, text: str, vector, k: int) -> list:
+        self.searches.append(("vector", text))
+        return self._hits(self.vectors @ vector + 2.0, k, "vector", vector)
+
+    def _text_lane(self, text: str, k: int) -> list:
+        self.searches.append(("text", text))
+        terms = {w for w in _WORD.findall(text.lower()) if len(w) > 3}
+        return self._hits([len(terms & set(_WORD.findall(r.text.lower()))) for r in self.rows], k, "text")
+
+    def start_search(self, texts, k, *, include_archived=False):
+        return _FakeSearch(self, list(texts), k)
+
+    def read_conversations(self, conversations, *, include_archived=False):
+        self.conversations_read.append(tuple(conversations))
+        rows = sorted((r for r in self.rows if r.source_conversation in conversations), key=lambda r: r.chunk_id)
+        return rows, self.superseded_messages(conversations)
+
+    def superseded_messages(self, conversations):
+        return {}
+
+    def rows_by_stem(self, stems, *, include_archived=False):
+        return sorted((r for r in self.rows if r.path.rsplit("/", 1)[-1][:-3] in stems), key=lambda r: r.chunk_id)
+
+    def related_stems(self, paths):
+        return {p: self.related[p] for p in paths if p in self.related}
+
+    def unknown_words(self, words):
+        self.words_asked.append(list(words))
+        held = {w for r in self.rows for w in _WORD.findall(r.text.lower())}
+        return [w for w in words if w not in held]
+
+
+def stats_of(package) -> dict:
+    """A package's stats as ``vault query --json`` prints them."""
+    return package.to_dict()["stats"]
+
+
+def traced(package) -> list[dict]:
+    """A package's trace as ``vault query --json --explain`` prints it: one entry per candidate."""
+    return package.to_dict(trace=True)["trace"]
+
+
+class _FakeSearch:
+    """``FakeRetriever.start_search``'s pending lanes."""
+
+    def __init__(self, retriever: FakeRetriever, texts: list[str], k: int):
+        self.retriever, self.texts, self.k = retriever, texts, k
+
+    def finish(self, vectors):
+        nearest = [self.retriever._vector_lane(t, v, self.k) for t, v in zip(self.texts, vectors)]
+        return nearest, [self.retriever._text_lane(t, self.k) for t in self.texts]
+
+    def cancel(self) -> None:
+        pass
+
+
 # --------------------------------------------------------------------------- vault notes
 
 NOTE_DEFAULTS = {

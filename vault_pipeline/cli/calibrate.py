@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vault_pipeline.cli.common import EXIT_OK, VerboseOpt, build_embedder, build_llm, open_vault, out, table
+from vault_pipeline.cli.common import EXIT_OK, VerboseOpt, build_embedder, build_gate, build_llm, open_vault, out, table
 
 if TYPE_CHECKING:
     from vault_pipeline.models.offline.relevance import RelevanceModel
@@ -75,10 +75,9 @@ def gate_calibrate(
     current = load_relevance(vault.root) if vault is not None else None
     report = calibrate(
         items,
-        llm=build_llm(settings, settings.gate_model, log),
+        llm=build_gate(vault, settings, log) if vault is not None else build_llm(settings, settings.gate_model, log),
         embedder=embedder,
         config=FunnelConfig.from_settings(settings, embedder),
-        relevance=current,
     )
     fitted = fit_gate(items, embedder, source=" ".join(p.name for p in labels))
     stored = save_relevance(vault.root, fitted.model) if fit and vault is not None else None

@@ -143,6 +143,13 @@ def build_llm(settings: Settings, model: str, log: CallLog) -> StructuredLLM:
     return build(model, api_base=settings.api_base, api_key=settings.api_key, log=log)
 
 
+def build_gate(vault: Vault, settings: Settings, log: CallLog) -> StructuredLLM:
+    """The fit-gate's backend: the offline one with the vault's fitted weights (``pipeline.gate_llm``)."""
+    from vault_pipeline.pipeline import gate_llm
+
+    return gate_llm(vault, settings.gate_model, api_base=settings.api_base, api_key=settings.api_key, log=log)
+
+
 def build_embedder(settings: Settings) -> Embedder:
     """The embedder vault.toml names (MiniLM offline by default)."""
     from vault_pipeline.models.embed import build_embedder as build

@@ -20,6 +20,7 @@ from vault_pipeline.cli.common import (
     UsageError,
     VerboseOpt,
     build_embedder,
+    build_gate,
     build_llm,
     err,
     exit_for,
@@ -142,7 +143,7 @@ def _queries(vault: Vault, settings: Settings, log: CallLog, embedder: Embedder,
         queries,
         embedder=embedder,
         llm_plan=build_llm(settings, settings.extract_model, log),
-        llm_gate=build_llm(settings, settings.gate_model, log),
+        llm_gate=build_gate(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder),
     )
     for package in packages:

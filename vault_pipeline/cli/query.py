@@ -20,6 +20,7 @@ from vault_pipeline.cli.common import (
     VaultOpt,
     VerboseOpt,
     build_embedder,
+    build_gate,
     build_llm,
     err,
     open_vault,
@@ -111,7 +112,7 @@ def query(
         queries,
         embedder=embedder,
         llm_plan=build_llm(settings, settings.extract_model, log),
-        llm_gate=build_llm(settings, settings.gate_model, log),
+        llm_gate=build_gate(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder, **overrides),
     )
     for package in packages:
@@ -140,7 +141,7 @@ def print_package(package: ContextPackage, *, json_out: bool, explain: bool, one
         err.print(trace_table(package, err.width if err.is_terminal else TRACE_WIDTH))
         err.print(depth_line(package), markup=False)
     if json_out:
-        sys.stdout.write(package.to_json(indent=None if one_line else 2))
+        sys.stdout.write(package.to_json(indent=None if one_line else 2, trace=explain))  # the trace with --explain
         sys.stdout.flush()
     else:
         out.print(package.to_markdown(), markup=False)
@@ -181,7 +182,7 @@ def trace_table(package: ContextPackage, width: int = TRACE_WIDTH) -> Table:
         table.add_column(header, no_wrap=True, justify="right" if header in ("rank", "sim", "score") else "left")
     table.add_column("reason", no_wrap=True, overflow="ellipsis", ratio=1)
     note_width = min(NOTE_WIDTH[1], max(NOTE_WIDTH[0], width - OTHER_COLUMNS - REASON_WIDTH))
-    for entry in package.to_dict()["trace"]:
+    for entry in package.to_dict(trace=True)["trace"]:
         table.add_row(
             shown(entry.get("rank")),
             short_path(entry.get("path", ""), note_width),
@@ -197,24 +198,4 @@ def trace_table(package: ContextPackage, width: int = TRACE_WIDTH) -> Table:
 
 def depth_line(package: ContextPackage) -> str:
     """How deep the funnel went, why it stopped, and what the one hop and the feedback added."""
-    stats = package.to_dict()["stats"]
-    depth, hop = stats.get("depth") or {}, stats.get("expansion") or {}
-    variants = stats.get("variants") or []
-    framed = [v["kind"] for v in variants if v.get("searched") is False]
-    line = f"queries: {len(variants) - len(framed)} of {len(variants)} searched"
-    if framed:
-        line += f" ({', '.join(framed)}: a frame around an earlier query)"
-    line += f"; depth: {depth.get('candidates', '-')} candidates in steps {depth.get('steps', [])}; {depth.get('stopped', '')}"
-    if hop.get("feedback_terms"):
-        line += f"; feedback terms: {', '.join(hop['feedback_terms'])}"
-    if hop:
-        line += (
-            f"; one hop from {len(hop.get('seeds', []))} seeds: {hop.get('neighbours', 0)} neighbours "
-            f"({hop.get('related', 0)} by related links), "
-            f"{hop.get('turns', 0)} verbatim turns, {hop.get('kept', 0)} kept"
-        )
-    if hop.get("whole_turns"):
-        line += f"; {hop['whole_turns']} whole turns in place of their notes, {hop.get('whole_turns_kept', 0)} kept"
-    if stats.get("absent_words"):
-        line += f"; no note holds: {', '.join(stats['absent_words'])}"
-    return line
+    return package.stats.walk_line() if package.stats is not None else ""

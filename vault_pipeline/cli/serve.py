@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from vault_pipeline.cli.common import VaultOpt, build_embedder, build_llm, err, open_vault, out
+from vault_pipeline.cli.common import VaultOpt, build_embedder, build_gate, build_llm, err, open_vault, out
 
 if TYPE_CHECKING:
     from vault_pipeline.serve.tools import VaultTools
@@ -76,7 +76,7 @@ def vault_tools(vault_path: Path | None) -> VaultTools:
         embedder=embedder,
         llm_extract=build_llm(settings, settings.extract_model, log),
         llm_plan=build_llm(settings, settings.extract_model, log),
-        llm_gate=build_llm(settings, settings.gate_model, log),
+        llm_gate=build_gate(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder),
     )
     vault.close()

@@ -11,7 +11,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -38,6 +38,7 @@ from vault_pipeline.index.table import (
     table_exists,
     vectors_of,
 )
+from vault_pipeline.index.topk import Ranked, page, ranked, take_positions, text_score
 from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import FOLDERS, STATE_DIR
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -169,63 +170,45 @@ class Index:
             [(top, "text")], with_vectors, lambda: [self._text_full(query, k, include_archived, qvec, with_vectors)]
         )[0]
 
-    def hybrid_search(
-        self,
-        texts: Sequence[str],
-        embed: Callable[[list[str]], np.ndarray],
-        k: int,
-        *,
-        include_archived: bool = False,
-        with_vectors: bool = True,
-    ) -> tuple[np.ndarray, list[list[Row]], list[list[Row]]]:
-        """Both lanes for several query texts: (their vectors, vector hits, full-text hits) per text.
-
-        The full-text searches start first, on the search threads, and run while this thread calls
-        ``embed(texts)`` (unit vectors, one row a text) and runs the vector search; then one
-        ``take`` reads the columns of every list's top ``k`` at once (a take costs about the same
-        for 20 rows as for 150: it is per column). Each list equals ``vector_search_many`` /
-        ``text_search`` of the same query; full-text hits carry no similarity (NaN), as there.
-        """
+    def start_search(
+        self, texts: Sequence[str], k: int, *, include_archived: bool = False, with_vectors: bool = True
+    ) -> LaneSearch:
+        """Start both lanes for several query texts: the full-text searches begin now, on the search
+        threads, while the caller embeds the texts; ``LaneSearch.finish`` with their vectors runs the
+        vector lane and reads the rows of both (the funnel's ``Retriever``)."""
         texts = list(texts)
         pool = _search_pool()
         pending = [
             pool.submit(self._text_ranked, text, k, include_archived, None) if text.strip() and k > 0 else None
             for text in texts
         ]
-        try:
-            vectors = embed(texts)
-            queries = [self._query_vector(v) for v in vectors]
-            if len(queries) != len(texts):
-                raise IndexStateError(f"embed returned {len(queries)} vectors for {len(texts)} texts")
-            nearest = self._vector_ranked(queries, k, include_archived) if k > 0 and queries else [None] * len(queries)
-        except BaseException:
-            for future in pending:  # the searches still queued need not run; a running one ends on its own
-                if future is not None:
-                    future.cancel()
-            raise
-        found = [None if p is None else p.result() for p in pending]
-        tops = [(top, "vector") for top in nearest] + [(top, "text") for top in found]
+        return LaneSearch(self, texts, k, include_archived, with_vectors, pending)
 
-        def fallback() -> list[list[Row]]:
-            return [self._vector_full(q, k, include_archived, with_vectors) if k > 0 else [] for q in queries] + [
-                self._text_full(text, k, include_archived, None, with_vectors) if top is not None else []
-                for text, top in zip(texts, found)
-            ]
-
-        lists = self._complete(tops, with_vectors, fallback)
-        return np.asarray(vectors), lists[: len(texts)], lists[len(texts) :]
+    def hybrid_search(
+        self,
+        texts: Sequence[str],
+        vectors: np.ndarray,
+        k: int,
+        *,
+        include_archived: bool = False,
+        with_vectors: bool = True,
+    ) -> tuple[list[list[Row]], list[list[Row]]]:
+        """Both lanes for several query texts and their unit vectors (one row a text): (vector hits,
+        full-text hits) per text. Each list equals ``vector_search_many`` / ``text_search`` of the
+        same query; full-text hits carry no similarity (NaN), as there."""
+        return self.start_search(texts, k, include_archived=include_archived, with_vectors=with_vectors).finish(vectors)
 
     # ------------------------------------------------------------------ the two phases
 
-    def _vector_ranked(self, queries: list[np.ndarray], k: int, include_archived: bool) -> list[_Ranked]:
+    def _vector_ranked(self, queries: list[np.ndarray], k: int, include_archived: bool) -> list[Ranked]:
         """Each query's exact top ``k`` (slim rows), from one table query for all of them."""
-        first = self._nearest(np.stack(queries), _page(k), include_archived, _SLIM_VECTOR)
+        first = self._nearest(np.stack(queries), page(k), include_archived, _SLIM_VECTOR)
         which = first["query_index"].to_numpy() if "query_index" in first.column_names else np.zeros(first.num_rows)
 
         def fetch_for(i: int):
             # Each query's share of the shared page is its first page; a later page is its own search.
             def fetch(limit: int) -> pa.Table:
-                if limit == _page(k):
+                if limit == page(k):
                     return first.filter(pa.array(which == i)) if len(queries) > 1 else first
                 return self._nearest(queries[i], limit, include_archived, _SLIM_VECTOR)
 
@@ -238,13 +221,13 @@ class Index:
 
             return score
 
-        return [_ranked(fetch_for(i), score_for(i), k) for i in range(len(queries))]
+        return [ranked(fetch_for(i), score_for(i), k) for i in range(len(queries))]
 
-    def _text_ranked(self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None) -> _Ranked:
+    def _text_ranked(self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None) -> Ranked:
         """The full-text top ``k`` (slim rows); the cosine needs the vectors in this phase, else they wait."""
-        return _ranked(
+        return ranked(
             self._fts(query, include_archived, _SLIM if qvec is None else _SLIM_VECTOR),
-            _text_score(qvec, self._cosines),
+            text_score(qvec, self._cosines),
             k,
         )
 
@@ -264,7 +247,7 @@ class Index:
         self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None, with_vectors: bool
     ) -> list[Row]:
         """One query's full-text top ``k`` read in one phase: the fallback."""
-        score = _text_score(qvec, self._cosines)
+        score = text_score(qvec, self._cosines)
         return _top(self._fts(query, include_archived, self._full()), score, k, "text", with_vectors)
 
     def _nearest(self, query: np.ndarray, limit: int, include_archived: bool, columns: Sequence[str]) -> pa.Table:
@@ -295,20 +278,19 @@ class Index:
         return fetch
 
     def _complete(
-        self, tops: Sequence[tuple[_Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
+        self, tops: Sequence[tuple[Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
     ) -> list[list[Row]]:
         """Rows for each ranked top (None: no search, no rows): one ``take`` of the missing columns
-        for all of them together.
+        for all of them together (a take costs about the same for 20 rows as for 150: it is per column).
 
         Row ids belong to a table version; if a sync committed between the search and the take
         (the chunk ids read back differ), the searches run again in one phase (``fallback``).
         """
-        ids = sorted({int(r) for top, _ in tops if top is not None for r in top.rows["_rowid"].to_pylist()})
+        found = [top for top, _ in tops if top is not None]
+        ids = sorted({int(r) for top in found for r in top.rows["_rowid"].to_pylist()})
         if not ids:
             return [[] for _ in tops]
-        need_vectors = with_vectors and any(
-            top is not None and VECTOR_COLUMN not in top.rows.column_names for top, _ in tops
-        )
+        need_vectors = with_vectors and any(VECTOR_COLUMN not in top.rows.column_names for top in found)
         columns = [*self._columns(), *([VECTOR_COLUMN] if need_vectors else [])]
         try:
             taken = self.table.take_row_ids(ids).select(columns).with_row_id().to_arrow()
@@ -321,16 +303,19 @@ class Index:
             if top is None:
                 out.append([])
                 continue
-            positions = [where.get(int(r), -1) for r in top.rows["_rowid"].to_pylist()]
-            if any(p < 0 or chunk_ids[p] != c for p, c in zip(positions, top.rows["chunk_id"].to_pylist())):
-                return fallback()
-            rows = taken.take(pa.array(positions, type=pa.int64()))
-            vectors = None
-            if with_vectors:
-                source = top.rows if VECTOR_COLUMN in top.rows.column_names else rows
-                vectors = vectors_of(source[VECTOR_COLUMN], self.dim)
-            out.append(_build_rows(rows, top.scores, top.sims, lane, vectors))
+            positions = take_positions(top, where, chunk_ids)
+            if positions is None:
+                return fallback()  # the take read another version's rows
+            out.append(self._rows_of(top, lane, taken.take(pa.array(positions, pa.int64())), with_vectors))
         return out
+
+    def _rows_of(self, top: Ranked, lane: str, rows: pa.Table, with_vectors: bool) -> list[Row]:
+        """One ranked top's rows, its columns taken (``rows``, in the top's order)."""
+        vectors = None
+        if with_vectors:
+            source = top.rows if VECTOR_COLUMN in top.rows.column_names else rows
+            vectors = vectors_of(source[VECTOR_COLUMN], self.dim)
+        return _build_rows(rows, top.scores, top.sims, lane, vectors)
 
     def rows(self, note_ids, *, with_vectors: bool = False) -> list[Row]:
         """Every chunk of ``note_ids`` (any status), in the order given, then by ordinal."""
@@ -352,14 +337,14 @@ class Index:
     def conversation_rows(self, conversations, *, include_archived: bool = False) -> list[Row]:
         """Every chunk whose ``source_conversation`` is one of ``conversations`` (with vectors),
         sorted by chunk id: the funnel's one-hop expansion reads a session's other turns here."""
-        return self.conversation_read(conversations, include_archived=include_archived)[0]
+        return self.read_conversations(conversations, include_archived=include_archived)[0]
 
-    def conversation_read(
+    def read_conversations(
         self, conversations, *, include_archived: bool = False
     ) -> tuple[list[Row], dict[tuple[str, str], str]]:
         """``conversation_rows`` and ``superseded_messages`` of ``conversations`` from one read: the
         superseded notes are inactive rows of the same conversations, so every row is read and the
-        inactive ones are dropped here (a lookup of its own cost the hop ~4 ms a query)."""
+        inactive ones are dropped here (one read, not two)."""
         wanted = sorted({c for c in conversations if c})
         columns = self._columns("source_conversation", "source_messages", "superseded_by", "active")
         rows = [
@@ -499,6 +484,49 @@ class Index:
         return vectors_of(rows[VECTOR_COLUMN], self.dim).astype(np.float64) @ query.astype(np.float64)
 
 
+@dataclass
+class LaneSearch:
+    """Both lanes of several query texts, started by ``Index.start_search``: their full-text
+    searches are running; ``finish`` takes the texts' vectors and returns both lanes' hits."""
+
+    index: Index
+    texts: list[str]
+    k: int
+    include_archived: bool
+    with_vectors: bool
+    pending: list[Future | None]
+
+    def finish(self, vectors: np.ndarray) -> tuple[list[list[Row]], list[list[Row]]]:
+        """(vector hits, full-text hits) per text: the vector lane runs now, then one ``take`` reads
+        the columns of every list's top ``k`` at once."""
+        index, k, archived = self.index, self.k, self.include_archived
+        try:
+            queries = [index._query_vector(v) for v in vectors]
+            if len(queries) != len(self.texts):
+                raise IndexStateError(f"{len(queries)} vectors for {len(self.texts)} texts")
+            nearest = index._vector_ranked(queries, k, archived) if k > 0 and queries else [None] * len(queries)
+        except BaseException:
+            self.cancel()
+            raise
+        found = [None if p is None else p.result() for p in self.pending]
+        tops = [(top, "vector") for top in nearest] + [(top, "text") for top in found]
+
+        def fallback() -> list[list[Row]]:
+            return [index._vector_full(q, k, archived, self.with_vectors) if k > 0 else [] for q in queries] + [
+                index._text_full(text, k, archived, None, self.with_vectors) if top is not None else []
+                for text, top in zip(self.texts, found)
+            ]
+
+        lists = index._complete(tops, self.with_vectors, fallback)
+        return lists[: len(self.texts)], lists[len(self.texts) :]
+
+    def cancel(self) -> None:
+        """The searches still queued need not run; a running one ends on its own."""
+        for future in self.pending:
+            if future is not None:
+                future.cancel()
+
+
 def _where(expr, include_archived: bool):
     """``expr``, and only active rows unless archived ones are wanted."""
     if include_archived:
@@ -528,7 +556,7 @@ _SLIM = ("chunk_id",)  # a first phase: what ranking needs (LanceDB adds ``_rowi
 _SLIM_VECTOR = ("chunk_id", VECTOR_COLUMN)  # ... and the vector, for the exact cosine
 
 
-SEARCH_WORKERS = 5  # full-text searches at once in ``hybrid_search`` (the prompt and up to four variants)
+SEARCH_WORKERS = 5  # full-text searches at once in ``start_search`` (the prompt and up to four variants)
 
 
 @cache
@@ -537,58 +565,11 @@ def _search_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-index-search")
 
 
-def _text_score(qvec: np.ndarray | None, cosines):
-    """A full-text page's scores: (BM25, cosine to ``qvec`` or NaN)."""
-
-    def score(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        bm25 = rows["_score"].to_numpy().astype(np.float64)
-        sims = np.full(rows.num_rows, np.nan) if qvec is None else cosines(rows, qvec)
-        return bm25, sims
-
-    return score
-
-
-def _page(k: int) -> int:
-    """Rows fetched for a top ``k``: a margin, since the library's cut and our exact re-score may
-    disagree by float noise, and room for BM25 ties (templated notes tie often: with k + 5 rows
-    a third of full-text searches had to fetch again; with 3k + 10 none did at 120k rows)."""
-    return 3 * k + 10
-
-
-@dataclass(frozen=True)
-class _Ranked:
-    """A lane's top ``k`` before its columns are read: the searched (slim) rows, scores, cosines."""
-
-    rows: pa.Table  # chunk_id, _rowid (and the vector when the lane searched with it)
-    scores: np.ndarray
-    sims: np.ndarray
-
-
-def _order(rows: pa.Table, scores: np.ndarray) -> list[int]:
-    """Row positions by score desc, then chunk id asc."""
-    ids = rows["chunk_id"].to_pylist()
-    return sorted(range(len(ids)), key=lambda i: (-float(scores[i]), ids[i]))
-
-
-def _ranked(fetch, score, k: int) -> _Ranked:
-    """Top ``k`` by score desc, then chunk id asc, fetching more while ties cross the cut."""
-    limit = _page(k)
-    while True:
-        rows = fetch(limit)
-        scores, sims = score(rows)
-        order = _order(rows, scores)
-        # A full page whose last score still equals the k-th may hide tied rows with smaller ids.
-        if rows.num_rows < limit or len(order) <= k or float(scores[order[k - 1]]) != float(scores[order[-1]]):
-            keep = order[:k]
-            return _Ranked(rows.take(pa.array(keep, type=pa.int64())), scores[keep], sims[keep])
-        limit *= 4
-
-
 def _top(fetch, score, k: int, lane: str, with_vectors: bool) -> list[Row]:
-    """``_ranked`` over pages that carry every column: the rows themselves."""
+    """``topk.ranked`` over pages that carry every column: the rows themselves."""
     if k <= 0:
         return []
-    top = _ranked(fetch, score, k)
+    top = ranked(fetch, score, k)
     return _to_rows(top.rows, top.scores, top.sims, lane, with_vectors)
 
 
@@ -601,7 +582,7 @@ def _build_rows(
     rows: pa.Table, scores: np.ndarray, sims: np.ndarray, lane: str, vectors: np.ndarray | None
 ) -> list[Row]:
     # Column by column into ``Row``'s fields in order (``ROW_COLUMNS``, then similarity, score, lane,
-    # vector): a dict per row (``Table.to_pylist``) cost 16 ms against 7 for a hop's 2,000 rows.
+    # vector): about half the cost of a dict per row (``Table.to_pylist``).
     read = set(rows.column_names)
     columns = [rows[name].to_pylist() if name in read else [EMPTY_VALUES[name]] * rows.num_rows for name in ROW_COLUMNS]
     columns += [np.asarray(sims, np.float64).tolist(), np.asarray(scores, np.float64).tolist()]

@@ -6,17 +6,26 @@ from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.calllog import CallLog
 from vault_pipeline.models.litellm_backend import LiteLLMBackend
 from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
 
 
 def build_llm(
-    model: str, *, api_base: str | None = None, log: CallLog | None = None, api_key: str | None = None
+    model: str,
+    *,
+    api_base: str | None = None,
+    log: CallLog | None = None,
+    api_key: str | None = None,
+    relevance: RelevanceModel | None = None,
 ) -> StructuredLLM:
-    """The backend for a model string: ``offline`` or any LiteLLM model string."""
+    """The backend for a model string: ``offline`` or any LiteLLM model string.
+
+    ``relevance``: a vault's fitted gate weights, for the offline backend's fit-gate (a model
+    judges by itself and has no use for them)."""
     if not model:
         raise ConfigError("empty model string")
     if model == OFFLINE_MODEL:
-        return OfflineBackend(log=log)
+        return OfflineBackend(log=log, relevance=relevance)
     if "/" not in model:
         raise ConfigError(
             f"model {model!r}: use a LiteLLM model string such as 'openai/gpt-4o-mini', "

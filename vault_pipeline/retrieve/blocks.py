@@ -119,10 +119,9 @@ def mark_times(text: str, times: Sequence[tuple[str, str]]) -> tuple[str, list[t
 def header(created: str, who: str) -> str:
     """``[Caroline, 8 May 2023]``, ``[Maria, 16 Aug 2023]``: who said it and the day said (either may
     be missing), in the order of the note's own ``Context:`` line. The month is its three-letter
-    abbreviation, so the day costs about what ISO 8601 does (10 or 11 bytes; "16 August 2023" is
-    14: on LoCoMo the header is about a third of an atomic block), while a reader still reads a
-    date. A comma rather than a middle dot: two bytes less on every block. Dates inside the text
-    (a resolved "yesterday (7 May 2023)") keep the month's whole name: they are what was said.
+    abbreviation, so the day costs about what ISO 8601 does while a reader still reads a date (the
+    header is a large share of a short block). Dates inside the text (a resolved "yesterday (7 May
+    2023)") keep the month's whole name: they are what was said.
     """
     parts = [p for p in (" ".join(str(who or "").split()), _day(created)) if p]
     return f"[{', '.join(parts)}]" if parts else ""
@@ -184,8 +183,12 @@ def _pieces(text: str, heading: str, messages: tuple[str, ...]) -> tuple[tuple[s
     paragraphs = [p for p in _PARAGRAPHS.split(_HEADING_LINE.sub("", body)) if p.strip()]
     if not any(_BLOCK_ID.search(p) for p in paragraphs):  # a summary: each paragraph stands alone
         return tuple((_BOLD_SPEAKER.sub(r"\1:", p).strip(), ()) for p in paragraphs)
-    # A transcript: a turn opens with its **Speaker:** label and ends at its block id; a turn the
-    # chunk cuts off (its id in the next chunk) is still one part.
+    return _turns(paragraphs, messages)
+
+
+def _turns(paragraphs: list[str], messages: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A transcript's turns: a turn opens with its **Speaker:** label and ends at its block id; a
+    turn the chunk cuts off (its id in the next chunk) is still one part."""
     pieces: list[tuple[str, tuple[str, ...]]] = []
     turn: list[str] = []
     for paragraph in paragraphs:

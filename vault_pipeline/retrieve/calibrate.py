@@ -1,4 +1,4 @@
-"""Gate calibration (seed 004, "Open problems"): measure the fit-gate and the floor on labels.
+"""Gate calibration: measure the fit-gate and the similarity floor on labelled candidates.
 
 The fit-gate is only as good as the intent it judges against, and the similarity
 floor is a per-embedder number. Both are measured here on a labelled file (one
@@ -15,8 +15,8 @@ a relevant/off-topic label, see ``vault_example/calibration/README.md``):
 
 The gate gets the retrieval signals the funnel gives it (``signals.gate_signals``, its query's
 labelled candidates as the pool, the offline decomposition's variants), so the offline gate
-judges here exactly as in the funnel, with ``relevance`` (a vault's fitted weights) or its
-shipped default. Fitting and cross-validating the offline gate is ``gatefit.py``.
+judges here exactly as in the funnel, with the weights its backend was built with (a vault's
+fitted weights) or its shipped default. Fitting and cross-validating the offline gate is ``gatefit.py``.
 
 Metrics are deterministic for a deterministic backend; only latency varies.
 """
@@ -34,7 +34,6 @@ import numpy as np
 
 from vault_pipeline.errors import ConfigError, ParseError
 from vault_pipeline.models.embed import Embedder, calibration_of, l2_normalise
-from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.models.offline.retrieval import decompose
 from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
 from vault_pipeline.retrieve.gate import FailOpen, gate_rows, label, reason_of, survives
@@ -309,9 +308,10 @@ def calibrate(
     floors: Iterable[float] = DEFAULT_FLOORS,
     target_recall: float = TARGET_RECALL,
     config: FunnelConfig | None = None,
-    relevance: RelevanceModel | None = None,
 ) -> CalibrationReport:
-    """Run the real gate at each altitude, the similarity floor sweep, and suggest a floor."""
+    """Run the real gate at each altitude, the similarity floor sweep, and suggest a floor.
+
+    The offline gate judges with the weights ``llm`` was built with (a vault's, else the shipped ones)."""
     if not labels:
         raise ConfigError("no labelled candidates to calibrate on")
     config = config or FunnelConfig(floor=calibration_of(embedder).floor)
@@ -319,7 +319,7 @@ def calibrate(
     per_query: list[GateStats] = []
     outcomes: dict[str, dict[str, Any]] = {}
     for altitude in ALTITUDES:
-        stats, found = _run_altitude(labels, altitude, llm, config, embedder, relevance)
+        stats, found = _run_altitude(labels, altitude, llm, config, embedder)
         per_query.extend(stats)
         outcomes[altitude] = found
     pooled = tuple(
@@ -373,7 +373,6 @@ def _run_altitude(
     llm: StructuredLLM,
     config: FunnelConfig,
     embedder: Embedder,
-    relevance: RelevanceModel | None,
 ) -> tuple[list[GateStats], dict[str, Any]]:
     """Gate each query's candidates against the intent at ``altitude``, one funnel gate stage per query."""
     stats: list[GateStats] = []
@@ -395,7 +394,6 @@ def _run_altitude(
                 text_chars=config.gate_chars,
                 embedder=embedder,
                 variants=[v["text"] for v in decompose({"query": query, "intent": intent})["variants"]],
-                relevance=relevance,
                 conversations=conversations,
             )
             seconds = time.perf_counter() - started

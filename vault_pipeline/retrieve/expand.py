@@ -27,6 +27,8 @@ from vault_pipeline.retrieve.blocks import cited_messages, mark_times, parse_ato
 from vault_pipeline.retrieve.types import Hit
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
 
+Order = dict[str, dict[str, int]]  # conversation -> message id -> its place in the session
+
 
 def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int, *, ahead: bool = False) -> list[tuple[Hit, str]]:
     """(row, seed note id) for each note citing a seed's turns or one within ``radius`` of them, and
@@ -38,7 +40,25 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int, *, ahead:
     order, then chunk id. ``ahead``: only the seeds' own turns and the ``radius`` turns after them
     (the reply to a question), none before.
     """
-    order: dict[str, dict[str, int]] = {}
+    order = _turn_order(rows)
+    offsets = range(0 if ahead else -radius, radius + 1)
+    reached = {(seed.source_conversation, p + d) for seed in seeds for p in _places(seed, order) for d in offsets}
+    by_turn = _rows_by_turn(rows, order, reached)
+    seen = {s.chunk_id for s in seeds}
+    out: list[tuple[Hit, str]] = []
+    for seed in seeds:
+        near = sorted({p + d for p in _places(seed, order) for d in offsets})
+        found = [r for p in near for r in by_turn.get((seed.source_conversation, p), [])]
+        for row in sorted(found, key=lambda r: r.chunk_id):
+            if row.chunk_id not in seen:
+                seen.add(row.chunk_id)
+                out.append((row, seed.note_id))
+    return out
+
+
+def _turn_order(rows: Sequence[Hit]) -> Order:
+    """Each conversation's messages in the order its session note lists them."""
+    order: Order = {}
     read: set[tuple[str, str]] = set()  # every chunk of a session lists the same messages: read once
     for row in rows:
         if row.type == "session" and (row.source_conversation, row.source_messages) not in read:
@@ -46,41 +66,29 @@ def neighbours(seeds: Sequence[Hit], rows: Sequence[Hit], radius: int, *, ahead:
             positions = order.setdefault(row.source_conversation, {})
             for position, message in enumerate(cited_messages(row.source_messages)):
                 positions.setdefault(message, position)
-    offsets = range(0 if ahead else -radius, radius + 1)
-    reached = {
-        (seed.source_conversation, order[seed.source_conversation][m] + d)
-        for seed in seeds
-        if seed.source_conversation in order
-        for m in cited_messages(seed.source_messages)
-        if m in order[seed.source_conversation]
-        for d in offsets
-    }
+    return order
+
+
+def _places(row: Hit, order: Order) -> list[int]:
+    """The places in its session of the turns a row cites."""
+    turns = order.get(row.source_conversation, {})
+    return [turns[m] for m in cited_messages(row.source_messages) if m in turns]
+
+
+def _rows_by_turn(rows: Sequence[Hit], order: Order, reached: set[tuple[str, int]]) -> dict[tuple[str, int], list[Hit]]:
+    """(conversation, place) -> the notes and turns citing that turn; a message's own session chunk
+    counts as its turn, and only those in reach are read."""
     by_turn: dict[tuple[str, int], list[Hit]] = {}
     for row in rows:
-        if row.type == "session":  # a message's own chunk is a turn; only those in reach are read
+        if row.type == "session":
             own = own_message(row)
             if own is None or (row.source_conversation, order[row.source_conversation][own]) not in reached:
                 continue
             row = as_turn(row)
-        if row.type not in ("atomic", "turn"):
-            continue
-        turns = order.get(row.source_conversation, {})
-        for message in cited_messages(row.source_messages):
-            if message in turns:
-                by_turn.setdefault((row.source_conversation, turns[message]), []).append(row)
-    seen = {s.chunk_id for s in seeds}
-    out: list[tuple[Hit, str]] = []
-    for seed in seeds:
-        turns = order.get(seed.source_conversation, {})
-        near = sorted(
-            {p + d for p in (turns[m] for m in cited_messages(seed.source_messages) if m in turns) for d in offsets}
-        )
-        found = [r for p in near for r in by_turn.get((seed.source_conversation, p), [])]
-        for row in sorted(found, key=lambda r: r.chunk_id):
-            if row.chunk_id not in seen:
-                seen.add(row.chunk_id)
-                out.append((row, seed.note_id))
-    return out
+        if row.type in ("atomic", "turn"):
+            for place in _places(row, order):
+                by_turn.setdefault((row.source_conversation, place), []).append(row)
+    return by_turn
 
 
 def asks(row: Hit) -> bool:
@@ -120,15 +128,7 @@ def turn_excerpts(seeds: Sequence[Hit], rows: Sequence[Hit]) -> list[tuple[Hit, 
     ``type`` "turn", the turn's text (``Speaker: text``) and the one message it cites."""
     wanted = {(s.source_conversation, m) for s in seeds for m in cited_messages(s.source_messages)}
     turns = turn_rows(rows, wanted)
-    noted: dict[tuple[str, str], set[str]] = {}
-    for row in rows:  # only the notes of the wanted turns are read
-        keys = (
-            [(row.source_conversation, m) for m in cited_messages(row.source_messages)] if row.type == "atomic" else []
-        )
-        if any(k in turns for k in keys):
-            words = set(tokens(row.text))
-            for key in keys:
-                noted.setdefault(key, set()).update(words)
+    noted = _noted_words(rows, set(turns))
     out, seen = [], set()
     for seed in seeds:
         for message in cited_messages(seed.source_messages):
@@ -143,17 +143,25 @@ def turn_excerpts(seeds: Sequence[Hit], rows: Sequence[Hit]) -> list[tuple[Hit, 
     return out
 
 
+def _noted_words(rows: Sequence[Hit], turns: set[tuple[str, str]]) -> dict[tuple[str, str], set[str]]:
+    """(conversation, message) -> the words the atomic notes citing that turn hold (only ``turns``)."""
+    noted: dict[tuple[str, str], set[str]] = {}
+    for row in rows:
+        if row.type != "atomic":
+            continue
+        keys = [(row.source_conversation, m) for m in cited_messages(row.source_messages)]
+        if any(k in turns for k in keys):
+            words = set(tokens(row.text))
+            for key in keys:
+                noted.setdefault(key, set()).update(words)
+    return noted
+
+
 def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], Hit]:
     """The ``wanted`` (conversation, message) turns found in the session rows' transcripts, as turn
     rows; a relative time the turn's own notes resolved gets its date in brackets, as in a note block."""
+    times = _resolved_times(rows, wanted)
     turns: dict[tuple[str, str], Hit] = {}
-    times: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for row in rows:  # the relative times the turn's notes resolved ("yesterday" is 7 May 2023)
-        if row.type == "atomic":
-            for message in cited_messages(row.source_messages):
-                if (row.source_conversation, message) in wanted:
-                    found = times.setdefault((row.source_conversation, message), [])
-                    found += [t for t in parse_atomic(row.text).times if t not in found]
     for row in rows:
         if row.type != "session" or not is_dataclass(row):
             continue
@@ -164,21 +172,38 @@ def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[s
             m = _TURN.match(paragraph.strip())
             if m and m["block"] in ids:
                 message = ids[m["block"]]
-                said = " ".join(m["text"].split())
-                found = times.get((row.source_conversation, message)) or _own_times(said, row.created)
-                said = mark_times(said, found)[0]
-                text = f"{' '.join(m['speaker'].split())}: {said}"
-                # The chunk's stored vector is not the turn's: the turn has none.
-                unembedded = {"vector": None} if hasattr(row, "vector") else {}
-                turns[(row.source_conversation, message)] = replace(
-                    row,
-                    chunk_id=f"{row.chunk_id}@{message}",
-                    type="turn",
-                    text=text,
-                    source_messages=json.dumps([message]),
-                    **unembedded,
-                )
+                turns[(row.source_conversation, message)] = _turn_row(row, message, m, times)
     return turns
+
+
+def _resolved_times(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(conversation, message) -> the relative times the turn's notes resolved ("yesterday" is 7 May 2023)."""
+    times: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for row in rows:
+        if row.type != "atomic":
+            continue
+        for message in cited_messages(row.source_messages):
+            if (row.source_conversation, message) in wanted:
+                found = times.setdefault((row.source_conversation, message), [])
+                found += [t for t in parse_atomic(row.text).times if t not in found]
+    return times
+
+
+def _turn_row(row: Hit, message: str, m: re.Match[str], times: dict[tuple[str, str], list[tuple[str, str]]]) -> Hit:
+    """The session chunk's row as the turn ``m`` matched: ``Speaker: text``, citing ``message``."""
+    said = " ".join(m["text"].split())
+    found = times.get((row.source_conversation, message)) or _own_times(said, row.created)
+    said = mark_times(said, found)[0]
+    # The chunk's stored vector is not the turn's: the turn has none.
+    unembedded = {"vector": None} if hasattr(row, "vector") else {}
+    return replace(  # type: ignore[type-var]
+        row,
+        chunk_id=f"{row.chunk_id}@{message}",
+        type="turn",
+        text=f"{' '.join(m['speaker'].split())}: {said}",
+        source_messages=json.dumps([message]),
+        **unembedded,
+    )
 
 
 def _own_times(text: str, created: str) -> list[tuple[str, str]]:

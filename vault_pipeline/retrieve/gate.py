@@ -1,6 +1,6 @@
 """The fit-gate (funnel step 4): a small model judges each candidate against the intent.
 
-This is the precision stage of seed 004: neither similarity nor provenance can
+This is the funnel's precision stage: neither similarity nor provenance can
 exclude a vocabulary-rich off-topic engram, so a separate keep/drop judgement
 runs before provenance ranking. Candidates go to the model in batches (ten per
 call, as LlamaIndex's LLMRerank does), the calls run concurrently, and the answer
@@ -11,12 +11,12 @@ deadline keeps all its candidates, each marked ``FailOpen``; the caller counts
 them and flags the package degraded. Blanking the context on a gate error would be
 worse than an unchecked package.
 
-Given an embedder, ``gate_rows`` first computes each candidate's retrieval signals
-(``gate_signals``: cosines to the prompt, the intent and the variants, IDF-weighted term
-overlap, phrase matches, closeness to the pool's strongest candidates) and hands them to
-the gate with the candidate. The offline gate is a logistic model over exactly these
-signals (``models/offline/relevance.py``); a model gate may ignore them. The vault's own
-fitted weights live in ``<vault>/.vault_pipeline/gate.json`` (``signals.load_relevance``).
+The offline gate (``models/offline/relevance.py``) judges by retrieval signals, not by reading:
+for it alone ``gate_rows`` first computes each candidate's signals (``signals.gate_signals``:
+cosines to the prompt, the intent and the variants, term overlap, phrase matches, closeness to
+the pool's strongest candidates, the session signals) and hands them over with the candidate. A
+model gate reads the title, heading and text, so no signals are computed for it. The offline
+gate's fitted weights are the backend's own (``OfflineBackend(relevance=...)``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ from pydantic import BaseModel, ValidationInfo, model_validator
 
 from vault_pipeline.errors import ModelError
 from vault_pipeline.models.embed import Embedder
-from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.models.protocol import BatchKey, StructuredLLM, check_one_per_key
+from vault_pipeline.models.protocol import OFFLINE_MODEL, BatchKey, StructuredLLM, check_one_per_key
 from vault_pipeline.retrieve.signals import gate_signals, title_of
 
 MAX_WORKERS = 8
@@ -163,29 +162,27 @@ def _outcome(verdict: GateVerdict) -> GateOutcome:
             assert_never(unreachable)
 
 
+def reads_signals(llm: StructuredLLM) -> bool:
+    """Whether a gate judges by the retrieval signals: the offline backend's fitted model does; a
+    model reads the candidates' text."""
+    return llm.model == OFFLINE_MODEL
+
+
 def run_gate(
-    items: Sequence[GateItem],
-    *,
-    llm: StructuredLLM,
-    intent: str,
-    query: str,
-    batch_size: int,
-    timeout: float,
-    relevance: RelevanceModel | None = None,
+    items: Sequence[GateItem], *, llm: StructuredLLM, intent: str, query: str, batch_size: int, timeout: float
 ) -> dict[str, GateOutcome]:
     """Judge ``items`` in concurrent batches; every key gets an outcome, failing open per batch."""
     batches = [list(items[i : i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
     if not batches:
         return {}
     prompt = load_prompt("gate")
-    extra = {"relevance_model": relevance.to_dict()} if relevance is not None else {}
     # A remote model's call may hang past the deadline and hold its thread: such calls get a pool
     # of their own, so a hung call never delays a later query. Local gates share one pool.
     remote = bool(getattr(llm, "remote", True))
     pool = (
         ThreadPoolExecutor(min(len(batches), MAX_WORKERS), thread_name_prefix="vault-gate") if remote else _gate_pool()
     )
-    futures = [pool.submit(_judge, llm, prompt, intent, query, batch, extra) for batch in batches]
+    futures = [pool.submit(_judge, llm, prompt, intent, query, batch) for batch in batches]
     try:
         deadline = time.monotonic() + timeout
         outcomes: dict[str, GateOutcome] = {}
@@ -219,19 +216,17 @@ def gate_rows(
     embedder: Embedder | None = None,
     variants: Sequence[str] = (),
     vectors: Mapping[str, np.ndarray] | None = None,
-    relevance: RelevanceModel | None = None,
     query_vectors: Mapping[str, np.ndarray] | None = None,
     conversations: Mapping[str, str] | None = None,
     context: Sequence[str] = (),
 ) -> dict[str, GateOutcome]:
     """Gate (chunk_id, path, heading, text) rows; returns an outcome per chunk id.
 
-    Optional: ``embedder`` turns on the retrieval signals (``variants``: the other queries the
-    funnel ran; ``vectors``: stored unit vectors by chunk id, saving a re-embedding;
-    ``query_vectors``: text -> unit vector of the prompt and variants the funnel embedded already;
-    ``conversations``: chunk id -> the chat it came from, and ``context``: the chats of the candidates
-    that passed earlier steps, for the session signals);
-    ``relevance``: the vault's fitted weights for the offline gate (else its shipped default).
+    For a gate that reads them (``reads_signals``), ``embedder`` turns on the retrieval signals
+    (``variants``: the other queries the funnel ran; ``vectors``: stored unit vectors by chunk id,
+    saving a re-embedding; ``query_vectors``: text -> unit vector of the prompt and variants the
+    funnel embedded already; ``conversations``: chunk id -> the chat it came from, and
+    ``context``: the chats of the candidates that passed earlier steps, for the session signals).
     """
     ids = {f"c{i:02d}": row[0] for i, row in enumerate(rows, 1)}  # short keys a small model echoes well
     signals = (
@@ -246,16 +241,14 @@ def gate_rows(
             conversations=conversations,
             context=context,
         )
-        if embedder is not None and rows
+        if embedder is not None and rows and reads_signals(llm)
         else {}
     )
     items = [
         GateItem(key, title_of(path), heading, _short(text, text_chars), signals.get(cid))
         for key, (cid, path, heading, text) in zip(ids, rows)
     ]
-    outcomes = run_gate(
-        items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout, relevance=relevance
-    )
+    outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout)
     return {ids[key]: outcome for key, outcome in outcomes.items()}
 
 
@@ -268,10 +261,8 @@ def _short(text: str, limit: int) -> str:
     return text[: cut if cut > limit // 2 else limit] + " …"
 
 
-def _judge(
-    llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem], extra: Mapping[str, Any]
-) -> GateVerdicts:
-    variables = {"intent": intent, "query": query, "candidates": [_as_variable(i) for i in batch], **extra}
+def _judge(llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem]) -> GateVerdicts:
+    variables = {"intent": intent, "query": query, "candidates": [_as_variable(i) for i in batch]}
     return llm.call(prompt, variables, GateVerdicts, context={"keys": [i.key for i in batch]})
 
 
@@ -289,7 +280,7 @@ def _collect(batch: list[GateItem], future: Future, deadline: float, timeout: fl
         return _fail_open(batch, f"no answer within {timeout:g}s")
     except ModelError as exc:
         return _fail_open(batch, f"{exc.model}: {exc.reason}")
-    except Exception as exc:  # fail open on anything: seed 004 keeps the context over blanking it
+    except Exception as exc:  # fail open on anything: an unchecked context beats a blank one
         return _fail_open(batch, f"{type(exc).__name__}: {exc}")
     verdicts = {v.key: _outcome(v) for v in answer.verdicts}
     # A backend that skips the validation context could still omit a key: fail that one open.

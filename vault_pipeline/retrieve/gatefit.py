@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from vault_pipeline.errors import ConfigError
-from vault_pipeline.models.embed import Embedder
+from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.offline.relevance import RelevanceModel, fit_weights
 from vault_pipeline.models.offline.retrieval import decompose
 from vault_pipeline.retrieve.calibrate import TARGET_RECALL, CalibrationReport, LabelledCandidate
-from vault_pipeline.retrieve.signals import clear_query_cache, gate_signals
+from vault_pipeline.retrieve.signals import gate_signals
 
 MIN_QUERIES = 3  # leave-one-query-out needs at least two queries to fit on
 
@@ -156,15 +156,15 @@ def _round(value: Any) -> Any:
 
 
 def label_signals(
-    labels: Sequence[LabelledCandidate], embedder: Embedder, vectors: Mapping[str, np.ndarray] | None = None
+    labels: Sequence[LabelledCandidate],
+    embedder: Embedder,
+    vectors: Mapping[str, np.ndarray] | None = None,
+    query_vectors: Mapping[str, np.ndarray] | None = None,
 ) -> list[Labelled]:
-    """Each label's signals, its query's labelled candidates as the pool (domain intent)."""
-    groups: dict[tuple[str, str], list[LabelledCandidate]] = {}
-    for item in labels:
-        groups.setdefault((item.query, item.intent_domain), []).append(item)
+    """Each label's signals, its query's labelled candidates as the pool (domain intent);
+    ``vectors`` (candidate id -> vector) and ``query_vectors`` (text -> vector) spare embedding them."""
     out: dict[str, Labelled] = {}
-    for (query, intent), items in groups.items():
-        variants = [v["text"] for v in decompose({"query": query, "intent": intent})["variants"]]
+    for (query, intent), items in _groups(labels).items():
         rows = [(item.candidate_id, item.title, "", item.candidate) for item in items]
         conversations = {item.candidate_id: item.conversation for item in items}
         found = gate_signals(
@@ -172,12 +172,26 @@ def label_signals(
             query=query,
             intent=intent,
             embedder=embedder,
-            variants=variants,
+            variants=_variants(query, intent),
             vectors=vectors,
+            query_vectors=query_vectors,
             conversations=conversations,
         )
         out.update({item.candidate_id: Labelled(item, found[item.candidate_id]) for item in items})
     return [out[item.candidate_id] for item in labels]
+
+
+def _groups(labels: Sequence[LabelledCandidate]) -> dict[tuple[str, str], list[LabelledCandidate]]:
+    """Labels by (query, domain intent): one pool each."""
+    groups: dict[tuple[str, str], list[LabelledCandidate]] = {}
+    for item in labels:
+        groups.setdefault((item.query, item.intent_domain), []).append(item)
+    return groups
+
+
+def _variants(query: str, intent: str) -> list[str]:
+    """The offline decomposition's variants, as the funnel would run them."""
+    return [v["text"] for v in decompose({"query": query, "intent": intent})["variants"]]
 
 
 # --------------------------------------------------------------------------- fit
@@ -230,13 +244,14 @@ def fit_gate(
 ) -> FitReport:
     """Fit the offline gate on ``labels`` and cross-validate it (leave one query out)."""
     embedder.embed(["warm-up"])  # a lazy embedder loads its model on the first call: not per-candidate cost
-    clear_query_cache()  # the first pass pays every embedding; the second has them all (as the funnel can)
-    started = time.perf_counter()
+    started = time.perf_counter()  # the first pass pays every embedding; the second has them all (as the funnel)
     rows = label_signals(labels, embedder)
     signal_seconds = time.perf_counter() - started
     vectors = dict(zip((item.candidate_id for item in labels), embedder.embed([item.candidate for item in labels])))
+    texts = list(dict.fromkeys(t for q, i in _groups(labels) for t in (q, i, *_variants(q, i))))
+    query_vectors = dict(zip(texts, l2_normalise(embedder.embed(texts))))
     started = time.perf_counter()
-    label_signals(labels, embedder, vectors)
+    label_signals(labels, embedder, vectors, query_vectors)
     stored_seconds = time.perf_counter() - started
     held = cross_validate(rows, target=target)
     model = fit_model(rows, target=target, source=source, embedder=embedder.name)

@@ -1,6 +1,6 @@
 """The context package: token-cap backstop, tiered budget assembly, JSON and Markdown.
 
-Funnel steps 7 and 8 (seed 004, "Context-budget assembly"). Each selected chunk
+The funnel's last step: the token-cap backstop and the tiered budget. Each selected chunk
 gets a level:
 
 * core: the top-ranked chunk of each note that is atomic or an engram (a kept
@@ -19,7 +19,7 @@ turn block shows, a session summary the turn lines another block of its conversa
 
 Cuts land on a sentence boundary, else a word boundary, else a character (valid
 UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
-all is listed in ``stats.dropped_for_budget``, never dropped silently (seed 001).
+all is listed in ``stats.dropped_for_budget``, never dropped silently.
 Tokens are estimated by one deterministic function: ``ceil(UTF-8 bytes / 4)``,
 the same estimate ``chunk.py`` uses for chunk sizes.
 
@@ -33,10 +33,11 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats
 from vault_pipeline.text import estimate_tokens
 
 Level = Literal["core", "structural", "peripheral"]
@@ -365,29 +366,41 @@ def _summary_repeats(work: list[_Work]) -> dict[str, str]:
     holders = [(o, f" {_words(o.text)} ") for o in kept if o.messages or o.item.messages]
     repeats: dict[str, str] = {}
     for w in kept:
-        if not w.item.parts or w.item.messages:  # a summary cites no turn; a transcript chunk does
-            continue
-        others = [(o.item.chunk_id, text) for o, text in holders if o.item.conversation == w.item.conversation]
-        lead = w.item.lead
-        body = w.text[len(lead) :].lstrip() if lead and w.text.startswith(lead) else w.text
-        paragraphs = [p for p in _PARAGRAPH_BREAK.split(body) if p.strip()]  # a summary's parts are paragraphs
-        turns = {p.text for p in w.item.parts if p.turn}
-        holder: dict[int, str] = {}
-        for i, paragraph in enumerate(paragraphs):
-            said = _words(SPEAKER.sub("", paragraph, count=1)) if paragraph in turns else ""
-            found = next((chunk_id for chunk_id, text in others if said and f" {said} " in text), None)
-            if found:
-                holder[i] = found
-        if not holder:
-            continue
-        framing = {p.text for p in w.item.parts if not p.turn}
-        rest = [p for i, p in enumerate(paragraphs) if i not in holder]
-        if all(p in framing for p in rest):
-            w.drop()  # nothing left but the opening line
-            repeats[w.item.chunk_id] = next(iter(holder.values()))
-            continue
-        w.set_text(f"{lead} " + "\n\n".join(rest) if lead else "\n\n".join(rest))
+        if w.item.parts and not w.item.messages:  # a summary cites no turn; a transcript chunk does
+            others = [(o.item.chunk_id, text) for o, text in holders if o.item.conversation == w.item.conversation]
+            holder = _repeat_in_summary(w, others)
+            if holder:
+                repeats[w.item.chunk_id] = holder
     return repeats
+
+
+def _repeat_in_summary(w: _Work, others: list[tuple[str, str]]) -> str | None:
+    """Cut from summary ``w`` the turns that ``others`` ((chunk id, words)) hold; when nothing but
+    its framing is left, drop it and return the chunk id of a block that holds its turns."""
+    lead = w.item.lead
+    body = w.text[len(lead) :].lstrip() if lead and w.text.startswith(lead) else w.text
+    paragraphs = [p for p in _PARAGRAPH_BREAK.split(body) if p.strip()]  # a summary's parts are paragraphs
+    holder = _held_turns(paragraphs, {p.text for p in w.item.parts if p.turn}, others)
+    if not holder:
+        return None
+    framing = {p.text for p in w.item.parts if not p.turn}
+    rest = [p for i, p in enumerate(paragraphs) if i not in holder]
+    if all(p in framing for p in rest):
+        w.drop()  # nothing left but the opening line
+        return next(iter(holder.values()))
+    w.set_text(f"{lead} " + "\n\n".join(rest) if lead else "\n\n".join(rest))
+    return None
+
+
+def _held_turns(paragraphs: list[str], turns: set[str], others: list[tuple[str, str]]) -> dict[int, str]:
+    """Paragraph number -> the chunk id of another block holding that turn's words (turns only)."""
+    holder: dict[int, str] = {}
+    for i, paragraph in enumerate(paragraphs):
+        said = _words(SPEAKER.sub("", paragraph, count=1)) if paragraph in turns else ""
+        found = next((chunk_id for chunk_id, text in others if said and f" {said} " in text), None)
+        if found:
+            holder[i] = found
+    return holder
 
 
 def _transcript_repeats(work: list[_Work]) -> dict[str, str]:
@@ -405,28 +418,41 @@ def _transcript_repeats(work: list[_Work]) -> dict[str, str]:
     }
     repeats: dict[str, str] = {}
     for w in kept:
-        if not w.item.parts or not w.item.messages or w.item.type == "turn":
-            continue
-        shown = [p for p in w.item.parts if p.text in w.text]
-        body = "\n\n".join(p.text for p in shown)
-        if w.text != (f"{w.item.lead} {body}" if w.item.lead else body):
-            continue  # cut inside a turn: not a run of whole turns
-        held = {
-            i: whole[(w.item.conversation, p.messages[0])]
-            for i, p in enumerate(shown)
-            if p.messages and all((w.item.conversation, m) in whole for m in p.messages)
-        }
-        if not held:
-            continue
-        rest = [p for i, p in enumerate(shown) if i not in held]
-        if not rest:
-            w.drop()
-            repeats[w.item.chunk_id] = next(iter(held.values()))
-            continue
-        body = "\n\n".join(p.text for p in rest)
-        w.set_text(f"{w.item.lead} {body}" if w.item.lead else body)
-        w.messages = tuple(dict.fromkeys(m for p in rest for m in p.messages))
+        if w.item.parts and w.item.messages and w.item.type != "turn":
+            holder = _repeat_in_transcript(w, whole)
+            if holder:
+                repeats[w.item.chunk_id] = holder
     return repeats
+
+
+def _repeat_in_transcript(w: _Work, whole: dict[tuple[str, str], str]) -> str | None:
+    """Cut from transcript chunk ``w`` the whole turns a verbatim turn block shows; when none is
+    left, drop it and return that block's chunk id."""
+    item = w.item
+    shown = [p for p in item.parts if p.text in w.text]
+    body = "\n\n".join(p.text for p in shown)
+    if w.text != (f"{item.lead} {body}" if item.lead else body):
+        return None  # cut inside a turn: not a run of whole turns
+    held = _shown_whole(item.conversation, shown, whole)
+    if not held:
+        return None
+    rest = [p for i, p in enumerate(shown) if i not in held]
+    if not rest:
+        w.drop()
+        return next(iter(held.values()))
+    body = "\n\n".join(p.text for p in rest)
+    w.set_text(f"{item.lead} {body}" if item.lead else body)
+    w.messages = tuple(dict.fromkeys(m for p in rest for m in p.messages))
+    return None
+
+
+def _shown_whole(conversation: str, parts: list[Part], whole: dict[tuple[str, str], str]) -> dict[int, str]:
+    """Part number -> the verbatim turn block showing all of that part's turns."""
+    return {
+        i: whole[(conversation, p.messages[0])]
+        for i, p in enumerate(parts)
+        if p.messages and all((conversation, m) in whole for m in p.messages)
+    }
 
 
 def _cut_label(w: _Work) -> Cut:
@@ -434,7 +460,7 @@ def _cut_label(w: _Work) -> Cut:
 
 
 def _cut_to(work: list[_Work], limit: int) -> None:
-    """Cut in the seed's order until the blocks fit: peripheral, structural to first level, structural, core."""
+    """Cut until the blocks fit, in this order: peripheral, structural to first level, structural, core."""
     by_level = {lvl: [w for w in reversed(work) if w.level == lvl] for lvl in LEVEL_ORDER}
     for w in by_level["peripheral"]:
         _fit(w, work, limit)
@@ -521,39 +547,40 @@ class ContextPackage:
     intent: str
     blocks: tuple[Block, ...]
     tokens: int
-    stats: Mapping[str, Any] = field(default_factory=dict)
-    trace: tuple[Mapping[str, Any], ...] = ()
+    stats: FunnelStats | None = None
+    trace: tuple[CandidateTrace, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The package as plain JSON-ready data (floats rounded)."""
-        return canonical(
-            {
-                "query": self.query,
-                "intent": self.intent,
-                "blocks": [b.to_dict() for b in self.blocks],
-                "tokens": self.tokens,
-                "stats": dict(self.stats),
-                "trace": [dict(t) for t in self.trace],
-            }
-        )
+    def to_dict(self, *, trace: bool = False) -> dict[str, Any]:
+        """The package as plain JSON-ready data (floats rounded); the trace only when asked for."""
+        data: dict[str, Any] = {
+            "query": self.query,
+            "intent": self.intent,
+            "blocks": [b.to_dict() for b in self.blocks],
+            "tokens": self.tokens,
+            "stats": self.stats.to_dict() if self.stats is not None else {},
+        }
+        if trace:
+            data["trace"] = [t.to_dict() for t in self.trace]
+        return canonical(data)
 
-    def to_json(self, *, indent: int | None = 2) -> str:
+    def to_json(self, *, indent: int | None = 2, trace: bool = False) -> str:
         """Stable JSON: sorted keys, no timestamps, floats to 6 places; byte-identical across runs.
 
-        ``indent=None`` gives one line (JSON Lines, as ``vault query --batch`` prints).
+        ``indent=None`` gives one line (JSON Lines, as ``vault query --batch`` prints); ``trace``
+        adds every candidate's path through the funnel (``vault query --json --explain``).
         """
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
+        return json.dumps(self.to_dict(trace=trace), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
 
     def to_markdown(self) -> str:
         """Markdown for pasting into a prompt: the blocks, each marked [n], then a numbered reference list."""
         lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
-        if self.stats.get("degraded"):
+        if self.stats is not None and self.stats.degraded:
             lines += [
                 "> Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.",
                 "",
             ]
-        if self.stats.get("absent_words"):
-            lines += [f"> No note in the vault holds: {', '.join(self.stats['absent_words'])}.", ""]
+        if self.stats is not None and self.stats.absent_words:
+            lines += [f"> No note in the vault holds: {', '.join(self.stats.absent_words)}.", ""]
         if not self.blocks:
             lines += ["_No notes in the vault fit this query._", ""]
             return "\n".join(lines).rstrip() + "\n"

@@ -27,10 +27,8 @@ from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Scored
 from vault_pipeline.text import exact_key
 from vault_pipeline.vault.note import TIER_WEIGHTS
 
-CONVERSATIONAL_TIERS = frozenset({"chat"})
-TRANSCRIPT_TYPES = frozenset(
-    {"session", "thread"}
-)  # chunks made of a conversation's turns  # the seed: recency decays only conversational tiers
+CONVERSATIONAL_TIERS = frozenset({"chat"})  # recency decays only these: a kept note or a document does not age
+TRANSCRIPT_TYPES = frozenset({"session", "thread"})  # chunks made of a conversation's turns
 
 
 # --------------------------------------------------------------------------- 5. provenance rank

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
-import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -48,8 +45,7 @@ CHAT_KINDS = frozenset({"chatgpt", "claude"})
 def _candidate_stems(text: str) -> tuple[tuple[str, ...], ...]:
     """A candidate's runs of content stems (``stem_runs``), kept for the process: the same chunk comes
     back in the steps of one query and in the next query's pool, and tokenizing it is the gate's
-    largest CPU cost after the vectors (about 8 ms of a question about the real export, profiled on
-    ``bench_scale.py``'s export questions; 82 texts, 63 of them distinct)."""
+    largest CPU cost after the vectors."""
     return tuple(tuple(run) for run in stem_runs(text))
 
 
@@ -73,91 +69,54 @@ def gate_signals(
     """The relevance model's signals (``relevance.FEATURES``) for each (chunk_id, path, heading, text) row.
 
     The prompt, intent and variants come from ``query_vectors`` (text -> unit vector, what the
-    funnel already embedded) or a small cache, else one embedding call; candidates reuse
-    ``vectors`` when given (the index embeds exactly the row text) and are embedded otherwise.
+    funnel already embedded), else one embedding call; candidates reuse ``vectors`` when given
+    (the index embeds exactly the row text) and are embedded otherwise.
     IDF is taken over this pool of candidates, so words every candidate shares weigh little.
     ``conversations`` (chunk id -> the chat it came from; empty or missing: not known) give the
     session signals, counted over this pool and ``context``: the chats of the candidates that
     passed earlier steps for the same query (the funnel widens and hops in steps).
     """
     queries = _query_vectors(embedder, [query, intent, *variants], query_vectors or {})
-    cand = _candidate_vectors(rows, embedder, vectors or {})
-    cos = cand.astype(np.float64) @ queries.astype(np.float64).T  # (candidates, queries)
-    cos_query, cos_intent = cos[:, 0], cos[:, 1]
-    agreement = np.delete(cos, 1, axis=1).mean(axis=1)  # the prompt and its variants, not the intent
+    cand = _candidate_vectors(rows, embedder, vectors or {}).astype(np.float64)
+    cos = cand @ queries.astype(np.float64).T  # (candidates, queries)
+    strength = cos[:, 0] + cos[:, 1]  # to the prompt and the intent
+    chats = [(conversations or {}).get(row[0], "") for row in rows]
+    known, share = _sessions(chats, context)
+    columns = {
+        "cos_query": cos[:, 0],
+        "cos_intent": cos[:, 1],
+        "agreement": np.delete(cos, 1, axis=1).mean(axis=1),  # the prompt and its variants, not the intent
+        **_word_signals(rows, query, intent),
+        "anchor": _anchor(cand, strength),
+        "session_share": share,
+        "session_known": known,
+        "same_session": _same_chat_as_anchors(chats, strength),
+    }
+    # Rounded: stable logs and verdicts.
+    return {cid: {n: round(float(columns[n][i]), 6) for n in FEATURES} for i, (cid, *_) in enumerate(rows)}
+
+
+def _word_signals(rows: Sequence[tuple[str, str, str, str]], query: str, intent: str) -> dict[str, list[float]]:
+    """``overlap`` (IDF-weighted share of the prompt's and intent's stems) and ``phrase`` (share of
+    the prompt's adjacent pairs found adjacent) per row."""
     prompt_runs = query_runs(query) + query_runs(intent, query)  # another language's function words are no terms
     # Each candidate's text is tokenised and stemmed once: its stems weigh the overlap, its pairs the phrases.
     runs = [_candidate_stems(" ".join((title_of(path), heading, text))) for _, path, heading, text in rows]
     overlap = idf_overlap([t for run in prompt_runs for t in run], [{t for run in r for t in run} for r in runs])
     phrases = {pair for run in prompt_runs for pair in itertools.pairwise(run)}
-    anchor = _anchor(cand.astype(np.float64), cos_query + cos_intent)
-    chats = [(conversations or {}).get(row[0], "") for row in rows]
-    known, share = _sessions(chats, context)
-    same = _same_chat_as_anchors(chats, cos_query + cos_intent)
-    out: dict[str, dict[str, float]] = {}
-    for i, (cid, *_) in enumerate(rows):
-        pairs = {pair for run in runs[i] for pair in itertools.pairwise(run)}
-        values = {
-            "cos_query": cos_query[i],
-            "cos_intent": cos_intent[i],
-            "agreement": agreement[i],
-            "overlap": overlap[i],
-            "phrase": len(phrases & pairs) / len(phrases) if phrases else 0.0,
-            "anchor": anchor[i],
-            "session_share": share[i],
-            "session_known": known[i],
-            "same_session": same[i],
-        }
-        out[cid] = {n: round(float(values[n]), 6) for n in FEATURES}  # rounded: stable logs and verdicts
-    return out
-
-
-QUERY_CACHE_SIZE = 64  # prompt/intent/variant vectors per embedder: a funnel gates in several steps per query
-# Keyed by the embedder object itself (weakly): two embedders never share vectors, and a cache
-# goes when its embedder does.
-_query_cache: weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
-_cache_lock = threading.Lock()
-
-
-def _cache_of(embedder: Embedder) -> dict[str, np.ndarray]:
-    try:
-        return _query_cache.setdefault(embedder, {})
-    except TypeError:  # not weak-referenceable or not hashable: no caching, a fresh dict each time
-        return {}
-
-
-def _remember(cache: dict[str, np.ndarray], text: str, vector: np.ndarray) -> None:
-    cache[text] = vector
-    while len(cache) > QUERY_CACHE_SIZE:
-        cache.pop(next(iter(cache)))
-
-
-def remember_query_vectors(embedder: Embedder, texts: Sequence[str], vectors: np.ndarray) -> None:
-    """Seed the cache with query vectors the caller embedded already (the funnel's prompt and variants)."""
-    with _cache_lock:
-        cache = _cache_of(embedder)
-        for text, vector in zip(texts, l2_normalise(vectors)):
-            _remember(cache, text, vector)
-
-
-def clear_query_cache() -> None:
-    """Forget cached prompt/intent/variant vectors (a timing run starts cold)."""
-    with _cache_lock:
-        _query_cache.clear()
+    phrase = [
+        len(phrases & {pair for run in r for pair in itertools.pairwise(run)}) / len(phrases) if phrases else 0.0
+        for r in runs
+    ]
+    return {"overlap": list(overlap), "phrase": phrase}
 
 
 def _query_vectors(embedder: Embedder, texts: list[str], known: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Unit vectors of ``texts``: given, cached for this embedder, or embedded in one call."""
-    with _cache_lock:
-        cache = _cache_of(embedder)
-        found = {t: known.get(t, cache.get(t)) for t in texts}
+    """Unit vectors of ``texts``: those the caller gave (``known``), the rest embedded in one call."""
+    found = {t: known.get(t) for t in texts}
     missing = list(dict.fromkeys(t for t, v in found.items() if v is None))
     if missing:
-        fresh = l2_normalise(embedder.embed(missing))
-        with _cache_lock:
-            for text, vector in zip(missing, fresh):
-                found[text] = vector
-                _remember(cache, text, vector)
+        found.update(zip(missing, l2_normalise(embedder.embed(missing))))
     return l2_normalise(np.vstack([np.asarray(found[t], np.float32) for t in texts]))
 
 

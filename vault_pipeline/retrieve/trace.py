@@ -1,112 +1,123 @@
 """The funnel's account of itself: the package's stats and one trace entry per candidate.
 
-``build_package`` turns a finished ``FunnelRun`` and its budget ``Assembly`` into the
+``build_package`` turns a finished ``FunnelState`` and its budget ``Assembly`` into the
 ``ContextPackage``; the trace is what ``vault query --explain`` shows: every fused candidate's
 lanes, similarity, floor, gate verdict, rank, duplicate collapse and budget cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
 
 from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, reason_of, reasoning_of
 from vault_pipeline.retrieve.package import Assembly, ContextPackage
+from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats, QueryRun, Walk
 from vault_pipeline.retrieve.signals import chat_of
-from vault_pipeline.retrieve.types import Candidate, FunnelRun, Scored
+from vault_pipeline.retrieve.state import FunnelState
+from vault_pipeline.retrieve.types import Candidate, Scored
 
 
-def build_package(run: FunnelRun, assembly: Assembly) -> ContextPackage:
+def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
     """The package from a finished funnel run: blocks, stats, and one trace entry per candidate."""
-    ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(run.ranked, 1)}
-    trace = tuple(_trace_entry(run, assembly, ranks, c, c.row.chunk_id in run.considered) for c in run.fused)
-    return ContextPackage(run.query, run.intent, assembly.blocks, assembly.tokens, _stats(run, assembly), trace)
+    went_on = state.pool.known()
+    # Every candidate: those taken to the floor and gate in the order they went on, then the rest.
+    fused = state.pool.considered + [c for c in state.fused if c.row.chunk_id not in went_on]
+    walk = Walk.of(state.trace)
+    stats = _stats(state, assembly, walk, len(fused))
+    ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(state.ranked, 1)}
+    beyond = f"beyond the depth reached ({len(went_on)} candidates: {walk.depth.stopped if walk.depth else ''})"
+    entries = []
+    for c in fused:
+        entry = _placed(_entry(c, state), ranks.get(c.row.chunk_id), assembly)
+        entries.append(_judged(entry, c, state, fused) if c.row.chunk_id in went_on else replace(entry, reason=beyond))
+    return ContextPackage(state.query, state.intent, assembly.blocks, assembly.tokens, stats, tuple(entries))
 
 
-def _stats(run: FunnelRun, assembly: Assembly) -> dict[str, Any]:
-    outcomes = list(run.outcomes.values())
-    fail_open = sum(isinstance(o, FailOpen) for o in outcomes)
-    return {
-        "retrieved": len(run.fused),
-        "candidates": len(run.considered),
-        "after_floor": len(run.floor_passed),
-        "gate_enabled": run.config.gate,
-        "gate_kept": sum(isinstance(o, Keep) for o in outcomes),
-        "gate_dropped": sum(isinstance(o, Drop) for o in outcomes),
-        "gate_fail_open": fail_open,
-        "plan_error": run.plan_error,
-        # A package the gate could not check, or built without its variants, says so.
-        "degraded": bool(fail_open or run.plan_error),
-        "deduped": len(run.collapsed),
-        "selected": len(run.ranked),
-        "cap_fired": assembly.cap_fired,
-        "cap": assembly.cap,
-        "tokens": assembly.tokens,
-        "budget": assembly.budget,
-        "window": run.config.window,
-        "dropped_for_budget": list(assembly.dropped),
-        "truncated": sum(b.truncated for b in assembly.blocks),
-        "variants": [
-            {"kind": kind, "text": text, "searched": text not in run.unsearched} for kind, text in run.queries
-        ],
-        "intent_source": run.intent_source,
-        "floor": run.config.floor,
-        "wide": run.config.wide,
-        # Depth by budget: how many candidates went on, in which steps, and why the walk stopped.
-        "depth": dict(run.depth),
-        # Associative recall: feedback terms and the one hop's seeds and neighbours.
-        "expansion": dict(run.expansion),
-        # The prompt's words that no note holds: the package is the nearest the vault has.
-        "absent_words": list(run.absent_words),
-        "reference_date": run.reference.isoformat() if run.reference else None,
-        "models": dict(run.models),
-    }
+def _stats(state: FunnelState, assembly: Assembly, walk: Walk, retrieved: int) -> FunnelStats:
+    outcomes = list(state.pool.outcomes.values())
+    queries = [*state.queries, ("feedback", walk.feedback.query)] if walk.feedback else state.queries
+    tools = state.tools
+    return FunnelStats(
+        retrieved=retrieved,
+        candidates=len(state.pool.considered),
+        after_floor=len(state.pool.passed),
+        gate_enabled=state.config.gate,
+        gate_kept=sum(isinstance(o, Keep) for o in outcomes),
+        gate_dropped=sum(isinstance(o, Drop) for o in outcomes),
+        gate_fail_open=sum(isinstance(o, FailOpen) for o in outcomes),
+        plan_error=state.plan_error,
+        deduped=len(state.collapsed),
+        selected=len(state.ranked),
+        cap_fired=assembly.cap_fired,
+        cap=assembly.cap,
+        tokens=assembly.tokens,
+        budget=assembly.budget,
+        window=state.config.window,
+        dropped_for_budget=assembly.dropped,
+        truncated=sum(b.truncated for b in assembly.blocks),
+        variants=tuple(QueryRun(kind, text, text not in state.unsearched) for kind, text in queries),
+        intent_source=state.intent_source,
+        floor=state.config.floor,
+        wide=state.config.wide,
+        walk=walk,
+        absent_words=tuple(state.absent_words),
+        reference_date=state.reference.isoformat() if state.reference else None,
+        models={"plan": tools.llm_plan.model, "gate": tools.llm_gate.model, "embedder": tools.embedder.name},
+    )
 
 
-def _trace_entry(
-    run: FunnelRun, assembly: Assembly, ranks: Mapping[str, tuple[int, Scored]], c: Candidate, in_wide: bool
-) -> dict[str, Any]:
-    """One candidate's path through the funnel (``--explain``)."""
-    cid = c.row.chunk_id
-    position, scored = ranks.get(cid, (None, None))
-    outcome = run.outcomes.get(cid)
-    done = assembly.outcomes.get(cid)
-    entry: dict[str, Any] = {
-        "id": c.row.note_id,
-        "chunk_id": cid,
-        "path": c.row.path,
-        "tier": c.row.tier,
-        "type": c.row.type,
-        "lanes": list(c.lanes),
-        "variants": list(c.variants),
-        "rrf": c.rrf,
-        "similarity": c.similarity,
-        "wide": in_wide,
-        "floor": None,
-        "gate": "skipped",
-        "reason": "",
-        "reasoning": "",
-        "score": scored.score if scored else None,
-        "recency": scored.recency if scored else None,
-        "rank": position,
-        "collapsed_into": None,
-        "level": done.level if done else None,
-        "budget": done.cut if done else None,
-        "cap": bool(done and done.by_cap),
-        "expanded_from": run.expanded_from.get(cid),
+def _entry(c: Candidate, state: FunnelState) -> CandidateTrace:
+    """What any candidate's entry says: the row, who found it, and where it came from."""
+    row = c.row
+    return CandidateTrace(
+        id=row.note_id,
+        chunk_id=row.chunk_id,
+        path=row.path,
+        tier=row.tier,
+        type=row.type,
+        lanes=c.lanes,
+        variants=c.variants,
+        rrf=c.rrf,
+        similarity=c.similarity,
+        wide=False,
+        expanded_from=state.pool.expanded_from.get(row.chunk_id),
         # The chat it came from (labels for ``gate-calibrate`` copy it: the gate's session signals).
-        "conversation": chat_of(c.row.source_kind, c.row.source_conversation) or None,
-    }
-    if not in_wide:
-        entry["reason"] = f"beyond the depth reached ({len(run.considered)} candidates: {run.depth.get('stopped', '')})"
-        return entry
-    entry["floor"] = "pass" if cid in run.floor_passed else "drop"
+        conversation=chat_of(row.source_kind, row.source_conversation) or None,
+    )
+
+
+def _placed(entry: CandidateTrace, ranked: tuple[int, Scored] | None, assembly: Assembly) -> CandidateTrace:
+    """The entry with its rank and score, and what the budget assembly did to its block."""
+    done = assembly.outcomes.get(entry.chunk_id)
+    return replace(
+        entry,
+        score=ranked[1].score if ranked else None,
+        recency=ranked[1].recency if ranked else None,
+        rank=ranked[0] if ranked else None,
+        level=done.level if done else None,
+        budget=done.cut if done else None,
+        cap=bool(done and done.by_cap),
+    )
+
+
+def _judged(entry: CandidateTrace, c: Candidate, state: FunnelState, fused: list[Candidate]) -> CandidateTrace:
+    """A candidate taken to the floor and gate: their verdicts, a hub's and a duplicate's note."""
+    cid = c.row.chunk_id
+    passed = cid in state.pool.passed
+    entry = replace(entry, wide=True, floor="pass" if passed else "drop")
+    outcome = state.pool.outcomes.get(cid)
     if outcome is not None:
-        entry.update(gate=label(outcome), reason=reason_of(outcome), reasoning=reasoning_of(outcome))
-    if c.row.type == "topic" and run.config.adaptive and position is None and cid in run.floor_passed:
-        entry["reason"] = f"{entry['reason']}; a topic hub: its members went on, its links are no block".lstrip("; ")
-    if cid in run.collapsed:
-        winner = next(x for x in run.fused if x.row.chunk_id == run.collapsed[cid])
-        entry["collapsed_into"] = winner.row.note_id
-        entry["reason"] = f"{entry['reason']}; exact duplicate collapsed into {winner.row.note_id}".lstrip("; ")
+        entry = replace(entry, gate=label(outcome), reason=reason_of(outcome), reasoning=reasoning_of(outcome))
+    if c.row.type == "topic" and state.config.adaptive and entry.rank is None and passed:
+        entry = _also(entry, "a topic hub: its members went on, its links are no block")
+    if cid in state.collapsed:
+        winner = next(x for x in fused if x.row.chunk_id == state.collapsed[cid])
+        entry = _also(
+            replace(entry, collapsed_into=winner.row.note_id), f"exact duplicate collapsed into {winner.row.note_id}"
+        )
     return entry
+
+
+def _also(entry: CandidateTrace, reason: str) -> CandidateTrace:
+    """The entry with ``reason`` after the reason it has."""
+    return replace(entry, reason=f"{entry.reason}; {reason}".lstrip("; "))

@@ -1,66 +1,57 @@
 """The funnel's own types: its configuration, what it reads from the index, what it decides.
 
 Every other module of ``retrieve/`` reads these; this module imports only the gate's outcome
-types (``gate.py`` needs nothing of the funnel), the embedders' calibration and the settings.
-The order inside ``retrieve/``: gate <- types <- package <- rank, trace <- funnel; calibrate
-reads gate, types and metering. No module imports a later one, not even for type hints.
+types, the embedders' calibration and the settings. ``Retriever`` is everything the funnel asks
+of the index: ``index.Index`` implements it, and the test fake (``tests/fakes.py``) does too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import numpy as np
+from pydantic import BaseModel, Field, field_validator
 
-from vault_pipeline.config import Settings
+from vault_pipeline.config import Settings, funnel_values
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.embed import MINILM_CALIBRATION, Embedder, calibration_of
-from vault_pipeline.models.offline.relevance import RelevanceModel
-from vault_pipeline.retrieve.gate import GateOutcome
 
 MAX_VARIANTS = 4
-# Hits per lane and query when the depth walks by budget. Ten lists of 20 give the walk 60-120
-# fused candidates. LoCoMo dev (conv-26, conv-30): evidence in the package 0.883 / 0.896 / 0.900
-# at 15 / 20 / 30 hits; at 100k notes each step of 10 costs about 15 ms of p50 (more rows fetched).
+# Hits per lane and query when the depth walks by budget: ten lists of 20 give the walk 60-120
+# fused candidates (docs/decisions/0031-funnel-knobs.md).
 DEEP_LIST = 20
 
 
 @dataclass(frozen=True)
 class FunnelConfig:
-    """Every knob of the funnel; the defaults are the offline MiniLM calibration."""
+    """Every knob of the funnel. Those a user may tune come from ``config.Settings`` (their defaults
+    are the schema's); the rest are the funnel's own, measured in docs/decisions/0031-funnel-knobs.md.
+    The floor's default is the offline MiniLM calibration."""
 
-    variants: bool = True
+    variants: bool = Settings.variants
     max_variants: int = MAX_VARIANTS
-    wide: int = 15  # the first widening step: candidates that go on to the floor and gate first
+    wide: int = Settings.wide  # the first widening step: candidates that go on to the floor and gate first
     per_list: int | None = None  # hits per lane and query; None: ``wide``, or DEEP_LIST when adaptive
     # Depth by budget: widen (doubling) until the gate's survivors fill the budget, the next
     # candidates all fall below the floor, or ``max_wide`` candidates went on. False: ``wide`` only.
     adaptive: bool = True
-    max_wide: int = 120
+    max_wide: int = Settings.max_candidates
     fill: float = 1.0  # the walk stops once the survivors carry fill x budget tokens (room for the rank)
     # Associative recall (one hop, deterministic): the neighbouring turns of the sessions of the
     # ``beam`` survivors the lanes rank highest (``radius`` turns either side) join, through the same
-    # floor and gate. Seeds by fused rank, LoCoMo tuning part (conv-26, conv-30), evidence / answer
-    # words: beam 2 93.9 / 90.9 %, 3 93.9 / 91.3 %, 4 93.9 / 91.8 %, 5 93.9 / 91.8 % (seeds by cosine,
-    # beam 3: 92.6 / 91.8 %).
+    # floor and gate.
     beam: int = 4
     radius: int = 2
     # The ``turns`` strongest survivors' own turns enter verbatim when they carry what their notes lack.
     turns: int = 10
-    # Adjacency pairs: the ``replies`` strongest survivors that ask a question (beyond the beam) bring
-    # the next turn of their session, the one that answers them. LoCoMo tuning part (conv-26, conv-30),
-    # measured with the seeds still by cosine (beam 3): evidence 93.1 -> 92.6 %, answer words 90.5 ->
-    # 91.8 % at 5, 10, 20 or 40; 0 turns it off. Only a question holding one of the prompt's (or the
-    # intent's) content terms counts (a cosine alone puts any Dutch question near a Dutch prompt):
-    # the tuning part stayed at 93.9 / 91.8 %, and 8 of 40 real questions lost only off-topic replies.
+    # Adjacency pairs: the ``replies`` strongest survivors that ask a question (beyond the beam) and
+    # hold one of the prompt's or the intent's content terms bring the next turn of their session,
+    # the one that answers them; 0 turns it off.
     replies: int = 10
     # Small-to-big: a turn two or more of whose notes survive replaces them when it costs at most
     # ``whole_turn_cost`` times their tokens together (the rest of the turn rides along cheaply).
-    # LoCoMo tuning part (conv-26, conv-30): answer words 86.1 / 86.1 / 87.0 / 87.0 % at 1 / 1.25 /
-    # 1.5 / 2, evidence 89.2 % at each; 1.5 is also the issue's bound on a block's own overhead.
     whole_turns: bool = True
     whole_turn_cost: float = 1.5
     # Pseudo-relevance feedback: when fewer than ``feedback_below`` candidates survive, the kept
@@ -68,20 +59,18 @@ class FunnelConfig:
     feedback_below: int = 3
     feedback_terms: int = 5
     floor: float = MINILM_CALIBRATION.floor
-    gate: bool = True
-    gate_batch: int = 10  # candidates per gate call (LlamaIndex's LLMRerank judges 10 per call)
-    gate_timeout: float = 30.0  # seconds for the whole gate stage; late batches fail open
-    gate_chars: int = 1200  # candidate text shown to the small gate model
-    half_life_days: float = 30.0
-    # Seed 001: recency is a small weight that breaks ties without overriding relevance;
-    # a chat chunk's score can lose at most this share however old it is.
-    recency_weight: float = 0.15
-    budget: int = 2000
-    window: int = 8000
-    max_fraction: float = 0.78  # a quarter of the window stays free for the model's answer
+    gate: bool = Settings.gate_enabled
+    gate_batch: int = Settings.gate_batch  # candidates per gate call
+    gate_timeout: float = Settings.gate_timeout  # seconds for the whole gate stage; late batches fail open
+    gate_chars: int = Settings.gate_text_chars  # candidate text shown to the gate model
+    half_life_days: float = Settings.recency_half_life_days
+    # Recency is a small weight that breaks ties without overriding relevance: a chat chunk's
+    # score can lose at most this share however old it is.
+    recency_weight: float = Settings.recency_weight
+    budget: int = Settings.budget
+    window: int = Settings.window
+    max_fraction: float = Settings.window_share  # the rest of the window stays free for the model's answer
     include_archived: bool = False
-    # The vault's own fitted offline gate (`vault gate-calibrate --fit`); None: the shipped default.
-    relevance: RelevanceModel | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -113,13 +102,7 @@ class FunnelConfig:
         The floor is the one vault.toml (or ``VAULT_FLOOR``) sets; unset, it is ``embedder``'s
         calibration (without an embedder, the MiniLM default).
         """
-        values: dict[str, Any] = {
-            "wide": settings.wide,
-            "budget": settings.budget,
-            "window": settings.window,
-            "variants": settings.variants,
-            "gate": settings.gate_enabled,
-        }
+        values = funnel_values(settings)
         if settings.floor is not None:
             values["floor"] = settings.floor
         elif embedder is not None:
@@ -139,9 +122,7 @@ class FunnelConfig:
 
 # The index columns the funnel reads: ``Hit``'s fields, and ``speaker`` for an atomic note's block
 # (``rank.block_content``). ``pipeline.query`` opens the index with these only: a LanceDB read costs
-# per column. On the export's 24 questions at 100k notes the first 11 of these (``source_kind``, for
-# the gate's session signals, came later) instead of all 22 columns took the take of the lanes' hits
-# from 5.9 to 4.3 ms (median) and the hop's session read from 9.6 to 8.3 ms.
+# per column.
 QUERY_COLUMNS = (
     "chunk_id",
     "note_id",
@@ -205,85 +186,86 @@ class Hit(Protocol):
     def lane(self) -> str: ...
 
 
+Lists = tuple[Sequence[Sequence[Hit]], Sequence[Sequence[Hit]]]  # (vector hits, full-text hits) per query
+
+
+class PendingSearch(Protocol):
+    """Both lanes of several queries, started: the full-text lane runs while the funnel embeds."""
+
+    def finish(self, vectors: np.ndarray) -> Lists:
+        """Run the vector lane with the queries' unit vectors (one row a query) and return both lanes."""
+        ...
+
+    def cancel(self) -> None:
+        """Give up: the searches still queued need not run."""
+        ...
+
+
 class Retriever(Protocol):
-    """The two index lanes the funnel needs (``index.Index`` satisfies it)."""
+    """Everything the funnel reads from the index (``index.Index`` implements it)."""
 
-    def vector_search(self, vector: np.ndarray, k: int, *, include_archived: bool = False) -> Sequence[Hit]:
-        """Nearest chunks to a query vector."""
+    def start_search(self, texts: Sequence[str], k: int, *, include_archived: bool = False) -> PendingSearch:
+        """Start the ``k`` best of both lanes for each query text (full text starts now)."""
         ...
 
-    def text_search(
-        self, query: str, k: int, *, include_archived: bool = False, vector: np.ndarray | None = None
-    ) -> Sequence[Hit]:
-        """Full-text matches; ``vector`` lets the index fill in each hit's cosine similarity."""
+    def read_conversations(
+        self, conversations: Sequence[str], *, include_archived: bool = False
+    ) -> tuple[Sequence[Hit], Mapping[tuple[str, str], str]]:
+        """Every chunk of ``conversations``, with stored vectors, sorted by chunk id; and (conversation,
+        message) -> the link to the note that superseded a note citing that message."""
         ...
 
-
-@runtime_checkable
-class SessionRetriever(Protocol):
-    """A retriever that can look up a session's other turns and a topic hub's members (the one hop)."""
-
-    def conversation_rows(self, conversations: Sequence[str], *, include_archived: bool = False) -> Sequence[Hit]:
-        """Every chunk whose ``source_conversation`` is one of ``conversations``, with stored vectors."""
+    def superseded_messages(self, conversations: Sequence[str]) -> Mapping[tuple[str, str], str]:
+        """The second half of ``read_conversations`` alone."""
         ...
 
     def rows_by_stem(self, stems: Sequence[str], *, include_archived: bool = False) -> Sequence[Hit]:
         """Every chunk of the notes with these file names (a topic hub's links), with stored vectors."""
         ...
 
-
-@runtime_checkable
-class ConversationReader(Protocol):
-    """A session retriever that reads conversations' chunks and their superseded messages at once (``Index``)."""
-
-    def conversation_read(
-        self, conversations: Sequence[str], *, include_archived: bool = False
-    ) -> tuple[Sequence[Hit], dict[tuple[str, str], str]]:
-        """(``conversation_rows``, ``superseded_messages``) of ``conversations``."""
+    def related_stems(self, paths: Sequence[str]) -> Mapping[str, list[str]]:
+        """Vault-relative note path -> the file names (without ``.md``) its ``related`` property links to."""
         ...
-
-
-@runtime_checkable
-class SupersededLookup(Protocol):
-    """A retriever that knows which transcript messages a superseded note cites (``Index``)."""
-
-    def superseded_messages(self, conversations: Sequence[str]) -> dict[tuple[str, str], str]:
-        """(conversation, message) -> the link to the note that superseded a note citing it."""
-        ...
-
-
-@runtime_checkable
-class HybridRetriever(Protocol):
-    """A retriever that runs both lanes of several queries at once (``Index.hybrid_search``)."""
-
-    def hybrid_search(
-        self,
-        texts: Sequence[str],
-        embed: Callable[[list[str]], np.ndarray],
-        k: int,
-        *,
-        include_archived: bool = False,
-    ) -> tuple[np.ndarray, Sequence[Sequence[Hit]], Sequence[Sequence[Hit]]]:
-        """(unit vectors of ``texts``, vector hits per text, full-text hits per text)."""
-        ...
-
-
-@runtime_checkable
-class WordLookup(Protocol):
-    """A retriever that can say which words no note in the vault holds (``Index.unknown_words``)."""
 
     def unknown_words(self, words: Sequence[str]) -> list[str]:
         """Those of ``words`` that no chunk's text holds."""
         ...
 
 
-@runtime_checkable
-class RelatedRetriever(Protocol):
-    """A retriever that can read the ``related`` links the nightly clean wrote into notes."""
+# --------------------------------------------------------------------------- the plan
 
-    def related_stems(self, paths: Sequence[str]) -> dict[str, list[str]]:
-        """Vault-relative note path -> the file names (without ``.md``) its ``related`` property links to."""
-        ...
+
+VariantKind = Literal["concept", "methodology", "continuity", "authority"]
+
+
+class Variant(BaseModel):
+    """One targeted rewrite of the prompt, aimed at one neighbourhood of the vault."""
+
+    kind: VariantKind
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        value = " ".join(value.split())
+        if not value:
+            raise ValueError("a variant needs non-empty text")
+        return value
+
+
+class QueryPlan(BaseModel):
+    """The decomposition: the prompt's subject domain (intent) and up to four variants."""
+
+    intent: str
+    variants: list[Variant] = Field(default_factory=list, max_length=MAX_VARIANTS)
+
+    @field_validator("intent")
+    @classmethod
+    def _intent(cls, value: str) -> str:
+        value = " ".join(value.split())
+        if not value:
+            raise ValueError("the intent (subject domain) must not be empty")
+        return value
 
 
 # --------------------------------------------------------------------------- what the funnel decides
@@ -312,28 +294,3 @@ class Scored:
     candidate: Candidate
     score: float
     recency: float
-
-
-@dataclass
-class FunnelRun:
-    """Everything the funnel decided, handed to ``trace.build_package`` for stats and trace."""
-
-    query: str
-    intent: str
-    intent_source: str
-    queries: list[tuple[str, str]]
-    fused: list[Candidate]  # every fused candidate (and the expansion's), in fused order
-    considered: set[str]  # chunk ids that went on to the floor and gate
-    floor_passed: set[str]
-    outcomes: dict[str, GateOutcome]
-    ranked: list[Scored]
-    collapsed: dict[str, str]
-    reference: datetime | None
-    plan_error: str | None
-    models: dict[str, str]
-    config: FunnelConfig
-    depth: dict[str, Any] = field(default_factory=dict)  # how deep the walk went and why it stopped
-    expansion: dict[str, Any] = field(default_factory=dict)  # what the one hop and the feedback added
-    expanded_from: dict[str, str] = field(default_factory=dict)  # expansion chunk id -> its seed note id
-    unsearched: set[str] = field(default_factory=set)  # query texts that ran no lanes of their own
-    absent_words: list[str] = field(default_factory=list)  # the prompt's words that no note in the vault holds

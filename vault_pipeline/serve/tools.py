@@ -82,7 +82,7 @@ class VaultTools:
     def search(self, text: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
         """Notes matching ``text`` (vector and full text, fused), best first, one entry per note."""
         from vault_pipeline.index.search import Index
-        from vault_pipeline.retrieve.funnel import fuse
+        from vault_pipeline.retrieve.lanes import fuse
 
         if not (text or "").strip():
             raise VaultError("give some text to search for")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
@@ -20,6 +21,9 @@ from vault_pipeline.errors import ModelError
 from vault_pipeline.models.calllog import CallLog, log_entry
 from vault_pipeline.models.prompts import Prompt
 from vault_pipeline.models.protocol import OFFLINE_MODEL, T
+
+if TYPE_CHECKING:
+    from vault_pipeline.models.offline.relevance import RelevanceModel
 
 Handler = Callable[[Mapping[str, Any]], Any]
 
@@ -93,20 +97,33 @@ HANDLERS = _Registry()
 
 
 class OfflineBackend:
-    """Deterministic algorithmic stand-in for a model: same protocol, same validators."""
+    """Deterministic algorithmic stand-in for a model: same protocol, same validators.
+
+    ``relevance``: the fitted gate's weights (a vault's ``gate.json``); None: the shipped default.
+    They are the backend's own, as a model's weights are: the prompt never carries them."""
 
     model = OFFLINE_MODEL
     remote = False
 
-    def __init__(self, log: CallLog | None = None, handlers: Mapping[str, Handler] | None = None):
+    def __init__(
+        self,
+        log: CallLog | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+        *,
+        relevance: RelevanceModel | None = None,
+    ):
         self.log = log or CallLog(None)
         self._handlers = HANDLERS if handlers is None else handlers
+        self.relevance = relevance
 
     def _handler(self, name: str) -> Handler:
         try:
-            return self._handlers[name]
+            handler = self._handlers[name]
         except KeyError:
             raise ModelError(name, self.model, "the offline backend has no algorithm for this prompt") from None
+        if name == "gate" and self.relevance is not None:  # the fitted gate judges with these weights
+            return partial(cast(Callable[..., Any], handler), model=self.relevance)
+        return handler
 
     def call(
         self,

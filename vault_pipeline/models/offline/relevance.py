@@ -13,7 +13,7 @@ The signals (``FEATURES``) are what any embedder and index give for a candidate,
   plus intent): notes of the prompt's domain sit together, a stray contaminant sits apart.
 * ``session_share``: share of the pool's other candidates that come from the same chat. A chat
   about the subject sends several of its notes and turns; a stray note from an unrelated chat
-  comes alone (on the real archive's labels, ``vault_example/calibration/export.jsonl``).
+  comes alone.
 * ``same_session``: 1 when one of the pool's three strongest other candidates comes from the
   candidate's chat.
 * ``session_known``: 1 when the candidate's chat is known (the notes, turns and transcript chunks
@@ -134,12 +134,10 @@ def fit_weights(
 
 # Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
 # vault_example/calibration/traps.jsonl vault_example/calibration/export.jsonl --json` (MiniLM
-# embedder; the "model" of its "fitted_gate"): weights on all 304 labels, threshold from their
-# leave-one-query-out probabilities (the highest keeping >= 97.5 % of the relevant candidates,
-# ``gatefit.aim``). tests/test_gate_fit.py refits and compares. Overlap fitted below zero on these
-# trap-heavy labels (held at 0) until a Dutch prompt's own function words stopped counting as its
-# terms (``text.prompt_stopwords``); it now fits just above. The session signals weigh only on
-# export.jsonl, the one set whose candidates come from chats.
+# embedder; the "model" of its "fitted_gate"): weights on all the labels, threshold from their
+# leave-one-query-out probabilities (``gatefit.aim``); tests/test_gate_fit.py refits and compares.
+# The session signals weigh only on export.jsonl, the one set whose candidates come from chats.
+# How the fit came to this: docs/decisions/0032-offline-gate-weights.md.
 DEFAULT = RelevanceModel(
     weights={
         "cos_query": -5.7936,

@@ -10,8 +10,8 @@ No model, no canned answers, no word lists.
   with its retrieval signals (cosines to prompt, intent and variants, IDF-weighted
   overlap, phrase matches, closeness to the pool's strongest candidates), computed by
   ``retrieve.signals.gate_signals``; the logistic model keeps it when its probability
-  reaches the fitted threshold. The weights are the vault's own (``gate.json``, written
-  by ``vault gate-calibrate --fit``, passed in as ``relevance_model``) or the shipped
+  reaches the fitted threshold. The weights are the ones the backend was built with (a
+  vault's own ``gate.json``, written by ``vault gate-calibrate --fit``) or the shipped
   default. A candidate without signals is kept unjudged, and says so.
 """
 
@@ -76,13 +76,6 @@ def decompose(variables: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- gate
 
 
-def _model(data: Any) -> RelevanceModel:
-    """The caller's fitted model (``relevance_model``), else the shipped default."""
-    if isinstance(data, RelevanceModel):
-        return data
-    return RelevanceModel.from_dict(data) if isinstance(data, Mapping) else DEFAULT
-
-
 def _signals(candidate: Mapping[str, Any]) -> dict[str, float] | None:
     raw = candidate.get("signals")
     if not isinstance(raw, Mapping) or not raw:
@@ -116,7 +109,6 @@ def _judge(candidate: Mapping[str, Any], model: RelevanceModel) -> dict[str, str
     }
 
 
-def gate(variables: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep/drop each candidate by the fitted relevance model over its retrieval signals."""
-    model = _model(variables.get("relevance_model"))
+def gate(variables: Mapping[str, Any], model: RelevanceModel = DEFAULT) -> dict[str, Any]:
+    """Keep/drop each candidate by the fitted relevance ``model`` over its retrieval signals."""
     return {"verdicts": [_judge(c, model) for c in variables.get("candidates", [])]}

@@ -1,0 +1,212 @@
+"""Funnel stage 4, associate: pseudo-relevance feedback, then one hop from the strongest survivors.
+
+* ``feedback``: when few candidates survive, the kept notes' most frequent content words widen
+  the prompt once (``expand.feedback_terms``).
+* ``hop``: the ``beam`` survivors the lanes rank highest seed their sessions' neighbouring turns
+  (``radius`` either side), their topic hubs' members and the notes the nightly clean linked to
+  them as ``related``; the survivors beyond the beam that ask a question holding one of the
+  prompt's terms bring the turn that answers them; the ``turns`` strongest notes' own turns enter
+  verbatim when they carry what their notes lack.
+
+Everything found goes through the same floor and gate (``judge``). The hop is bounded and
+deterministic: ties break by id, and nothing found in the hop seeds another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, is_dataclass, replace
+from itertools import islice
+from pathlib import PurePosixPath
+
+import numpy as np
+
+from vault_pipeline.retrieve.blocks import parse_atomic
+from vault_pipeline.retrieve.expand import asks, feedback_terms, neighbours, turn_excerpts
+from vault_pipeline.retrieve.judge import judge, stored_vector
+from vault_pipeline.retrieve.lanes import search_lanes
+from vault_pipeline.retrieve.reports import FeedbackReport, HopReport
+from vault_pipeline.retrieve.state import FunnelState
+from vault_pipeline.retrieve.types import Candidate, Hit
+from vault_pipeline.text import content_stems, query_runs, wikilinks
+
+Found = list[tuple[Hit, str]]  # (row, the seed note id it was found from)
+
+
+def feedback(state: FunnelState) -> FunnelState:
+    """Widen the prompt once with the kept notes' frequent words when fewer than ``feedback_below`` survive."""
+    config, pool = state.config, state.pool
+    if not (config.adaptive and 0 < len(pool.survivors()) < config.feedback_below):
+        return state
+    kept = strongest(pool.survivors(), config.beam)
+    terms = feedback_terms(state.query, [c.row for c in kept], config.feedback_terms)
+    if not terms:
+        return state
+    text = f"{state.query} {' '.join(terms)}"
+    known = pool.known()
+    more, vectors = search_lanes([("feedback", text)], state.tools, config)
+    state.query_vectors[text] = vectors[0]
+    new = [c for c in more if c.row.chunk_id not in known][: config.wide]
+    judge(state, new)
+    state.trace.append(FeedbackReport(tuple(terms), text, len(new)))
+    return state
+
+
+@dataclass(frozen=True)
+class _Seeds:
+    """Where the hop starts: the beam by fused rank, the strongest notes by cosine, the questions."""
+
+    kept: list[Candidate]  # the ``beam`` survivors the lanes rank highest
+    strongest: list[Candidate]  # the ``turns`` survivors nearest the prompt
+    seeds: list[Hit]  # of the beam, the notes and turns of a session
+    speakers: list[Hit]  # of the strongest, the atomic notes of a session: their turns may enter verbatim
+    questions: list[Hit]  # survivors beyond the beam that ask a question on the prompt's terms
+
+
+def hop(state: FunnelState) -> FunnelState:
+    """One hop from the strongest survivors, through the floor and the gate."""
+    config = state.config
+    if not (config.adaptive and (config.beam or config.turns)):
+        return state
+    start = _seeds(state)
+    conversations = {r.source_conversation for r in start.seeds + start.speakers + start.questions}
+    rows = state.pool.conversation_rows(state.tools.retriever, conversations, config.include_archived)
+    hubs = [c.row for c in start.kept if c.row.type == "topic"]
+    linked, related = _related(state, start.kept)
+    known = state.pool.known()
+    near = _first_found(_neighbours(start, rows, config.radius) + _hub_members(state, hubs) + linked, known)
+    turns = _verbatim_turns(start, rows, known | set(near))  # a turn found above is not excerpted twice
+    similarity = {c.row.note_id: c.similarity for c in start.strongest}
+    new = [Candidate(row, 0.0, ("neighbour",), (), math.nan) for row, _ in near.values()]
+    new += [Candidate(row, 0.0, ("turn",), (), similarity[seed]) for row, seed in turns]
+    state.pool.expanded_from.update({row.chunk_id: seed for row, seed in [*near.values(), *turns]})
+    passed = judge(state, new)
+    via_related = {row.chunk_id for row, _ in linked}
+    state.trace.append(
+        HopReport(
+            seeds=tuple(dict.fromkeys(r.note_id for r in start.seeds + hubs + related)),
+            questions=len(start.questions),
+            neighbours=len(near),
+            related=sum(1 for c in new if c.row.chunk_id in via_related),
+            turns=len(turns),
+            floor=passed,
+            kept=state.pool.survived(new),
+        )
+    )
+    return state
+
+
+def _seeds(state: FunnelState) -> _Seeds:
+    config, survivors = state.config, state.pool.survivors()
+    ranked = strongest(survivors, len(state.pool.considered))
+    best = ranked[: config.turns]
+    kept = fused_strongest(survivors, config.beam)
+    seeds = [c.row for c in kept if c.row.type in ("atomic", "turn") and c.row.source_conversation]
+    speakers = [c.row for c in best if c.row.type == "atomic" and c.row.source_conversation]
+    beamed = {r.chunk_id for r in seeds}
+    terms = {t for run in query_runs(state.query) + query_runs(state.intent, state.query) for t in run}
+    asking = (c.row for c in ranked if c.row.chunk_id not in beamed and _asks_on_topic(c.row, terms))
+    return _Seeds(kept, best, seeds, speakers, list(islice(asking, config.replies)))
+
+
+def _asks_on_topic(row: Hit, terms: set[str]) -> bool:
+    """A note or turn of a session that asks a question holding one of the prompt's terms."""
+    return row.type in ("atomic", "turn") and bool(row.source_conversation) and asks(row) and _shares_a_term(row, terms)
+
+
+def _neighbours(start: _Seeds, rows: Sequence[Hit], radius: int) -> Found:
+    """The seeds' neighbouring turns' notes (``radius`` either side), and the replies to the questions."""
+    found = neighbours(start.seeds, rows, radius) if radius else []
+    return found + neighbours(start.questions, rows, 1, ahead=True)
+
+
+def _first_found(found: Found, known: set[str]) -> dict[str, tuple[Hit, str]]:
+    """Chunk id -> (row, seed) of the rows not taken yet, each credited to the first seed that found it."""
+    unique: dict[str, tuple[Hit, str]] = {}
+    for row, seed in found:
+        if row.chunk_id not in known:
+            unique.setdefault(row.chunk_id, (row, seed))
+    return unique
+
+
+def _hub_members(state: FunnelState, hubs: Sequence[Hit]) -> Found:
+    """A topic hub's links are its members; the ``wide`` nearest to the query go on (a fixed beam)."""
+    found: Found = []
+    for hub in hubs:
+        members = state.tools.retriever.rows_by_stem(
+            sorted({link.target for link in wikilinks(hub.text)}), include_archived=state.config.include_archived
+        )
+        found += [(row, hub.note_id) for row in _nearest(members, state.qvec, state.config.wide)]
+    return found
+
+
+def _related(state: FunnelState, kept: list[Candidate]) -> tuple[Found, list[Hit]]:
+    """The notes the nightly clean linked as ``related`` to the strongest survivors, credited to
+    the seed: per seed the ``wide`` nearest the query (a fixed beam); and the seeds that had links."""
+    if not kept:
+        return [], []
+    retriever = state.tools.retriever
+    links = retriever.related_stems([c.row.path for c in kept])
+    stems = sorted({stem for found in links.values() for stem in found})
+    if not stems:
+        return [], []
+    members = retriever.rows_by_stem(stems, include_archived=state.config.include_archived)
+    out: Found = []
+    seeds = []
+    for c in kept:
+        linked = set(links.get(c.row.path, []))
+        mine = [r for r in members if PurePosixPath(r.path).stem in linked and r.note_id != c.row.note_id]
+        if mine:
+            seeds.append(c.row)
+        out += [(row, c.row.note_id) for row in _nearest(mine, state.qvec, state.config.wide)]
+    return out, seeds
+
+
+def _verbatim_turns(start: _Seeds, rows: Sequence[Hit], taken: set[str]) -> Found:
+    """The strongest notes' own turns, verbatim, when they carry what their notes lack. A turn has
+    no stored vector: the gate's signals take its seed note's (the part of the turn the query
+    matched, whose cosine it already carries) instead of embedding it again."""
+    turns = [(row, seed) for row, seed in turn_excerpts(start.speakers, rows) if row.chunk_id not in taken]
+    stored = {c.row.note_id: stored_vector(c.row) for c in start.strongest}
+    return [(_with_vector(row, stored.get(seed)), seed) for row, seed in turns]
+
+
+def _shares_a_term(row: Hit, terms: set[str]) -> bool:
+    """Whether a question's own words hold one of the prompt's or the intent's content terms
+    (stemmed): its reply joins the hop only then, as a cosine alone ranks any question in the
+    prompt's language near the prompt."""
+    return bool(terms & content_stems(parse_atomic(row.text).sentence if row.type == "atomic" else row.text))
+
+
+def _with_vector(row: Hit, vector: np.ndarray | None) -> Hit:
+    """``row`` carrying ``vector`` when it can hold one (a dataclass row with a ``vector`` field)."""
+    if vector is None or not hasattr(row, "vector") or not is_dataclass(row):
+        return row
+    return replace(row, vector=vector)
+
+
+def _nearest(rows: Sequence[Hit], qvec: np.ndarray, k: int) -> list[Hit]:
+    """The ``k`` rows whose stored vectors are nearest the query (ties by chunk id)."""
+    scored = [
+        (
+            float(np.asarray(vector, np.float64) @ qvec.astype(np.float64))
+            if (vector := stored_vector(r)) is not None
+            else -1.0,
+            r,
+        )
+        for r in rows
+    ]
+    return [r for _, r in sorted(scored, key=lambda p: (-round(p[0], 9), p[1].chunk_id))[:k]]
+
+
+def fused_strongest(survivors: Sequence[Candidate], beam: int) -> list[Candidate]:
+    """The ``beam`` survivors the lanes rank highest (their RRF score over both lanes and every
+    searched variant; ties by id): the hop's seeds. A cosine alone ranks any sentence in the
+    prompt's language near the prompt, and the seed's chat would fill the package."""
+    return sorted(survivors, key=lambda c: (-round(c.rrf, 9), *c.key))[:beam]
+
+
+def strongest(survivors: Sequence[Candidate], n: int) -> list[Candidate]:
+    """The ``n`` survivors with the highest cosine to the query (ties by id)."""
+    return sorted(survivors, key=lambda c: (-round(c.similarity, 9), *c.key))[:n]

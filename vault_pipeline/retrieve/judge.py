@@ -1,0 +1,102 @@
+"""The floor and the fit-gate, as every stage that takes candidates in applies them.
+
+A candidate below the cosine floor against the original query is dropped (a noise backstop);
+the fit-gate (``gate.py``) keeps or drops each one past it against the intent. The depth walk,
+the feedback and the one hop all take their candidates in through ``judge``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from vault_pipeline.models.embed import Embedder, l2_normalise
+from vault_pipeline.retrieve.gate import GateOutcome, Skipped, gate_rows, reads_signals
+from vault_pipeline.retrieve.signals import chat_of
+from vault_pipeline.retrieve.state import FunnelState
+from vault_pipeline.retrieve.types import Candidate, Hit
+
+
+def judge(state: FunnelState, cands: list[Candidate]) -> int:
+    """Floor and gate ``cands`` (their cosine to the original query filled in) into the pool;
+    returns how many passed the floor."""
+    cands = with_original_similarity(cands, state.qvec, state.tools.embedder)
+    passed = {c.row.chunk_id for c in cands if c.similarity >= state.config.floor}
+    state.pool.passed |= passed
+    state.pool.add(cands, _gate(state, cands, passed))
+    return len(passed)
+
+
+def _gate(state: FunnelState, cands: list[Candidate], passed: set[str]) -> dict[str, GateOutcome]:
+    """Gate outcome per chunk id; floor-dropped candidates and a disabled gate are ``Skipped``."""
+    config = state.config
+    outcomes: dict[str, GateOutcome] = {}
+    for c in cands:
+        if c.row.chunk_id not in passed:
+            outcomes[c.row.chunk_id] = Skipped(f"similarity {c.similarity:.3f} below floor {config.floor:.2f}")
+        elif not config.gate:
+            outcomes[c.row.chunk_id] = Skipped("gate disabled")
+    going = [c for c in cands if c.row.chunk_id in passed]
+    if config.gate and going:
+        outcomes.update(
+            gate_rows(
+                [(c.row.chunk_id, c.row.path, c.row.heading or "", c.row.text) for c in going],
+                llm=state.tools.llm_gate,
+                intent=state.intent,
+                query=state.query,
+                batch_size=config.gate_batch,
+                timeout=config.gate_timeout,
+                text_chars=config.gate_chars,
+                **(_signal_inputs(state, going) if reads_signals(state.tools.llm_gate) else {}),
+            )
+        )
+    return outcomes
+
+
+def _signal_inputs(state: FunnelState, going: Sequence[Candidate]) -> dict[str, Any]:
+    """What the offline gate's signals read that the funnel has already: the embedder, the other
+    queries, the query vectors, each candidate's stored vector and the chats of the candidates."""
+    return {
+        "embedder": state.tools.embedder,
+        "variants": [text for kind, text in state.queries if kind != "original"],
+        "vectors": {c.row.chunk_id: vector for c in going if (vector := stored_vector(c.row)) is not None},
+        "query_vectors": state.query_vectors,
+        "conversations": {c.row.chunk_id: chat_of(c.row.source_kind, c.row.source_conversation) for c in going},
+        # The candidates that passed earlier steps (``judge`` takes this step's in after the gate).
+        "context": [
+            chat_of(c.row.source_kind, c.row.source_conversation)
+            for c in state.pool.considered
+            if c.row.chunk_id in state.pool.passed
+        ],
+    }
+
+
+def stored_vector(row: Hit) -> np.ndarray | None:
+    """The stored unit vector a hit carries (``index.Row`` does when asked for it), else None: an
+    attribute read, as a runtime-checkable Protocol's ``isinstance`` costs microseconds a row."""
+    return getattr(row, "vector", None)
+
+
+def with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder: Embedder) -> list[Candidate]:
+    """Candidates found only by full text or by a variant have no cosine to the original query yet."""
+    out = list(cands)
+    missing = []
+    for i, c in enumerate(cands):
+        if not math.isnan(c.similarity):
+            continue
+        stored = stored_vector(c.row)
+        if stored is not None:  # the stored (unit) vector gives the cosine without embedding again,
+            # in float64 like the index's own vector lane, so both lanes report the same number.
+            out[i] = replace(c, similarity=float(np.asarray(stored, np.float64) @ qvec.astype(np.float64)))
+        else:
+            missing.append(i)
+    if missing:
+        # The index embeds exactly ``row.text``, so this is the cosine its vector lane would report.
+        vecs = l2_normalise(embedder.embed([cands[i].row.text for i in missing]))
+        for i, vec in zip(missing, vecs):
+            out[i] = replace(out[i], similarity=float(np.dot(vec, qvec)))
+    return out

@@ -1,0 +1,159 @@
+"""The funnel's state: what one query's stages read and write, and the stage signature.
+
+A stage is a function ``(FunnelState) -> FunnelState`` (``Stage``): it reads what earlier stages
+left in the state, adds its own part and appends its report to ``trace``. The collaborators
+(``Tools``) ride along in the state. ``Pool`` is the part every judging stage shares: the
+candidates taken to the floor and gate, in the order they went on, and what those made of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from vault_pipeline.models.embed import Embedder
+from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.retrieve.gate import GateOutcome, Keep, survives
+from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, first_level, pick_parts
+from vault_pipeline.retrieve.rank import block_content, duplicate_key, transcript_content
+from vault_pipeline.retrieve.reports import StageReport
+from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, QueryPlan, Retriever, Scored
+from vault_pipeline.text import estimate_tokens
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The funnel's collaborators: the index, the embedder, the planning and the gate models."""
+
+    retriever: Retriever
+    embedder: Embedder
+    llm_plan: StructuredLLM
+    llm_gate: StructuredLLM
+
+
+class Pool:
+    """The candidates taken to the floor and gate, and what the floor and the gate made of them.
+
+    It also remembers what the walk read from the index (each conversation's chunks, their
+    superseded messages) and each candidate's block text, so no stage reads or renders twice.
+    """
+
+    def __init__(self, query: str):
+        self.query = query
+        self.considered: list[Candidate] = []  # in the order they went on
+        self.passed: set[str] = set()  # chunk ids past the floor
+        self.outcomes: dict[str, GateOutcome] = {}
+        self.expanded_from: dict[str, str] = {}  # a hop or whole-turn candidate -> its seed note id
+        self._blocks: dict[str, tuple[str, str]] = {}  # chunk id -> (exact key, block text)
+        self._rows: dict[str, list[Hit]] = {}  # conversation -> its chunks
+        self._links: dict[tuple[str, str], str] = {}  # (conversation, message) -> superseded by
+        self._linked: set[str] = set()  # the conversations whose superseded messages are in ``_links``
+
+    def known(self) -> set[str]:
+        """The chunk ids taken so far."""
+        return {c.row.chunk_id for c in self.considered}
+
+    def add(self, cands: Sequence[Candidate], outcomes: dict[str, GateOutcome]) -> None:
+        """Take ``cands`` in, judged (their floor already in ``passed``)."""
+        self.outcomes.update(outcomes)
+        self.considered += cands
+
+    def admit(self, cands: Iterable[tuple[Candidate, str]]) -> None:
+        """Let ``cands`` in as judged already (each with the reason): a whole turn whose notes passed."""
+        for c, reason in cands:
+            self.passed.add(c.row.chunk_id)
+            self.outcomes[c.row.chunk_id] = Keep(reason)
+            self.considered.append(c)
+
+    def survivors(self) -> list[Candidate]:
+        """Candidates past the floor that the gate did not drop, in the order they went on."""
+        return [c for c in self.considered if c.row.chunk_id in self.passed and survives(self.outcomes[c.row.chunk_id])]
+
+    def survived(self, cands: Iterable[Candidate]) -> int:
+        """How many of ``cands`` (taken already) passed the floor and the gate."""
+        return sum(1 for c in cands if c.row.chunk_id in self.passed and survives(self.outcomes[c.row.chunk_id]))
+
+    def tokens(self) -> int:
+        """What the survivors would cost in the package (a structural chunk at its first level)."""
+        texts = dict(self.block(c) for c in self.survivors() if c.row.type != "topic")  # a hub is no block
+        return sum(estimate_tokens(t) for t in texts.values())
+
+    def block(self, c: Candidate) -> tuple[str, str]:
+        """(exact key, block text at its first level) of a candidate, rendered once per query."""
+        found = self._blocks.get(c.row.chunk_id)
+        if found is None:
+            text = block_content(c.row)[0]
+            if c.row.type in STRUCTURAL_TYPES:
+                lead, parts = transcript_content(c.row, self.query)
+                text = pick_parts(lead, parts, 0)[0] if parts else first_level(text)
+            found = self._blocks[c.row.chunk_id] = (duplicate_key(c.row), text)
+        return found
+
+    def has_read(self, conversation: str) -> bool:
+        """Whether this query already read ``conversation``'s chunks."""
+        return conversation in self._rows
+
+    def conversation_rows(self, retriever: Retriever, conversations: set[str], include_archived: bool) -> list[Hit]:
+        """Every chunk of ``conversations`` (one index read for those not read yet), by chunk id."""
+        missing = sorted(c for c in conversations if c not in self._rows)
+        if missing:
+            for c in missing:
+                self._rows[c] = []
+            rows, links = retriever.read_conversations(missing, include_archived=include_archived)
+            self._links.update(links)  # the superseded messages come with the rows
+            self._linked.update(missing)
+            for row in rows:
+                self._rows.setdefault(row.source_conversation, []).append(row)
+        return sorted((r for c in sorted(conversations) for r in self._rows[c]), key=lambda r: r.chunk_id)
+
+    def superseded_messages(self, retriever: Retriever, conversations: set[str]) -> dict[tuple[str, str], str]:
+        """(conversation, message) -> superseded by, for ``conversations`` and any read before: one
+        lookup for those whose rows this query did not read."""
+        missing = sorted(c for c in conversations if c not in self._linked)
+        if missing:
+            self._links.update(retriever.superseded_messages(missing))
+            self._linked.update(missing)
+        return self._links
+
+
+@dataclass
+class FunnelState:
+    """One query on its way through the funnel; each stage fills in its part."""
+
+    query: str
+    config: FunnelConfig
+    tools: Tools
+    user_intent: str | None = None  # the intent the user gave (None: the plan's, else the prompt)
+    reference_date: str | datetime | None = None  # recency's "now" (None: the newest candidate's date)
+    # plan
+    plan: QueryPlan | None = None
+    plan_error: str | None = None
+    intent: str = ""
+    intent_source: str = ""  # "user" | "plan" | "query"
+    queries: list[tuple[str, str]] = field(default_factory=list)  # (kind, text), the original first
+    unsearched: set[str] = field(default_factory=set)  # query texts that run no lanes of their own
+    # retrieve
+    query_vectors: dict[str, np.ndarray] = field(default_factory=dict)  # text -> unit vector
+    fused: list[Candidate] = field(default_factory=list)  # every fused candidate, in fused order
+    absent_words: list[str] = field(default_factory=list)  # the prompt's words no note in the vault holds
+    # deepen, associate, consolidate
+    pool: Pool = field(init=False)
+    trace: list[StageReport] = field(default_factory=list)  # each stage's report, in order
+    # rank
+    reference: datetime | None = None
+    ranked: list[Scored] = field(default_factory=list)
+    collapsed: dict[str, str] = field(default_factory=dict)  # loser chunk id -> the chunk id it collapsed into
+
+    def __post_init__(self) -> None:
+        self.pool = Pool(self.query)
+
+    @property
+    def qvec(self) -> np.ndarray:
+        """The original query's unit vector: the floor's and the hop's measure."""
+        return self.query_vectors[self.query]
+
+
+Stage = Callable[[FunnelState], FunnelState]
