@@ -391,6 +391,8 @@ JSON_KEYS = {
         "notes",
         "notes_by_category",
         "units_skipped",
+        "not_written",
+        "not_written_reasons",
         "topics_named",
         "threads",
         "writes",
@@ -585,11 +587,20 @@ def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_t
     assert len(rows) == len(package["trace"]) >= 6  # every candidate on one line
     assert all(len(line) <= 120 for line in shown.stderr.splitlines()[:-1])  # the depth line may run on
     assert all(row.split()[1].startswith("…/") and row.split()[1][-6:].isdigit() for row in rows)
-    from vault_pipeline.retrieve.package import ContextPackage
+
+    class Shown:  # what print_package reads of a package: its trace, query, intent, walk line and Markdown
+        query, intent = "q", "i"
+        stats = None
+
+        def to_dict(self, trace: bool = False) -> dict:
+            return {"trace": package["trace"]} if trace else {}
+
+        def to_markdown(self) -> str:
+            return ""
 
     narrow = Console(width=100, record=True, file=io.StringIO(), force_terminal=True)
     monkeypatch.setattr("vault_pipeline.cli.query.err", narrow)  # a terminal of 100 columns
-    print_package(ContextPackage("q", "i", (), 0, {}, tuple(package["trace"])), json_out=False, explain=True)
+    print_package(Shown(), json_out=False, explain=True)
     assert all(len(line) <= 100 for line in narrow.export_text().splitlines()[:-1])
 
 

@@ -28,6 +28,8 @@ from vault_pipeline.cli.progress import progress
 from vault_pipeline.errors import VaultError
 
 if TYPE_CHECKING:
+    from vault_pipeline.config import Settings
+    from vault_pipeline.ingest.select import Selector
     from vault_pipeline.ingest.write import IngestReport
 
 
@@ -56,13 +58,26 @@ def ingest(
     llm = build_llm(settings, model or settings.extract_model, log)
     with progress("ingest", "conversations", partial(count_conversations, paths)) as advance:
         report = pipeline.ingest(
-            vault, paths, llm, progress=advance, wait=wait, max_record=int(settings.max_record_mb * 2**20)
+            vault,
+            paths,
+            llm,
+            progress=advance,
+            wait=wait,
+            max_record=int(settings.max_record_mb * 2**20),
+            selector=selector_of(settings),
         )
     if json_out:
         print_json(report.to_dict(), exit_for(problems(report)))
     else:
         print_ingest(report, out)
     finish(problems(report))
+
+
+def selector_of(settings: Settings) -> Selector:
+    """The shipped selector with the thresholds vault.toml sets ([ingest] write_threshold, keep_threshold)."""
+    from vault_pipeline.ingest.select import shipped
+
+    return shipped(settings.write_threshold, settings.keep_threshold)
 
 
 def problems(report: IngestReport) -> dict[str, int]:

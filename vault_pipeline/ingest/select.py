@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -207,10 +207,12 @@ class Selector:
 
     def screened(self, on: Mapping[str, float]) -> bool:
         """Whether the signs alone already rule the candidate out."""
-        if not self.screen:
-            return False
+        return bool(self.screen) and self.screen_probability(on) < self.screen
+
+    def screen_probability(self, on: Mapping[str, float]) -> float:
+        """P(good) by the signs alone (the cascade's first model)."""
         z = self.screen_bias + math.fsum(self.screen_weights.get(k, 0.0) * v for k, v in on.items())
-        return 1.0 / (1.0 + math.exp(-z)) < self.screen
+        return 1.0 / (1.0 + math.exp(-z))
 
     def probability(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> float:
         z = self.bias + math.fsum(self.weights.get(k, 0.0) * v for k, v in on.items())
@@ -219,8 +221,10 @@ class Selector:
         return 1.0 / (1.0 + math.exp(-z))
 
     def reasons(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> list[str]:
-        """The signs that count most against a note, heaviest first (at most three)."""
-        against = sorted((self.weights.get(k, 0.0), k) for k in on if self.weights.get(k, 0.0) < 0)
+        """The signs that count most against a note, heaviest first (at most three); for a candidate
+        the screen ruled out (no ``vector``), by the screen's weights."""
+        weights = self.weights if vector is not None or not self.screen else self.screen_weights
+        against = sorted((weights.get(k, 0.0), k) for k in on if weights.get(k, 0.0) < 0)
         found = [SIGNS[k] for _, k in against[:3]]
         meaning = math.fsum(w * float(x) for w, x in zip(self.meaning, vector or ()))
         if meaning < 0 and (not against or meaning < against[0][0]):
@@ -242,16 +246,18 @@ def score(candidates: Sequence[Candidate], model: Selector | None = None) -> lis
     model = model or _shipped()
     found = [signs(c) for c in candidates]
     going = [i for i, on in enumerate(found) if not model.screened(on)]
+    kept = set(going)
     vectors: dict[int, Any] = {}
     if model.meaning and going:
         vectors = dict(zip(going, meaning_vectors([candidates[i].sentence for i in going])))
     out = []
     for i, (c, on) in enumerate(zip(candidates, found)):
-        if i not in set(going):
-            out.append(Scored(c, 0.0, model.reasons(on, None)))
+        if i not in kept:
+            out.append(Scored(c, model.screen_probability(on), model.reasons(on, None)))
             continue
         p = model.probability(on, vectors.get(i))
-        out.append(Scored(c, p, [] if p >= model.write else model.reasons(on, vectors.get(i))))
+        bar = max(model.write, model.keep)  # below either threshold, say why
+        out.append(Scored(c, p, [] if p >= bar else model.reasons(on, vectors.get(i))))
     return out
 
 
@@ -317,9 +323,13 @@ def _shipped() -> Selector:
     return load_selector(SELECTOR_FILE)
 
 
-def shipped() -> Selector:
-    """The selector shipped with the package (``selector.json``), read once."""
-    return _shipped()
+def shipped(write: float | None = None, keep: float | None = None) -> Selector:
+    """The selector shipped with the package (``selector.json``, read once), with the user's thresholds
+    (``[ingest] write_threshold`` and ``keep_threshold``) where given."""
+    model = _shipped()
+    if write is None and keep is None:
+        return model
+    return replace(model, write=model.write if write is None else write, keep=model.keep if keep is None else keep)
 
 
 # --------------------------------------------------------------------------- at ingest
