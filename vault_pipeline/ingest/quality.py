@@ -413,7 +413,6 @@ def _cut(sentence: str, source: str, *, head: bool) -> bool:
 # --------------------------------------------------------------------------- what it says
 
 
-
 @lru_cache(maxsize=1)
 def _meaning_embedder() -> Any:
     from vault_pipeline.models.embed import MiniLMEmbedder  # onnxruntime loads on the first call, not here
@@ -426,7 +425,6 @@ def meaning_vectors(sentences: Sequence[str]) -> list[list[float]]:
     if not sentences:
         return []
     return [[float(x) for x in row] for row in _meaning_embedder().embed(list(sentences))]
-
 
 
 # --------------------------------------------------------------------------- hard rules
