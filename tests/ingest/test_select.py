@@ -53,7 +53,7 @@ def test_signs_read_the_structure_the_statement_stands_in():
     assert {"people", "people_first_person"} <= set(people) and "user" not in people
 
 
-def test_a_candidate_the_screen_rules_out_is_never_embedded(monkeypatch):
+def test_meaning_is_embedded_only_for_a_model_that_reads_it(monkeypatch):
     embedded: list[list[str]] = []
 
     def vectors(sentences):
@@ -61,23 +61,12 @@ def test_a_candidate_the_screen_rules_out_is_never_embedded(monkeypatch):
         return [[1.0] for _ in sentences]
 
     monkeypatch.setattr(select, "meaning_vectors", vectors)
-    model = Selector(
-        {},
-        0.0,
-        write=0.6,
-        keep=0.8,
-        meaning=(3.0,),
-        screen_weights={"few_words": -4.0},
-        screen_bias=0.0,
-        screen=0.4,
-    )
-    short, full = candidate("Short one here."), candidate("A longer sentence that says what the tool does.")
-    out = score([short, full], model)
-    assert embedded == [[full.sentence]]
-    assert out[0].probability == pytest.approx(1 / (1 + math.exp(4.0))) and out[0].reasons == [
-        "too few words to say much"
+    one = candidate("A longer sentence that says what the tool does.")
+    assert score([one], Selector({}, 0.0, write=0.6, keep=0.8))[0].probability == 0.5 and embedded == []
+    reads = Selector({}, 0.0, write=0.6, keep=0.8, meaning=(3.0,))
+    assert score([one], reads)[0].probability == pytest.approx(1 / (1 + math.exp(-3.0))) and embedded == [
+        [one.sentence]
     ]
-    assert out[1].probability == pytest.approx(1 / (1 + math.exp(-3.0))) and out[1].reasons == []
 
 
 def test_reasons_name_the_heaviest_signs_against_a_note():
@@ -94,7 +83,7 @@ def test_the_selector_file_round_trips_byte_for_byte(tmp_path: Path):
     dump_selector(model, tmp_path / "s.json")
     assert (tmp_path / "s.json").read_bytes() == SELECTOR_FILE.read_bytes()
     assert load_selector(tmp_path / "s.json") == model
-    assert 0 < model.screen < model.write < model.keep < 1 and len(model.meaning) == 384
+    assert 0 < model.write < model.keep < 1 and model.meaning == ()  # the signs only: nothing to embed at ingest
 
 
 def test_the_users_thresholds_replace_the_shipped_ones():
