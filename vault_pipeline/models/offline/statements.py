@@ -165,9 +165,16 @@ def _names_kept(markdown: str) -> str:
 
 def blocks(markdown: str) -> tuple[list[Block], int, int]:
     """The message's prose blocks in order, with (code blocks, tables) counted."""
+    found, code, tables = _blocks(markdown)
+    return list(found), code, tables
+
+
+@lru_cache(maxsize=512)
+def _blocks(markdown: str) -> tuple[tuple[Block, ...], int, int]:
+    """``blocks``, parsed once per message: extraction, summaries and the selector all read it."""
     walker = _Walker()
     walker.walk(_parser()(_names_kept(_GLYPH_BULLET.sub(r"\1- ", markdown))))
-    return walker.blocks, walker.code, walker.tables
+    return tuple(walker.blocks), walker.code, walker.tables
 
 
 class _Walker:
@@ -281,7 +288,7 @@ def _lines(text: str) -> Iterator[str]:
         line = _MARKER.sub("", raw.strip())
         if not line:
             continue
-        if pending and raw.strip() == line and line[:1].islower() and not re.search(r"[.!?:]$", pending):
+        if pending and raw.strip() == line and line[:1].islower() and not _ENDS.search(pending):
             pending = f"{pending} {line}"
             continue
         if pending:
@@ -291,6 +298,7 @@ def _lines(text: str) -> Iterator[str]:
         yield pending
 
 
+_ENDS = re.compile(r"[.!?:]$")
 _MARKER = re.compile(r"^(?:(?:[-*+]|\d{1,2}[.)])\s+)?(?:\[[ xX]\]\s+)?")  # a bullet, a checklist box
 
 
