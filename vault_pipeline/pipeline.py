@@ -17,8 +17,10 @@ from typing import Any
 from vault_pipeline.errors import ModelError, ParseError
 from vault_pipeline.ingest.extract import Extraction, extract_conversation
 from vault_pipeline.ingest.keep import keep
+from vault_pipeline.ingest.notes import atomic_id
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
 from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
+from vault_pipeline.ingest.retire import Retirement
 from vault_pipeline.ingest.select import Selector, select_units
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import StructuredLLM
@@ -62,6 +64,7 @@ def ingest(
     started = time.perf_counter()
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
+        retirement = Retirement(vault)  # notes of a re-ingested conversation no longer written
         hubs: dict[str, set[str]] = defaultdict(set)
         for conv in _conversations(paths, report, max_record):
             if progress:
@@ -71,6 +74,9 @@ def ingest(
                 continue
             stem = write_conversation(vault, extraction, report, hubs)
             sessions[conv.id] = (conv, extraction.summary, stem)
+            written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
+            report.archived += retirement.retire(conv.kind, conv.id, written)
+        report.archive_run = retirement.finish()
         write_topic_hubs(vault, hubs, report)
         write_threads(vault, list(sessions.values()), llm, report)
     report.seconds = time.perf_counter() - started

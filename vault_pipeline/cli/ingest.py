@@ -104,6 +104,12 @@ def print_ingest(report: IngestReport, console: Console) -> None:
         err.print(f"warning: {line}", markup=False)
     for line in report.refused:
         err.print(f"left untouched (edited since written): {line}", markup=False)
+    if report.archived:
+        err.print(
+            f"archived {len(report.archived)} note(s) the extractor no longer writes "
+            f"(undo: vault clean --undo {report.archive_run})",
+            markup=False,
+        )
     rate = report.notes / report.seconds * 60 if report.seconds else 0.0
     rows = [
         ("conversations", report.conversations),
@@ -115,6 +121,7 @@ def print_ingest(report: IngestReport, console: Console) -> None:
         ("candidates not written (below the selector's bar)", sum(report.not_written.values())),
         *((f"  {reason}", n) for reason, n in report.not_written.most_common(5)),
         ("sentences too long to be a note (left to the transcript)", report.units_skipped),
+        ("notes no longer written, archived", len(report.archived)),
         ("topics named only (kept as hubs and tags, not notes)", report.topics_named),
         ("files created", report.writes["created"]),
         ("files updated", report.writes["updated"]),
