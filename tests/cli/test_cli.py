@@ -393,6 +393,8 @@ JSON_KEYS = {
         "units_skipped",
         "not_written",
         "not_written_reasons",
+        "archived",
+        "archive_run",
         "topics_named",
         "threads",
         "writes",
