@@ -168,7 +168,7 @@ def test_real_export_ingests_idempotently(tmp_path):
     }
     sessions = {p.stem: p.read_text(encoding="utf-8") for p in (vault.root / "sessions").glob("*.md")}
     for note_path, fm, body in notes_in(vault, "inbox"):
-        assert count_words(body.strip().splitlines()[0]) <= 15, note_path
+        assert count_words(body.strip().splitlines()[0]) <= MAX_VERBATIM_WORDS, note_path
         assert set(fm["source_messages"]) <= message_ids, note_path
         for stem, block in re.findall(r"\[\[([^\]#]+)#\^([^\]]+)\]\]", body):
             assert f"^{block}" in sessions[stem], (note_path, block)
@@ -253,7 +253,7 @@ def test_vault_demo_runs_offline_and_twice_writes_nothing(tmp_path):
     assert "May 10" in deadline and "May 3." not in deadline  # superseded by the nightly clean
     source, demo = files(REPO / "vault_example" / "vault"), files(tmp_path / "demo")
     written = sum(1 for path, sha in demo.items() if source.get(path) != sha)  # created or changed
-    assert written > 200 and f"; {written} files written" in first  # the count is measured, not a fixed string
+    assert written > 50 and f"; {written} files written" in first  # the count is measured, not a fixed string
     second = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     assert re.search(r"files created\s*│\s*0\s", second) and re.search(r"files updated\s*│\s*0\s", second)
     assert "; 0 files written" in second and "clean: nothing to do" in second
