@@ -275,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", action="store_true", help="refit on the tuning part")
     parser.add_argument("--write", action="store_true", help="with --fit: write the shipped selector")
     parser.add_argument("--write-precision", type=float, default=0.78)
-    parser.add_argument("--keep-precision", type=float, default=0.80)
+    parser.add_argument("--keep-precision", type=float, default=0.83)
     parser.add_argument("--l2", type=float, default=10.0)
     parser.add_argument("--meaning-scale", type=float, default=1.0)
     parser.add_argument(
