@@ -5,15 +5,19 @@ answers with the same values the CLI prints: a ``ContextPackage`` for ``query``,
 rows for ``search``, a note's properties and text, a ``RememberReport``, the status counts.
 Errors are ``VaultError``s with the CLI's one-line messages. Each call opens its own ``Vault``
 (its state database connection belongs to one thread, and calls arrive on worker threads).
+A read that finds the index unreadable rebuilds it from the vault (a line in the server log) and
+answers from the new one.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.models.protocol import StructuredLLM
@@ -23,6 +27,9 @@ from vault_pipeline.vault.files import Vault
 SEARCH_LIMIT, MAX_SEARCH_LIMIT = 10, 100
 READY_WAIT = 120.0  # seconds a query waits for the watcher's first sync (a new vault's first index)
 MAX_NOTE_CHARS = 100_000  # a note longer than this is returned cut, and says so
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class VaultTools:
@@ -55,16 +62,37 @@ class VaultTools:
         if self.ready is not None:
             self.ready.wait(READY_WAIT)
 
+    def _readable(self, read: Callable[[], T]) -> T:
+        """``read()``; when it finds the index unreadable, rebuild the index from the vault once and read again."""
+        from vault_pipeline.index.damage import describe, is_damage
+        from vault_pipeline.index.sync import repair
+
+        try:
+            return read()
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+            vault = self._vault()
+            try:
+                report = repair(vault, self.embedder, describe(exc), wait=self.lock_wait)
+            finally:
+                vault.close()
+            log.warning("%s; rebuilt it from the notes (%d rows)", report.rebuild_reason, report.rows)
+        return read()
+
     def query(self, prompt: str, intent: str | None = None, budget: int | None = None):
         """The context package for ``prompt`` (the funnel, the gate and the budget included)."""
-        from vault_pipeline.pipeline import query as run_query
-
         if not (prompt or "").strip():
             raise VaultError("give a prompt to build context for")
         if budget is not None and budget <= 0:
             raise VaultError(f"budget {budget}: give a positive number of tokens")
         config = self.config if budget is None else replace(self.config, budget=budget)
         self._await_index()
+        return self._readable(lambda: self._query(prompt, intent, config))
+
+    def _query(self, prompt: str, intent: str | None, config):
+        from vault_pipeline.pipeline import query as run_query
+
         vault = self._vault()
         try:
             packages = run_query(
@@ -81,14 +109,17 @@ class VaultTools:
 
     def search(self, text: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
         """Notes matching ``text`` (vector and full text, fused), best first, one entry per note."""
-        from vault_pipeline.index.search import Index
-        from vault_pipeline.retrieve.lanes import fuse
-
         if not (text or "").strip():
             raise VaultError("give some text to search for")
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise VaultError(f"limit {limit}: give 1 to {MAX_SEARCH_LIMIT}")
         self._await_index()
+        return self._readable(lambda: self._search(text, limit))
+
+    def _search(self, text: str, limit: int) -> list[dict[str, Any]]:
+        from vault_pipeline.index.search import Index
+        from vault_pipeline.retrieve.lanes import fuse
+
         vault = self._vault()
         try:
             index = Index.open(vault, self.embedder)
@@ -150,11 +181,14 @@ class VaultTools:
         """Notes per folder, the index's counts, and how far it lags the files."""
         from vault_pipeline.pipeline import status as run_status
 
-        vault = self._vault()
-        try:
-            result = run_status(vault)
-        finally:
-            vault.close()
+        def read():
+            vault = self._vault()
+            try:
+                return run_status(vault)
+            finally:
+                vault.close()
+
+        result = self._readable(read)
         return {
             "vault": str(self.root),
             "folders": dict(sorted(result.folders.items())),
