@@ -78,9 +78,9 @@ def test_status_turns_unreadable_files_into_one_error(indexed):
 @pytest.fixture
 def cli(monkeypatch):
     """Run `vault` in process with the fast hash embedder."""
-    import vault_pipeline.models.embed as embed
     from typer.testing import CliRunner
 
+    import vault_pipeline.models.embed as embed
     from vault_pipeline.cli import app
 
     monkeypatch.setattr(embed, "build_embedder", lambda *args, **kwargs: HashEmbedder(dim=64))
