@@ -11,11 +11,17 @@ answers from the new one.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
+import os
+import stat
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,10 +29,14 @@ from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.serve.remember import RememberReport, remember
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
 
 SEARCH_LIMIT, MAX_SEARCH_LIMIT = 10, 100
 READY_WAIT = 120.0  # seconds a query waits for the watcher's first sync (a new vault's first index)
 MAX_NOTE_CHARS = 100_000  # a note longer than this is returned cut, and says so
+MAX_NOTE_BYTES = 4 * 1024 * 1024  # read_note reads no more of a file than this
+MAX_PATH_CHARS = 1024  # no note path is longer (file names are bounded): refused before any lookup
+READ_TIMEOUT = 10.0  # seconds read_note waits for a file's bytes (a stuck network mount)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -140,19 +150,29 @@ class VaultTools:
         return list(found.values())
 
     def read_note(self, path: str) -> dict[str, Any]:
-        """A note's properties and text; ``path`` is vault-relative and must stay inside the vault."""
+        """A note's properties and text; ``path`` is vault-relative and must stay inside the vault.
+
+        Only a regular file is opened (a FIFO, device or folder named ``*.md`` is refused), read up
+        to ``MAX_NOTE_BYTES`` within ``READ_TIMEOUT`` seconds on a reader thread of its own."""
         relpath = (path or "").strip()
+        if len(relpath) > MAX_PATH_CHARS:
+            raise VaultError(
+                f"a path of {len(relpath):,} characters: longer than any note's ({MAX_PATH_CHARS:,}); refused"
+            )
         vault = self._vault()
         try:
-            vault.path(relpath, allow_symlink=True)  # refuses ../, absolute paths and escapes through links
-            if not relpath.endswith(".md"):
-                raise VaultError(f"{relpath}: not a Markdown note (give the .md path, as search returns it)")
-            try:
-                frontmatter, body, _ = vault.read(relpath)
-            except FrontmatterError as exc:
-                raise VaultError(str(exc)) from None
+            full = vault.path(relpath, allow_symlink=True)  # refuses ../, absolute paths and escapes through links
+        except OSError as exc:  # a name the file system refuses (too long, ...)
+            raise VaultError(f"{relpath[:80]}: not a readable path: {exc.strerror or exc}") from None
         finally:
             vault.close()
+        if not relpath.endswith(".md"):
+            raise VaultError(f"{relpath}: not a Markdown note (give the .md path, as search returns it)")
+        data = _read_regular(full, relpath)
+        try:
+            frontmatter, body = split_frontmatter(data.decode("utf-8", errors="replace"), relpath)
+        except FrontmatterError as exc:
+            raise VaultError(str(exc)) from None
         cut = len(body) > MAX_NOTE_CHARS
         return {
             "path": relpath,
@@ -196,6 +216,40 @@ class VaultTools:
             "waiting_to_index": result.pending,
             "fresh": result.index is not None and not any(result.pending.values()),
         }
+
+
+def _read_regular(full: Path, relpath: str) -> bytes:
+    """Up to ``MAX_NOTE_BYTES`` of a regular file, within ``READ_TIMEOUT``; a one-line VaultError otherwise."""
+    future = _reader_pool().submit(_read_capped, full)
+    try:
+        return future.result(timeout=READ_TIMEOUT)
+    except FuturesTimeout:
+        raise VaultError(f"{relpath}: no answer from the file system in {READ_TIMEOUT:.0f} s; try again") from None
+    except FileNotFoundError:
+        raise VaultError(f"{relpath}: no such note") from None
+    except OSError as exc:
+        raise VaultError(f"{relpath}: cannot be read: {exc.strerror or exc}") from None
+
+
+def _read_capped(full: Path) -> bytes:
+    """Open without blocking (a FIFO would), check the open file is regular, read up to the cap."""
+    fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a folder, pipe or device); refused")
+        chunks, left = [], MAX_NOTE_BYTES
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@cache
+def _reader_pool() -> ThreadPoolExecutor:
+    """read_note's reader threads: a read stuck past the timeout holds one of these, never a server worker."""
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="vault-read-note")
 
 
 def _search_hit(cand) -> dict[str, Any]:
