@@ -74,5 +74,9 @@ def finding_lines(report: CheckReport) -> list[str]:
             else []
         ),
         *(f"temp file left by an interrupted write: {p}" for p in report.temp_files),
+        *(
+            f"secret-looking text (an API key or token?) in {p}: kept as written; move it out of the vault if it is one"
+            for p in report.secrets
+        ),
         *(f"fixed: {line}" for line in report.fixed),
     ]

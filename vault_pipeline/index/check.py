@@ -4,7 +4,8 @@ Reports notes whose frontmatter does not parse, wikilinks, block links (``[[note
 heading links (``[[note#Heading]]``) that resolve to nothing (names match without regard to
 case, as in Obsidian), ids used by more than one file (reported once, as one problem), index
 rows whose file changed or vanished, an index whose files cannot be read back (``damage.probe``),
-and temp files left by an interrupted write. ``fix=True`` repairs only what is ours to repair: it
+temp files left by an interrupted write, and notes holding text shaped like a secret (the call
+log's redaction patterns: the note keeps it, the user decides). ``fix=True`` repairs only what is ours to repair: it
 removes stale temp files, gives each copy of a note (an Obsidian "Make a copy" keeps the ``id``)
 an id of its own so it can be indexed, and re-syncs the index with every file re-hashed (an
 unreadable index is set aside and rebuilt).
@@ -26,6 +27,7 @@ from vault_pipeline.index.manifest import MANIFEST_FILE, opened_manifest
 from vault_pipeline.index.sync import sync
 from vault_pipeline.index.table import INDEX_DIR
 from vault_pipeline.ingest.notes import literal_lines, markdown_blocks
+from vault_pipeline.models.calllog import redact
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -52,6 +54,7 @@ class CheckReport:
     copies: dict[str, list[str]] = field(default_factory=dict)  # per duplicate id: the files --fix re-ids
     index_mismatches: list[tuple[str, str]] = field(default_factory=list)
     index_damage: str = ""  # why the index cannot be read back, or ''
+    secrets: list[str] = field(default_factory=list)  # notes holding a secret-looking string (never edited)
     temp_files: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
 
@@ -66,6 +69,7 @@ class CheckReport:
             + len(self.duplicate_ids)
             + len(self.index_mismatches)
             + bool(self.index_damage)
+            + len(self.secrets)
             + len(self.temp_files)
         )
 
@@ -115,6 +119,8 @@ def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> 
     except (FrontmatterError, UnicodeDecodeError, OSError) as exc:
         report.invalid.append((relpath, str(getattr(exc, "reason", exc))))
         return
+    if redact(text) != text:
+        report.secrets.append(relpath)
     if frontmatter.get("id"):
         scan.ids[str(frontmatter["id"])].append(relpath)
     prose = _prose(body)
