@@ -117,3 +117,24 @@ def test_check_names_the_damage_and_the_command_that_repairs_it(indexed, cli):
     fixed = cli("index", "--vault", indexed.root)
     assert fixed.exit_code == 0 and "rebuilt the index: the index could not be read" in fixed.stderr
     assert cli("check", "--vault", indexed.root).exit_code == 0
+
+
+def test_status_lists_every_model_role_the_quality_model_included(indexed, cli):
+    result = cli("status", "--json", "--vault", indexed.root)
+    import json
+
+    roles = [m["role"] for m in json.loads(result.stdout)["models"]]
+    assert roles == ["extract", "gate", "quality", "embed"]
+
+
+def test_check_prints_its_summary_and_the_count_on_lines_of_their_own(indexed):
+    import subprocess
+    import sys
+
+    damage_index(indexed.root, "truncated data")
+    cli = [sys.executable, "-m", "vault_pipeline.cli", "check", "--vault", str(indexed.root)]
+    done = subprocess.run(cli, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1
+    assert [line for line in lines if line.startswith("checked ")] == ["checked 40 notes: 1 problem(s)"]
+    assert lines[-1] == "incomplete: 1 problem(s) found (exit 1)"

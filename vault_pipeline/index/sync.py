@@ -254,6 +254,7 @@ class _Run:
         self.faults: dict[str, str] = {}
         self.owners: dict[str, str] = {}  # note id -> the path that holds it
         self.gone_by_id: dict[str, str] = {}  # note id -> a path that left the vault
+        self.gone_by_sha: dict[str, str] = {}  # content hash -> a path that left the vault (notes without an id)
         self.batch: list[_Note] = []
         self.batch_chunks = 0
         self.moved_from: set[str] = set()
@@ -273,6 +274,7 @@ class _Run:
         self.report.scanned = len(paths)
         gone = {p for p in self.entries if p not in present}
         self.gone_by_id = {self.entries[p].note_id: p for p in sorted(gone) if p not in self.faults}
+        self.gone_by_sha = {self.entries[p].sha256: p for p in sorted(gone) if p not in self.faults}
         self.owners = {e.note_id: p for p, e in self.entries.items() if p in present and p not in self.faults}
         candidates = self._candidates(paths, verify or rechunk)
         self.total = len(candidates)
@@ -355,7 +357,7 @@ class _Run:
             self._skip(relpath, f"id {note_id} is already used by {owner}")
             return None
         self._claim(relpath, note_id)
-        kind, replaces, reuse = self._replaced(relpath, note_id, kind)
+        kind, replaces, reuse = self._replaced(relpath, note_id, kind, "" if frontmatter.get("id") else sha)
         chunks = chunks_for_note(note_id, body)
         entry = ManifestEntry(relpath, note_id, sha, st.st_size, st.st_mtime_ns, len(chunks))
         return _Note(entry, note_columns(frontmatter, relpath), chunks, kind, replaces, reuse)
@@ -371,11 +373,18 @@ class _Run:
             self._skip(relpath, " ".join(exc.reason.split()))
         return None
 
-    def _replaced(self, relpath: str, note_id: str, kind: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    def _replaced(
+        self, relpath: str, note_id: str, kind: str, sha: str = ""
+    ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         """(kind, the paths whose rows the file's new rows replace, those whose vectors may be reused).
 
-        A new file holding the id of a file gone since the last sync is that note, moved."""
+        A new file holding the id of a file gone since the last sync is that note, moved; so is a
+        new file without an id (``sha`` given) holding the very bytes of a gone one: a rename."""
         moved_from = self.gone_by_id.pop(note_id, None) if relpath not in self.entries else None
+        if moved_from is None and sha and relpath not in self.entries:
+            moved_from = self.gone_by_sha.pop(sha, None)
+            if moved_from is not None:
+                self.gone_by_id.pop(self.entries[moved_from].note_id, None)
         if moved_from is not None:
             self.moved_from.add(moved_from)
             kind = "moved" if kind == "added" else kind
