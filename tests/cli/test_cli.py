@@ -187,7 +187,7 @@ def test_status_prints_titled_tables_and_json(make_vault, write_note):
     assert "folder" in text.stdout and "all notes" in text.stdout
     data = json.loads(vault("status", "--vault", found.root, "--json").stdout)
     assert data["folders"] == {"inbox": 2} and data["exit_code"] == EXIT_OK
-    assert {m["role"] for m in data["models"]} == {"extract", "gate", "embed"}
+    assert {m["role"] for m in data["models"]} == {"extract", "gate", "quality", "embed"}
 
 
 # --------------------------------------------------------------------------- exit codes
@@ -423,6 +423,7 @@ JSON_KEYS = {
         "repairs",
         "rebuilt",
         "rebuild_reason",
+        "damaged_copy",
         "rechunked",
         "integrity",
         "optimized",
@@ -441,6 +442,8 @@ JSON_KEYS = {
         "duplicate_ids",
         "copies",
         "index_mismatches",
+        "index_damage",
+        "secrets",
         "temp_files",
         "fixed",
         "problems",
@@ -473,7 +476,9 @@ def test_every_report_prints_its_own_json_shape_with_the_exit_code_last(make_vau
     for command, data in shapes.items():
         assert list(data) == [*JSON_KEYS[command], "exit_code"], command
     assert list(shapes["keep"]["judge"]) == ["by", "model_judged", "errors"]
-    assert [list(m) for m in shapes["status"]["models"]] == [["role", "model", "where"]] * 3
+    assert [list(m) for m in shapes["status"]["models"]] == [
+        ["role", "model", "where"]
+    ] * 4  # extract, gate, quality, embed
 
 
 def test_the_clean_plan_and_the_package_keep_their_json_shapes(make_vault, write_note, hash_embedder):

@@ -192,11 +192,11 @@ def test_moving_a_file_keeps_one_copy_and_reembeds_nothing(vault, embedder):
     assert _clean(sync(vault, embedder))
 
 
-def test_moving_a_note_without_frontmatter_reindexes_it_under_its_new_id(vault, embedder):
+def test_moving_a_note_without_frontmatter_is_a_move_found_by_its_bytes(vault, embedder):
     sync(vault, embedder)
     (vault.root / "resources/garden notes.md").rename(vault.root / "web/garden notes.md")
-    report = sync(vault, embedder)  # its id comes from its path, so this is a new note
-    assert (report.added, report.removed, report.moved) == (1, 1, 0)
+    report = sync(vault, embedder)  # no id in it: the same bytes under a new path are the same note
+    assert (report.added, report.removed, report.moved) == (0, 0, 1)
     paths = [r["path"] for r in _all_rows(vault) if r["note_id"].startswith("u-")]
     assert paths == ["web/garden notes.md"]
 
