@@ -63,6 +63,7 @@ sys.path.insert(0, str(REPO))
 from vault_pipeline import pipeline  # noqa: E402
 from vault_pipeline.config import load_settings  # noqa: E402
 from vault_pipeline.index.search import Index  # noqa: E402
+from vault_pipeline.ingest.select import shipped  # noqa: E402
 from vault_pipeline.models.embed import build_embedder  # noqa: E402
 from vault_pipeline.models.offline import OfflineBackend  # noqa: E402
 from vault_pipeline.models.threads import one_blas_thread  # noqa: E402
@@ -172,7 +173,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def build(data: Path, out: Path, embed: str) -> dict[str, Vault]:
+def build(data: Path, out: Path, embed: str, write_threshold: float | None = None) -> dict[str, Vault]:
     """One vault per LoCoMo sample under ``out`` (each from a one-sample copy of the data file, kept
     beside the vaults, outside the repository), ingested offline and indexed."""
     vaults = {}
@@ -184,7 +185,7 @@ def build(data: Path, out: Path, embed: str) -> dict[str, Vault]:
         part.write_text(json.dumps([sample]), encoding="utf-8")
         vault = Vault.init(out / name)
         started = time.perf_counter()
-        report = pipeline.ingest(vault, [part], OfflineBackend())
+        report = pipeline.ingest(vault, [part], OfflineBackend(), selector=shipped(write_threshold))
         totals["ingest_s"] += time.perf_counter() - started
         totals.update(sessions=report.conversations, turns=report.messages, notes=report.notes)
         started = time.perf_counter()
@@ -452,6 +453,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument(
+        "--write-threshold", type=float, default=None, help="the selector's write bar (default: the shipped one)"
+    )
+    parser.add_argument(
         "--dev-split",
         action="store_true",
         help=f"also report on {', '.join(REPORTED_SAMPLES)} only ({', '.join(TUNE_SAMPLES)} are for tuning)",
@@ -465,7 +469,7 @@ def main() -> None:
     turns_by_sample = raw_turns(args.data)
     turn_words = {(sample, t["id"]): t["words"] for sample, turns in turns_by_sample.items() for t in turns}
     print(f"LoCoMo: {len(qs)} questions (categories 1-4) from {args.data}; vaults in {out}; budget {args.budget}")
-    vaults = build(args.data, out, args.embedder)
+    vaults = build(args.data, out, args.embedder, args.write_threshold)
     started = time.perf_counter()
     by_sample = {
         sample: iter(run_cli_batch(vault, [q for q in qs if q["sample"] == sample], args.budget))
