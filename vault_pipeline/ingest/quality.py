@@ -128,8 +128,7 @@ def features(sentence: str, source: str | None = None) -> dict[str, bool]:
 
 
 def _judged_clause(text: str) -> str:
-    """The clause the grammar signs judge: a short field label ("Cloud Run: Deploy ...") is tolerated
-    and the clause after it is judged, when that clause has at least three words."""
+    """The clause judged: after a short field label ("Cloud Run: Deploy ..."), when three words follow it."""
     label = _LABEL.match(text)
     return text[label.end() :] if label and word_count(text[label.end() :]) >= 3 else text
 
@@ -141,8 +140,7 @@ def _tokens(clause: str) -> list[str]:
 
 
 def _dutch_grammar(text: str, tokens: Sequence[str]) -> dict[str, bool]:
-    """The grammar signs of a Dutch sentence, from closed word classes and simplemma's lemmas (no
-    tagger here knows Dutch)."""
+    """The grammar signs of a Dutch sentence, from closed word classes and simplemma's lemmas."""
     lowered = [t.lower() for t in tokens]
     first, last = lowered[0], lowered[-1]
     second = lowered[1] if len(lowered) > 1 else ""
@@ -238,8 +236,7 @@ def _english_verb_first(tags: Sequence[str]) -> bool:
 
 
 def _reference_signs(text: str, clause: str, first: str, dutch: bool) -> dict[str, bool]:
-    """Whether the sentence points at something it does not hold: a pointing first word or "the
-    above", a pointing word later on, a connective that needs the sentence before."""
+    """Whether the sentence points at something it does not hold (first word, later word, connective)."""
     return {
         "unresolved_reference": first in _DEICTIC or bool(_ABOVE.search(text)),
         "pronoun": _points_outside(clause, dutch) or bool(_POINTING.search(text)),
@@ -247,8 +244,7 @@ def _reference_signs(text: str, clause: str, first: str, dutch: bool) -> dict[st
 
 
 def _talk_signs(text: str) -> dict[str, bool]:
-    """Whether the sentence is chat talk rather than a statement: a pleasantry, a quiz option, a log
-    line, template filler, or talk about the exchange itself."""
+    """Whether the sentence is chat talk: a pleasantry, quiz option, log line, filler, talk about the chat."""
     return {
         "salutation": bool(PLEASANTRY.search(text)),
         "quiz_option": bool(_QUIZ.match(text)),
@@ -259,8 +255,7 @@ def _talk_signs(text: str) -> dict[str, bool]:
 
 
 def _form_signs(text: str) -> dict[str, bool]:
-    """Whether the sentence lacks a sentence's form: a capital (or digit) first, closing punctuation,
-    three words."""
+    """Whether the sentence lacks a sentence's form: a capital first, closing punctuation, three words."""
     return {
         "no_capital": not text[:1].isupper() and not text[:1].isdigit(),
         "no_full_stop": not text.endswith((".", "?", "!", ".)", '."', ".”")),
