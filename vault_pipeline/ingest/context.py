@@ -301,22 +301,28 @@ def unit_context(unit: AtomicUnit, conv: Conversation) -> tuple[dict[str, str], 
     sources = [by_id[i] for i in ids if i in by_id]
     names = list(dict.fromkeys(n for n in map(speaker_name, sources) if n))
     base = next((m.created for m in sources if m.created is not None), None) or conv.created
-    properties: dict[str, str] = {}
-    parts: list[str] = []
-    if names:
-        properties["speaker_name"] = _joined(names)
     refs = resolve_times(" ".join(filter(None, [unit.text, unit.context])), base) if base else []
+    properties = {"speaker_name": _joined(names)} if names else {}
     if refs:
-        first = refs[0]
-        properties["when"] = first.start.isoformat()
-        if first.end != first.start:
-            properties["when_end"] = first.end.isoformat()
-        properties["when_text"] = first.text
+        properties.update(_when(refs[0]))
+    return properties, _context_line(names, base, refs)
+
+
+def _when(ref: TimeRef) -> dict[str, str]:
+    """The ``when`` properties of a note's first time expression: its day (and last day), as written."""
+    found = {"when": ref.start.isoformat()}
+    if ref.end != ref.start:
+        found["when_end"] = ref.end.isoformat()
+    found["when_text"] = ref.text
+    return found
+
+
+def _context_line(names: Sequence[str], base: date | None, refs: Sequence[TimeRef]) -> str | None:
+    """The Context text: who said it and on which day, then what each time expression means."""
     lead = ", ".join(filter(None, [_joined(names), long_date(base) if base and (names or refs) else ""]))
-    if lead:
-        parts.append(lead)
+    parts = [lead] if lead else []
     parts += [f"“{ref.text}” is {ref.describe()}" for ref in _unique(refs)]
-    return properties, ("; ".join(parts) + ".") if parts else None
+    return ("; ".join(parts) + ".") if parts else None
 
 
 def merge_context(existing: str | None, extra: str | None) -> str | None:

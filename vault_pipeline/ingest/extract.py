@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -108,7 +108,12 @@ class AtomicUnit(BaseModel):
             raise ValueError(f"only an open-question unit may be a question; restate it as a sentence: {self.text!r}")
         ctx = _ctx(info)
         self._check_limits(ctx.get("texts") or {})
-        known, roles = ctx.get("message_ids"), ctx.get("roles") or {}
+        self._check_sources(ctx.get("message_ids"), ctx.get("roles") or {})
+        return self
+
+    def _check_sources(self, known: Collection[str] | None, roles: Mapping[str, str]) -> None:
+        """Source ids of this window's messages (when it names them), a speaker of their roles, and a
+        decision only from the user's own messages."""
         if known is not None:
             unknown = [i for i in self.source_ids if i not in set(known)]
             if unknown:
@@ -121,7 +126,6 @@ class AtomicUnit(BaseModel):
                 f"a decision must come from the user's own messages, not the assistant's: {self.text!r}; "
                 "use idea, fact or action-item for the assistant's proposals"
             )
-        return self
 
     def _check_limits(self, texts: dict[str, str]) -> None:
         """At most MAX_WORDS words (a context of MAX_CONTEXT_WORDS), or the verbatim limits for a

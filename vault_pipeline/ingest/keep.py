@@ -134,22 +134,17 @@ def quality_problems(
     (``quality_model.problems_of``): given, they stand in for the selector's; the hard rules apply.
     ``keep_at``: the selector's keep threshold (default: the shipped selector's).
     """
-    problems: list[str] = []
     sentence = note_sentence(body)
     category = str(frontmatter.get("category") or "")
     if sentence:
-        limit = MAX_VERBATIM_WORDS if source is not None and is_verbatim(sentence, source) else MAX_WORDS
-        problems += hard_problems(sentence, category, limit=limit)
-        if judged is not None:
-            problems += [p for p in judged if p not in problems]
-        elif scored is not None and scored.probability < (bar := shipped().keep if keep_at is None else keep_at):
-            why = ", ".join(scored.reasons) or "no one sign against it, but not enough for it"
-            problems.append(f"quality score {scored.probability:.2f} below {bar:.2f}: {why}")
+        problems = _sentence_problems(sentence, category, source, judged)
+        if judged is None:
+            problems += _score_problem(scored, keep_at)
         missing = unfaithful(sentence, source) if source is not None else []
         if missing:
             problems.append("not in its source: " + ", ".join(missing[:3]))
     else:
-        problems.append("no sentence in the body")
+        problems = ["no sentence in the body"]
     if category not in CATEGORIES:
         problems.append(f"category {category!r} is not one of {', '.join(CATEGORIES)}")
     if not _has_source(frontmatter):
@@ -159,6 +154,27 @@ def quality_problems(
     if duplicate is not None:
         problems.append(f"duplicates an existing engram: {duplicate!r}")
     return problems
+
+
+def _sentence_problems(sentence: str, category: str, source: str | None, judged: Sequence[str] | None) -> list[str]:
+    """The hard rules' problems with a note's sentence (the verbatim word limit for a sentence that
+    is its source's own words), then a quality model's where it judged the sentence."""
+    limit = MAX_VERBATIM_WORDS if source is not None and is_verbatim(sentence, source) else MAX_WORDS
+    problems = hard_problems(sentence, category, limit=limit)
+    if judged is not None:
+        problems += [p for p in judged if p not in problems]
+    return problems
+
+
+def _score_problem(scored: Scored | None, keep_at: float | None) -> list[str]:
+    """The selector's reason to fail a note it scored below the keep threshold, or none."""
+    if scored is None:
+        return []
+    bar = shipped().keep if keep_at is None else keep_at
+    if scored.probability < bar:
+        why = ", ".join(scored.reasons) or "no one sign against it, but not enough for it"
+        return [f"quality score {scored.probability:.2f} below {bar:.2f}: {why}"]
+    return []
 
 
 def note_context(body: str) -> str | None:
@@ -355,13 +371,9 @@ def _resolve(vault: Vault, target: str, inbox: dict[str, _Entry], paths: list[st
     """An inbox relpath for a note id, stem or path; otherwise why not."""
     name = target.strip().replace("\\", "/")
     stem = name[:-3] if name.endswith(".md") else name
-    for candidate in (name, f"{INBOX}{name}", f"{INBOX}{stem}.md"):
-        if candidate in inbox:
-            return candidate, ""
-    by_stem = [p for p in inbox if p.rsplit("/", 1)[-1][:-3] == stem]
-    by_id = [p for p, e in inbox.items() if str(e.frontmatter.get("id", "")) == name]
-    if by_stem or by_id:
-        return sorted(by_stem or by_id)[0], ""
+    found = _in_inbox(name, stem, inbox)
+    if found is not None:
+        return found, ""
     elsewhere = next((p for p in paths if p == name or p.rsplit("/", 1)[-1][:-3] == stem), None)
     elsewhere = elsewhere or vault.locate(name)
     if elsewhere and elsewhere.startswith(ENGRAMS + "/"):
@@ -369,6 +381,17 @@ def _resolve(vault: Vault, target: str, inbox: dict[str, _Entry], paths: list[st
     if elsewhere:
         return None, f"not in inbox/: {elsewhere}"
     return None, "no such note in inbox/"
+
+
+def _in_inbox(name: str, stem: str, inbox: dict[str, _Entry]) -> str | None:
+    """The inbox relpath a target names: as a path (with or without ``inbox/`` and ``.md``), else by
+    its file stem, else by its note id (the first in path order); None when none matches."""
+    for candidate in (name, f"{INBOX}{name}", f"{INBOX}{stem}.md"):
+        if candidate in inbox:
+            return candidate
+    by_stem = [p for p in inbox if p.rsplit("/", 1)[-1][:-3] == stem]
+    by_id = [p for p, e in inbox.items() if str(e.frontmatter.get("id", "")) == name]
+    return sorted(by_stem or by_id)[0] if by_stem or by_id else None
 
 
 _EMBED_BATCH = 256  # notes embedded per call when the gate reads meaning (progress stays live)

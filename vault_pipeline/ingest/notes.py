@@ -10,6 +10,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
@@ -315,50 +316,70 @@ def _message_lines(text: str) -> tuple[list[str], list[bool | None]]:
 
 
 def _parsed_message_lines(raw: list[str]) -> tuple[list[str], list[bool | None]]:
+    """``_message_lines`` for a message CommonMark must read: the top-level blocks copied in order,
+    raw HTML fenced as code, a fence left open closed."""
     tokens = markdown_blocks("\n".join(raw))
-    literal = literal_lines(tokens, len(raw))
-    lines: list[str] = []
-    kinds: list[bool | None] = []
-    done = 0  # raw lines copied so far
+    out = _Rendered(raw, literal_lines(tokens, len(raw)))
     top = [t for t in tokens if t.level == 0 and t.nesting >= 0 and t.map]
-
-    def copy(end: int) -> None:
-        nonlocal done
-        for number in range(done, end):
-            line = raw[number]
-            if not literal[number]:
-                line = _TRAILING_ID.sub(r"\1\\^\2\3", line)
-            lines.append(line)
-            kinds.append(None if not line.strip() else not (literal[number] or _STRUCTURAL.match(line)))
-        done = max(done, end)
-
     for index, token in enumerate(top):
-        start, end = token.map
-        if start < done:
+        start = token.map[0]
+        if start < out.done:
             continue  # raw HTML joined to the block before it
-        copy(start)
-        if token.type == "html_block":  # shown as code: raw HTML would run on over the next messages
-            for after in top[index + 1 :]:  # one fence for HTML blocks that follow each other
-                if after.type != "html_block" or after.map[0] != end:
-                    break
-                end = after.map[1]
-            block = raw[start:end]
-            fence = _long_fence(block)
-            lines.extend([fence + _html_info(block[0]), *block, fence])
-            kinds.extend([False] * (len(block) + 2))
-            done = end
+        out.copy(start)
+        if token.type == "html_block":
+            out.html(top, index)
         else:
-            copy(end)
-            if token.type == "fence" and not _closes(token, raw[end - 1], end - start):
-                lines.append(token.markup)  # left open, it would swallow every later message
-                kinds.append(False)
-    copy(len(raw))
+            out.block(token)
+    out.copy(len(raw))
     # Plain only where CommonMark agrees: the label and the " ^id" go on paragraphs alone.
     if top and top[0].type != "paragraph_open":
-        kinds[0] = False
+        out.kinds[0] = False
     if top and top[-1].type != "paragraph_open":
-        kinds[-1] = False
-    return lines, kinds
+        out.kinds[-1] = False
+    return out.lines, out.kinds
+
+
+@dataclass
+class _Rendered:
+    """A message's lines as rendered so far, and per line plain, structural or blank."""
+
+    raw: list[str]
+    literal: list[bool]  # per raw line: inside a code block, a fence or raw HTML
+    lines: list[str] = field(default_factory=list)
+    kinds: list[bool | None] = field(default_factory=list)
+    done: int = 0  # raw lines copied so far
+
+    def copy(self, end: int) -> None:
+        """Copy the raw lines up to ``end``, a stray block id escaped where it is not literal text."""
+        for number in range(self.done, end):
+            line = self.raw[number]
+            if not self.literal[number]:
+                line = _TRAILING_ID.sub(r"\1\\^\2\3", line)
+            self.lines.append(line)
+            self.kinds.append(None if not line.strip() else not (self.literal[number] or _STRUCTURAL.match(line)))
+        self.done = max(self.done, end)
+
+    def html(self, top: Sequence[Any], index: int) -> None:
+        """The raw HTML block ``top[index]``, with the HTML blocks right after it, as one fenced code
+        block: raw HTML would run on over the next messages."""
+        start, end = top[index].map
+        for after in top[index + 1 :]:
+            if after.type != "html_block" or after.map[0] != end:
+                break
+            end = after.map[1]
+        block = self.raw[start:end]
+        fence = _long_fence(block)
+        self.lines.extend([fence + _html_info(block[0]), *block, fence])
+        self.kinds.extend([False] * (len(block) + 2))
+        self.done = end
+
+    def block(self, token: Any) -> None:
+        """Any other block as it is; a fence it leaves open closed, or it would swallow every later message."""
+        start, end = token.map
+        self.copy(end)
+        if token.type == "fence" and not _closes(token, self.raw[end - 1], end - start):
+            self.lines.append(token.markup)
+            self.kinds.append(False)
 
 
 def _long_fence(block: list[str]) -> str:

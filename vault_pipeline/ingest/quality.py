@@ -109,96 +109,165 @@ def is_dutch(sentence: str) -> bool:
 def features(sentence: str, source: str | None = None) -> dict[str, bool]:
     """The gate's interpretable signs of a fragment, each True when the sign is present.
 
-    With the source message text, also whether the sentence was cut out of a longer one."""
+    With the source message text, also whether the sentence was cut out of a longer one. The
+    grammar signs come from one reading per language (English by the tagger, Dutch by lemma
+    rules); the rest read the sentence's words and shape the same way in either language.
+    Keys in ``FEATURES`` order, then ``imperative`` (a selector input, not a reason)."""
     text = sentence.strip()
-    # A short field label ("Cloud Run: Deploy ...") is tolerated; the clause after it is judged.
-    label = _LABEL.match(text)
-    clause = text[label.end() :] if label and word_count(text[label.end() :]) >= 3 else text
-    tokens = [w.strip(".,;:!?()\"'`*“”‘’") for w in clause.split()]
-    tokens = [t for t in tokens if t] or [""]
-    first, last = tokens[0].lower(), tokens[-1].lower()
-    second = tokens[1].lower() if len(tokens) > 1 else ""
+    clause = _judged_clause(text)
+    tokens = _tokens(clause)
     dutch = is_dutch(text)
-    if dutch:
-        # An imperative opens with the verb stem, its object's article or pronoun next ("Volg de ...").
-        imperative = first not in _DUTCH and first not in _DUTCH_OPENERS and second in _DUTCH_OBJECT_OPENERS
-        has_verb = imperative or any(_dutch_finite(t.lower()) for t in tokens)
-        verb_first = first in _DUTCH_FINITE and not text.endswith("?")
-        opener = first in _DUTCH_OPENERS and "," not in text
-        # "om" opens a purpose clause that needs "te" and an infinitive ("om patronen." is cut).
-        lowered = [t.lower() for t in tokens]
-        purpose_cut = "om" in lowered and "te" not in lowered[lowered.index("om") :]
-        # A separable verb's particle ends a main clause ("Pas de intensiteit aan.", "Berg ze netjes op."):
-        # no open phrase when it joins a word of the sentence into a known verb (aanpassen, opbergen).
-        dangling = (last in _DUTCH_DANGLING and not _particle_verb(last, lowered[:-1])) or purpose_cut
-        relative_only = False
-        # Dutch has no tagger here: a word that is no function word and no verb form stands for a noun.
-        no_noun = not any(t.isalnum() and t.lower() not in _DUTCH and not _dutch_finite(t.lower()) for t in tokens[1:])
-    else:
-        raw = _tagger().tag(_for_tagging(clause))
-        tagged = [(w.lower(), tag) for w, tag in raw if tag not in _PUNCT_TAGS]
-        starts = _clause_starts(raw)
-        tags = [tag for _, tag in tagged]
-        # A subject pronoun makes the next word its verb ("We store ..."): the lexicon tags it a noun.
-        has_verb = any(
-            tag in _FINITE_TAGS or (prev == "PRP" and tag in ("NN", "VB", "VBN")) for prev, tag in pairwise(["", *tags])
-        )
-        # A sentence-initial bare noun or verb followed straight by a determiner or possessive cannot be
-        # a subject noun phrase: it is an imperative verb ("Share your ...", "Access the ..."). So is a
-        # word the lexicon knows in a verb's inflections before a name ("Check GitHub ...").
-        # The same holds after a fronted phrase and its comma ("For translations, use the ... tag.").
-        imperative = any(
-            len(tags) - start > 1
-            and (
-                (tags[start] in ("VB", "NN", "NNP") and tags[start + 1] in ("DT", "PRP$", "PRP"))
-                or (tags[start + 1] in ("DT", "PRP$", "PRP", "NNP") and _verbal(tagged[start][0]))
-            )
-            for start in starts
-        )
-        # The lexicon reads a verb's -s form after a noun as a plural ("The method deletes all objects."):
-        # between a noun and a determiner it is the finite verb.
-        has_verb = has_verb or any(
-            tags[i - 1] in ("NN", "NNS", "NNP") and tags[i + 1] in ("DT", "PRP$", "CD") and _third_person(tagged[i][0])
-            for i in range(1, len(tags) - 1)
-        )
-        # Adverbs may lead an imperative ("Always be sure ...", "Never commit ...").
-        leading = next((tag for tag in tags if tag != "RB"), "")
-        has_verb = has_verb or imperative or leading == "VB"
-        opener = bool(tags) and tags[0] in _OPENER_TAGS and "," not in text and not text.endswith("?")
+    found = {
+        **(_dutch_grammar(text, tokens) if dutch else _english_grammar(text, clause, tokens[-1].lower())),
+        **_reference_signs(text, clause, tokens[0].lower(), dutch),
+        **_talk_signs(text),
+        **_form_signs(text),
+        **_cut_signs(text, source),
+    }
+    return {name: found[name] for name in (*FEATURES, "imperative")}
+
+
+def _judged_clause(text: str) -> str:
+    """The clause judged: after a short field label ("Cloud Run: Deploy ..."), when three words follow it."""
+    label = _LABEL.match(text)
+    return text[label.end() :] if label and word_count(text[label.end() :]) >= 3 else text
+
+
+def _tokens(clause: str) -> list[str]:
+    """The clause's words without the punctuation and quotes around them; [""] for none."""
+    tokens = [w.strip(".,;:!?()\"'`*“”‘’") for w in clause.split()]
+    return [t for t in tokens if t] or [""]
+
+
+def _dutch_grammar(text: str, tokens: Sequence[str]) -> dict[str, bool]:
+    """The grammar signs of a Dutch sentence, from closed word classes and simplemma's lemmas."""
+    lowered = [t.lower() for t in tokens]
+    first, last = lowered[0], lowered[-1]
+    second = lowered[1] if len(lowered) > 1 else ""
+    # An imperative opens with the verb stem, its object's article or pronoun next ("Volg de ...").
+    imperative = first not in _DUTCH and first not in _DUTCH_OPENERS and second in _DUTCH_OBJECT_OPENERS
+    # "om" opens a purpose clause that needs "te" and an infinitive ("om patronen." is cut).
+    purpose_cut = "om" in lowered and "te" not in lowered[lowered.index("om") :]
+    # A separable verb's particle ends a main clause ("Pas de intensiteit aan.", "Berg ze netjes op."):
+    # no open phrase when it joins a word of the sentence into a known verb (aanpassen, opbergen).
+    dangling = (last in _DUTCH_DANGLING and not _particle_verb(last, lowered[:-1])) or purpose_cut
+    return {
+        "no_verb": not (imperative or any(_dutch_finite(t) for t in lowered)),
+        "fragment_opener": first in _DUTCH_OPENERS and "," not in text,
+        "dangling_end": dangling,
+        "verb_first": first in _DUTCH_FINITE and not text.endswith("?"),
+        "relative_only": False,
+        "no_noun": not any(_dutch_content(t.lower()) for t in tokens[1:] if t.isalnum()),
+        "imperative": imperative,
+    }
+
+
+def _dutch_content(word: str) -> bool:
+    """Whether a lowercased Dutch word stands for a noun: no function word and no verb form."""
+    return word not in _DUTCH and not _dutch_finite(word)
+
+
+def _english_grammar(text: str, clause: str, last: str) -> dict[str, bool]:
+    """The grammar signs of an English sentence, from the tags of TextBlob's PatternTagger."""
+    raw = _tagger().tag(_for_tagging(clause))
+    tagged = [(w.lower(), tag) for w, tag in raw if tag not in _PUNCT_TAGS]
+    tags = [tag for _, tag in tagged]
+    words = [w for w, _ in tagged]
+    imperative = _english_imperative(tags, words, _clause_starts(raw))
+    return {
+        "no_verb": not _english_verb(tags, words, imperative),
+        "fragment_opener": bool(tags) and tags[0] in _OPENER_TAGS and "," not in text and not text.endswith("?"),
         # An auxiliary or copula as the last word has lost its complement ("The distance is.").
-        dangling = bool(tags) and (tags[-1] in _DANGLING_TAGS or last in _AUXILIARIES)
-        # A gerund opens a subject when a finite verb follows ("Posting clips can help."); alone it is a fragment.
-        # Leading adverbs do not stand for a subject either ("Typically occurs when ...").
-        body = tags[next((i for i, tag in enumerate(tags) if tag != "RB"), len(tags)) :]
-        verb_first = (
-            bool(body)
-            and (body[0] in ("VBZ", "VBP", "VBD", "MD") or (body[0] == "VBG" and not set(body[1:]) & _FINITE))
-            and not text.endswith("?")
-        )
-        relative_only = _relative_only(tags, [w for w, _ in tagged])
+        "dangling_end": bool(tags) and (tags[-1] in _DANGLING_TAGS or last in _AUXILIARIES),
+        "verb_first": _english_verb_first(tags) and not text.endswith("?"),
+        "relative_only": _relative_only(tags, words),
         # Chit-chat ("That's great, Maria.", "It's so rewarding.") names no thing: no common noun, no
         # number, no code span (a name alone is the person addressed).
-        no_noun = not any(tag in ("NN", "NNS", "CD") for tag in tags) and "`" not in clause
+        "no_noun": not any(tag in ("NN", "NNS", "CD") for tag in tags) and "`" not in clause,
+        "imperative": imperative,
+    }
+
+
+def _english_verb(tags: Sequence[str], words: Sequence[str], imperative: bool) -> bool:
+    """Whether the tagged clause has a verb: a finite one, an imperative, or a bare verb first."""
+    # Adverbs may lead an imperative ("Always be sure ...", "Never commit ...").
+    leading = next((tag for tag in tags if tag != "RB"), "")
+    return _english_finite(tags, words) or imperative or leading == "VB"
+
+
+def _english_finite(tags: Sequence[str], words: Sequence[str]) -> bool:
+    """Whether the tagged clause has a finite verb, where the lexicon's tag may hide one."""
+    # A subject pronoun makes the next word its verb ("We store ..."): the lexicon tags it a noun.
+    after_pronoun = any(
+        tag in _FINITE_TAGS or (prev == "PRP" and tag in ("NN", "VB", "VBN")) for prev, tag in pairwise(["", *tags])
+    )
+    # The lexicon reads a verb's -s form after a noun as a plural ("The method deletes all objects."):
+    # between a noun and a determiner it is the finite verb.
+    return after_pronoun or any(
+        tags[i - 1] in ("NN", "NNS", "NNP") and tags[i + 1] in ("DT", "PRP$", "CD") and _third_person(words[i])
+        for i in range(1, len(tags) - 1)
+    )
+
+
+def _english_imperative(tags: Sequence[str], words: Sequence[str], starts: Sequence[int]) -> bool:
+    """Whether the sentence, or a stretch after one of its commas, opens with an imperative verb.
+
+    A sentence-initial bare noun or verb followed straight by a determiner or possessive cannot be
+    a subject noun phrase: it is an imperative verb ("Share your ...", "Access the ..."). So is a
+    word the lexicon knows in a verb's inflections before a name ("Check GitHub ..."). The same
+    holds after a fronted phrase and its comma ("For translations, use the ... tag.")."""
+    return any(
+        len(tags) - start > 1
+        and (
+            (tags[start] in ("VB", "NN", "NNP") and tags[start + 1] in ("DT", "PRP$", "PRP"))
+            or (tags[start + 1] in ("DT", "PRP$", "PRP", "NNP") and _verbal(words[start]))
+        )
+        for start in starts
+    )
+
+
+def _english_verb_first(tags: Sequence[str]) -> bool:
+    """Whether the clause opens with its finite verb, no subject before it.
+
+    A gerund opens a subject when a finite verb follows ("Posting clips can help."); alone it is a
+    fragment. Leading adverbs do not stand for a subject either ("Typically occurs when ...")."""
+    body = tags[next((i for i, tag in enumerate(tags) if tag != "RB"), len(tags)) :]
+    return bool(body) and (body[0] in _FINITE_TAGS or (body[0] == "VBG" and not set(body[1:]) & _FINITE))
+
+
+def _reference_signs(text: str, clause: str, first: str, dutch: bool) -> dict[str, bool]:
+    """Whether the sentence points at something it does not hold (first word, later word, connective)."""
     return {
-        "no_verb": not has_verb,
-        "fragment_opener": opener,
-        "dangling_end": dangling,
         "unresolved_reference": first in _DEICTIC or bool(_ABOVE.search(text)),
+        "pronoun": _points_outside(clause, dutch) or bool(_POINTING.search(text)),
+    }
+
+
+def _talk_signs(text: str) -> dict[str, bool]:
+    """Whether the sentence is chat talk: a pleasantry, quiz option, log line, filler, talk about the chat."""
+    return {
         "salutation": bool(PLEASANTRY.search(text)),
         "quiz_option": bool(_QUIZ.match(text)),
         "log_line": bool(_LOG.search(text)),
         "template": text.startswith(TEMPLATE_LEADS),
+        "about_the_chat": bool(_ABOUT_THE_CHAT.search(text)),
+    }
+
+
+def _form_signs(text: str) -> dict[str, bool]:
+    """Whether the sentence lacks a sentence's form: a capital first, closing punctuation, three words."""
+    return {
         "no_capital": not text[:1].isupper() and not text[:1].isdigit(),
         "no_full_stop": not text.endswith((".", "?", "!", ".)", '."', ".”")),
         "short": word_count(text) < 3,
-        "verb_first": verb_first,
-        "pronoun": _points_outside(clause, dutch) or bool(_POINTING.search(text)),
+    }
+
+
+def _cut_signs(text: str, source: str | None) -> dict[str, bool]:
+    """Whether the sentence starts or ends inside a longer sentence of its source; False without one."""
+    return {
         "cut_start": source is not None and _cut(text, source, head=True),
         "cut_end": source is not None and _cut(text, source, head=False),
-        "about_the_chat": bool(_ABOUT_THE_CHAT.search(text)),
-        "relative_only": relative_only,
-        "no_noun": no_noun,
-        "imperative": imperative,
     }
 
 
@@ -320,19 +389,27 @@ def _relative_only(tags: Sequence[str], words: Sequence[str]) -> bool:
 
     "Expected problems that may need to be addressed." has a verb, but only in the clause that
     modifies its noun; there is no main clause."""
-    finite = [i for i, tag in enumerate(tags) if tag in _FINITE_TAGS]
-    if not finite or not tags or tags[0] not in ("DT", "JJ", "NN", "NNS", "NNP", "VBN"):
-        return False
-    rel = next((i for i, w in enumerate(words) if w in ("that", "which", "who", "where")), None)
-    if rel is None or rel == 0 or any(i < rel for i in finite):
+    rel = _relative_after_noun(tags, words)
+    if rel is None:
         return False
     verbs = [i for i in range(rel + 1, len(tags)) if tags[i].startswith("VB") or tags[i] == "MD"]
-    finite_after = [i for i in verbs if tags[i] in _FINITE_TAGS]
     if tags[rel + 1 : rel + 2] == ["PRP"]:
         # "that we expected were addressed": the clause's own verb, then the main clause's.
         return len(verbs) < 2
     # "that may need to be addressed": one finite verb, the relative clause's own.
-    return len(finite_after) < 2
+    return len([i for i in verbs if tags[i] in _FINITE_TAGS]) < 2
+
+
+def _relative_after_noun(tags: Sequence[str], words: Sequence[str]) -> int | None:
+    """Where a relative clause opens after a leading noun phrase with no finite verb before it, or
+    None: the clause has no finite verb, opens with no noun phrase, or has no relative word after it."""
+    finite = [i for i, tag in enumerate(tags) if tag in _FINITE_TAGS]
+    if not finite or not tags or tags[0] not in ("DT", "JJ", "NN", "NNS", "NNP", "VBN"):
+        return None
+    rel = next((i for i, w in enumerate(words) if w in ("that", "which", "who", "where")), None)
+    if rel is None or rel == 0 or any(i < rel for i in finite):
+        return None
+    return rel
 
 
 _DEMONSTRATIVES = frozenset("this these those such dit deze zo'n".split())
@@ -361,20 +438,24 @@ def _nounish(word: str, dutch: bool, *, first: bool) -> bool:
     noun by the tagger's lexicon (the first word is often an imperative the lexicon calls a noun:
     "Use it ..."). Dutch has no tagger here: after the first word, a word that is no function word
     and no verb form stands for a noun (as for the no-noun sign)."""
-    lexicon = _lexicon()
     lower = word.lower()
     if lower in _PERSONAL or lower in _DEMONSTRATIVES:
         return False
-    if "`" in word or "_" in word or any(c.isdigit() for c in word):
-        return True
-    # A name is a capitalised word, not "I" or a contraction ("You'll").
-    if word[:1].isupper() and word.isalpha() and len(word) > 1 and (not first or (not dutch and lower not in lexicon)):
+    if "`" in word or "_" in word or any(c.isdigit() for c in word) or _named(word, dutch, first=first):
         return True
     if first:
         return False
     if dutch:
         return lower.isalpha() and lower not in _DUTCH and lower not in _DUTCH_OPENERS and not _dutch_finite(lower)
-    return str(lexicon.get(lower, "")).startswith("NN")
+    return str(_lexicon().get(lower, "")).startswith("NN")
+
+
+def _named(word: str, dutch: bool, *, first: bool) -> bool:
+    """Whether a word is a name: capitalised, not "I" or a contraction ("You'll"); as the first word
+    (capitalised anyway) only an English word the lexicon does not know."""
+    if not (word[:1].isupper() and word.isalpha() and len(word) > 1):
+        return False
+    return not first or (not dutch and word.lower() not in _lexicon())
 
 
 _POINTING = re.compile(r"^(?:in this (?:case|view|way)|then\b|therefore|thus|hence|dus\b|daarom|daardoor)", re.I)

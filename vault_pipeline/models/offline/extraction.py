@@ -85,12 +85,19 @@ _REQUIREMENT_FRAME = re.compile(
 def classify(sentence: str, role: str, context: str | None = None) -> str | None:
     """The category of one sentence from its cues (and its context's: a list under "Definition of
     Done" holds requirements); None for an assistant question that asks nothing."""
+    asks = sentence.rstrip("\"'”’)]").endswith("?")
     if _REQUIREMENT.search(sentence) or (context and _REQUIREMENT_FRAME.search(context)):
-        return "constraint" if not sentence.rstrip("\"'”’)]").endswith("?") else "open-question"
-    if sentence.rstrip("\"'”’)]").endswith("?"):
+        return "open-question" if asks else "constraint"
+    if asks:
         return "open-question" if role == "user" or _ASKS_USER.match(sentence) else None
     if _HEDGE.search(sentence):
         return "provisional"
+    return _statement_category(sentence, role)
+
+
+def _statement_category(sentence: str, role: str) -> str:
+    """The category of a statement that is no requirement, question or hedge: the user's decision or
+    to-do, the assistant's instruction, a limit, an idea, else a fact."""
     if role == "user":
         if _DECISION.search(sentence):
             return "decision"
@@ -170,21 +177,32 @@ def summarize(variables: Mapping[str, Any]) -> dict:
     the session, pleasantries last.
     """
     messages = list(variables.get("messages", []))
-    title = " ".join(str(variables.get("title", "")).split()[:20]) or "Untitled conversation"
     turns = [("user" if m.get("role") == "user" else "assistant", sentences(str(m.get("text", "")))) for m in messages]
     labels = [_speaker_label(m, role) for m, (role, _) in zip(messages, turns)]  # named people keep their names
+    opening = _opening(str(variables.get("title", "")), len(messages), labels)
+    chosen = _fill(turns, SUMMARY_BUDGET - word_count(opening))
+    lines = [opening] + [f"{label}: " + " ".join(picked) for label, picked in zip(labels, chosen) if picked]
+    return {"summary": "\n\n".join(lines)}
+
+
+def _opening(title: str, turns: int, labels: list[str]) -> str:
+    """The summary's title line: the session's title (at most 20 words), its turns and who spoke."""
+    title = " ".join(title.split()[:20]) or "Untitled conversation"
+    return f"Session “{title}”: {turns} turns {_between(labels) or 'between the user and the assistant'}."
+
+
+def _between(labels: list[str]) -> str:
+    """Who spoke, for the title line: "between Caroline and Melanie", "by Caroline", or "" for roles only."""
     people = list(dict.fromkeys(label if label not in _ROLE_LABELS else f"the {label.lower()}" for label in labels))
     named = [p for p in people if not p.startswith("the ")]
-    who = "between " + " and ".join(people) if len(people) > 1 else f"by {named[0]}" if named else ""
-    opening = f"Session “{title}”: {len(messages)} turns {who or 'between the user and the assistant'}."
-    budget = SUMMARY_BUDGET - word_count(opening)
+    return "between " + " and ".join(people) if len(people) > 1 else f"by {named[0]}" if named else ""
+
+
+def _fill(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:
+    """Each turn's sentences in the summary: all of them when the session fits the budget (a label
+    each), else the greedy selection."""
     whole = sum(word_count(s) for _, ss in turns for s in ss) + sum(1 for _, ss in turns if ss)
-    chosen = [list(ss) for _, ss in turns] if whole <= budget else _select(turns, budget)
-    lines = [opening]
-    for label, picked in zip(labels, chosen):
-        if picked:
-            lines.append(f"{label}: " + " ".join(picked))
-    return {"summary": "\n\n".join(lines)}
+    return [list(ss) for _, ss in turns] if whole <= budget else _select(turns, budget)
 
 
 _ROLE_LABELS = ("User", "Assistant")

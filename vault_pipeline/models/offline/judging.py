@@ -67,35 +67,52 @@ def _attribute(a: Claim, b: Claim) -> str:
 
 def decide(a: Claim, b: Claim, text_a: str = "", text_b: str = "") -> tuple[str, str]:
     """(relation, reasoning) for two parsed claims; ``a`` is the older (texts give the details)."""
-    # ``core`` (content stems, light verbs out) is equal for every duplicate: one set comparison
-    # settles almost every pair of a sweep before the detailed test reads the texts again.
-    same = (a.core == b.core and not meaning_gap(text_a, text_b)) if text_a or text_b else not _stem_gap(a, b)
-    if same:
+    if _duplicate(a, b, text_a, text_b):
         return "duplicate", "Every meaning-carrying detail agrees (words, numbers, names, polarity, form)."
     if not same_subject(a, b):
         return "unrelated", (
             f"Different subjects ({_words(a)} / {_words(b)}); shared words alone do not make the same claim."
         )
     exact = a.subject == b.subject
-    predicate = _predicate_compatible(a, b)
-    # A newer note that announces a change ("the deadline moved to May 10") may name the subject
-    # more briefly than the older claim ("the submission deadline is May 3"). Only that direction
-    # counts: a newer, MORE specific subject is a different slot, not a correction.
-    refines = b.subject < a.subject and b.changed
-    change = _change(a, b) if predicate and (exact or refines) else ""
-    weak = subject_weakness(a) or subject_weakness(b)
-    asks = a.question or b.question
-    if change and not weak and not asks:
-        return "contradiction", f"Same subject ({_words(a)}) and predicate, but {change}."
+    change = _slot_change(a, b, exact=exact)
     if change:
-        why = weak or "one note asks a question"
-        return "related", f"Same subject words ({_words(a)}) and {change}, but {why}: not superseded."
+        return _changed(a, b, change)
     why = "one subject refines the other" if not exact else "different predicates or compatible values"
     gap = _gap(a, b, text_a, text_b)
     return (
         "related",
         f"Same subject ({_words(a)} / {_words(b)}); {why}, so both claims stay true; not one claim: {gap}.",
     )
+
+
+def _duplicate(a: Claim, b: Claim, text_a: str, text_b: str) -> bool:
+    """Whether the two claims are one: every meaning-carrying detail of the texts agrees (without
+    texts: the same stems and polarity)."""
+    # ``core`` (content stems, light verbs out) is equal for every duplicate: one set comparison
+    # settles almost every pair of a sweep before the detailed test reads the texts again.
+    if text_a or text_b:
+        return a.core == b.core and not meaning_gap(text_a, text_b)
+    return not _stem_gap(a, b)
+
+
+def _slot_change(a: Claim, b: Claim, *, exact: bool) -> str:
+    """Why the newer claim's value for the same attribute of the same subject cannot hold beside the
+    older one's, or "" when the claims fill different slots or agree."""
+    # A newer note that announces a change ("the deadline moved to May 10") may name the subject
+    # more briefly than the older claim ("the submission deadline is May 3"). Only that direction
+    # counts: a newer, MORE specific subject is a different slot, not a correction.
+    refines = b.subject < a.subject and b.changed
+    return _change(a, b) if _predicate_compatible(a, b) and (exact or refines) else ""
+
+
+def _changed(a: Claim, b: Claim, change: str) -> tuple[str, str]:
+    """The verdict on a change: a contradiction, or only related when a subject is too weak to be
+    sure of or one note asks a question."""
+    weak = subject_weakness(a) or subject_weakness(b)
+    if not weak and not (a.question or b.question):
+        return "contradiction", f"Same subject ({_words(a)}) and predicate, but {change}."
+    why = weak or "one note asks a question"
+    return "related", f"Same subject words ({_words(a)}) and {change}, but {why}: not superseded."
 
 
 def _gap(a: Claim, b: Claim, text_a: str, text_b: str) -> str:
@@ -137,9 +154,15 @@ def _change(a: Claim, b: Claim) -> str:
         return "one note negates what the other asserts"
     if a.values and b.values and not (a.values <= b.values or b.values <= a.values):
         return f"the value differs ({_show(a.values - b.values)} vs {_show(b.values - a.values)})"
-    if (a.changed or b.changed) and a.values != b.values:
+    return _announced(a, b) if a.changed or b.changed else ""
+
+
+def _announced(a: Claim, b: Claim) -> str:
+    """Under a change cue ("moved to", "no longer"): the new value, or the new predicate words, or ""
+    when neither differs."""
+    if a.values != b.values:
         return f"a change is announced ({_show(a.values) or '-'} -> {_show(b.values) or '-'})"
-    if (a.changed or b.changed) and a.rest and b.rest and a.rest != b.rest:
+    if a.rest and b.rest and a.rest != b.rest:
         return f"a change is announced ({_show(a.rest)} -> {_show(b.rest)})"
     return ""
 
