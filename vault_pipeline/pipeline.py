@@ -135,10 +135,10 @@ def gate_llm(vault: Vault, model: str, **build: Any) -> StructuredLLM:
     offline gate judges with the weights the vault fitted for itself (``vault gate-calibrate --fit``),
     else the shipped ones; a model judges by itself."""
     from vault_pipeline.models.build import build_llm
-    from vault_pipeline.models.protocol import OFFLINE_MODEL
+    from vault_pipeline.models.protocol import MCP_SAMPLING, OFFLINE_MODEL
     from vault_pipeline.retrieve.signals import load_relevance
 
-    relevance = load_relevance(vault.root) if model == OFFLINE_MODEL else None
+    relevance = load_relevance(vault.root) if model in (OFFLINE_MODEL, MCP_SAMPLING) else None
     return build_llm(model, relevance=relevance, **build)
 
 
@@ -161,9 +161,17 @@ def query(
     from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig, Retriever
 
     config = config or FunnelConfig()
+    # The embedder's model and a model backend's libraries load while LanceDB is imported and the
+    # index opened. The backends' loading is waited for here: seconds of imports must not count
+    # against the gate's deadline.
     if isinstance(embedder, Preloadable):
-        embedder.preload()  # the model loads while LanceDB is imported and the index opened
+        embedder.preload()
+    backends = [
+        llm.preload() for llm in {id(x): x for x in (llm_plan, llm_gate)}.values() if isinstance(llm, Preloadable)
+    ]
     retriever: Retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
+    for loading in backends:
+        loading.join()
     for text, intent in queries:
         yield run_query(
             text,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from vault_pipeline.cli.common import (
+    EXIT_INCOMPLETE,
     UsageError,
     VaultOpt,
     VerboseOpt,
@@ -88,10 +89,14 @@ def query(
 ) -> None:
     """Build a small, precise, cited context package for a prompt.
 
+    Exit 1 when the package is degraded (the fit-gate or decomposition model failed: the package is
+    printed all the same, and one line on stderr says why).
+
     \b
     Example:  vault query "When is the submission deadline?" --budget 800"""
     from vault_pipeline import pipeline
     from vault_pipeline.config import check_overrides
+    from vault_pipeline.models.protocol import MCP_SAMPLING
     from vault_pipeline.retrieve.types import FunnelConfig
 
     check_overrides(budget=budget, floor=floor, wide=wide)  # NaN passes typer's range check
@@ -115,8 +120,17 @@ def query(
         llm_gate=build_gate(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder, **overrides),
     )
+    if settings.gate_model == MCP_SAMPLING:
+        err.print("gate: mcp-sampling asks an MCP client's model, in `vault mcp`; here the offline gate judged")
+    degraded = 0
     for package in packages:
         print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
+        if package.stats is not None and package.stats.degraded:
+            degraded += 1  # said after the package, which is printed all the same
+            where = f" ({package.query[:60]})" if batch else ""
+            err.print(f"degraded package{where}: {package.stats.degraded_line()}", markup=False)
+    if degraded:
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def batch_queries(path: Path) -> list[tuple[str, str | None]]:
