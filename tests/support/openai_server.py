@@ -76,6 +76,8 @@ class ScriptedServer:
     unknown_models: frozenset[str] = frozenset()
     responder: Callable[[Recorded, dict[str, Any]], Any] | None = None  # (request, built answer) -> answer
     requests: list[Recorded] = field(default_factory=list)
+    peak: int = 0  # the most requests it was answering at once
+    _in_flight: int = 0
     _queue: deque[str] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -138,6 +140,12 @@ class ScriptedServer:
         with self._lock:
             self.requests.append(request)
 
+    def busy(self, change: int) -> None:
+        """Count a request starting (+1) or finished (-1), keeping the peak."""
+        with self._lock:
+            self._in_flight += change
+            self.peak = max(self.peak, self._in_flight)
+
     def bodies(self) -> list[dict[str, Any]]:
         """The JSON bodies received so far."""
         with self._lock:
@@ -189,7 +197,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, _error(f"no route {self.path}", "not_found"))
             return
-        self._answer(request, self.scripted.next_behaviour(request.model))
+        self.scripted.busy(+1)
+        try:
+            self._answer(request, self.scripted.next_behaviour(request.model))
+        finally:
+            self.scripted.busy(-1)
 
     def _answer(self, request: Recorded, behaviour: str) -> None:
         server = self.scripted
