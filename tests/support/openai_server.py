@@ -321,6 +321,11 @@ def valid_answer(request: Recorded) -> Any:
     if schema is None:
         return {}
     prompt = "\n".join(str(m.get("content") or "") for m in request.body.get("messages", []) if m.get("role") == "user")
+    return answer_for(schema, prompt)
+
+
+def answer_for(schema: dict[str, Any], prompt: str) -> Any:
+    """A value following ``schema``, with the keys, message ids and session ids ``prompt`` shows."""
     return _Builder(schema, prompt).value(schema, "")
 
 
