@@ -83,7 +83,7 @@ def ingest(
             if progress:
                 progress(done, None, conv.title)
         write_topic_hubs(vault, hubs, report)
-        write_threads(vault, list(sessions.values()), llm, report)
+        write_threads(vault, list(sessions.values()), llm, report, concurrency=workers)
     report.seconds = time.perf_counter() - started
     return report
 

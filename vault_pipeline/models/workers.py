@@ -21,6 +21,7 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 
 _STOP = None
+AHEAD = 4  # items read ahead per worker: room for short conversations to pass a long one
 
 
 class DaemonPool:
@@ -67,9 +68,13 @@ class DaemonPool:
             self._jobs.put(_STOP)
 
 
-def ordered(fn: Callable[[In], Out], items: Iterable[In], workers: int) -> Iterator[tuple[In, Future[Out]]]:
-    """``fn`` over ``items`` on ``workers`` daemon threads, at most twice that many ahead; yields
-    (item, its finished Future) in the items' order. One worker runs everything in the caller's thread."""
+def ordered(
+    fn: Callable[[In], Out], items: Iterable[In], workers: int, ahead: int | None = None
+) -> Iterator[tuple[In, Future[Out]]]:
+    """``fn`` over ``items`` on ``workers`` daemon threads, at most ``ahead`` (default four times the
+    workers) read ahead of the one being given back: a slow item holds the order, not the workers.
+    Yields (item, its finished Future) in the items' order. One worker runs everything in the
+    caller's thread."""
     if workers <= 1:
         for item in items:
             done: Future[Out] = Future()
@@ -84,7 +89,7 @@ def ordered(fn: Callable[[In], Out], items: Iterable[In], workers: int) -> Itera
     try:
         for item in items:
             window.append((item, pool.submit(fn, item)))
-            if len(window) >= 2 * workers:
+            if len(window) >= (ahead or AHEAD * workers):
                 yield _finished(window.popleft())
         while window:
             yield _finished(window.popleft())
