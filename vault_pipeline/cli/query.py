@@ -125,12 +125,18 @@ def query(
     degraded = 0
     for package in packages:
         print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
-        if package.stats is not None and package.stats.degraded:
-            degraded += 1  # said after the package, which is printed all the same
-            where = f" ({package.query[:60]})" if batch else ""
-            err.print(f"degraded package{where}: {package.stats.degraded_line()}", markup=False)
+        degraded += say_degraded(package, batch is not None)
     if degraded:
         raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def say_degraded(package: ContextPackage, in_batch: bool) -> bool:
+    """One line on stderr, after the package (printed all the same), when its gate or plan failed open."""
+    if package.stats is None or not package.stats.degraded:
+        return False
+    where = f" ({package.query[:60]})" if in_batch else ""
+    err.print(f"degraded package{where}: {package.stats.degraded_line()}", markup=False)
+    return True
 
 
 def batch_queries(path: Path) -> list[tuple[str, str | None]]:

@@ -157,7 +157,6 @@ def classify(exc: BaseException, *, api_base: str | None = None, timeout: float 
     """The cause of a failed request in one line, and whether it is worth another attempt."""
     status = getattr(exc, "status_code", None)
     detail = _detail(exc)
-    where = api_base or "the provider"
     if isinstance(exc, DeadlinePassed):
         return Failure("no answer before the deadline", retry=False)
     if "missing credentials" in detail.lower():  # the client refused to send a request without a key
@@ -167,10 +166,15 @@ def classify(exc: BaseException, *, api_base: str | None = None, timeout: float 
         )
     if status in (401, 403):
         return Failure(f"authentication failed ({_http(status)}{detail})", retry=False)
-    if status == 404:
-        return Failure(f"model or endpoint not found at {where} ({_http(status)}{detail})", retry=False)
     if status == 429:
         return Failure(f"rate limited ({_http(status)}{detail})", retry=True, wait=retry_after(exc))
+    return _transport(exc, status, detail, api_base or "the provider", timeout)
+
+
+def _transport(exc: BaseException, status: Any, detail: str, where: str, timeout: float | None) -> Failure:
+    """``classify`` for what is not about the key or the rate: not found, timeouts, connections, statuses."""
+    if status == 404:
+        return Failure(f"model or endpoint not found at {where} ({_http(status)}{detail})", retry=False)
     if status == 408 or type(exc).__name__ in ("Timeout", "APITimeoutError"):
         within = f" within {timeout:g}s" if timeout else ""
         return Failure(f"no answer{within} from {where}", retry=True)
