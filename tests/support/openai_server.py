@@ -2,7 +2,9 @@
 
 ``ScriptedServer`` answers ``POST /v1/chat/completions`` the way a llama.cpp, vLLM or Ollama
 server would, from a thread of its own (stdlib ``http.server``), so LiteLLM and instructor run
-exactly as they do for a user. What it answers is scripted per request:
+exactly as they do for a user. It also speaks the two other wire formats the README's recipes
+reach: Anthropic's ``POST /v1/messages`` and Ollama's own ``POST /api/chat`` and ``/api/generate``.
+What it answers is scripted per request:
 
 * ``"valid"`` (the default): an answer built from the request's own JSON schema (the
   ``response_format`` schema, the forced tool's parameters, or the schema instructor's JSON mode
@@ -61,8 +63,22 @@ class Recorded:
         return str(self.body.get("model", ""))
 
     def text(self) -> str:
-        """Every message's text, joined: what the model was shown."""
-        return "\n".join(str(m.get("content") or "") for m in self.body.get("messages", []))
+        """Every message's text (and a system or prompt field), joined: what the model was shown."""
+        parts = [self.body.get("system"), self.body.get("prompt")]
+        parts += [m.get("content") for m in self.body.get("messages", [])]
+        return "\n".join(_text_of(part) for part in parts if part)
+
+    def user_text(self) -> str:
+        """What the user part of the prompt says (an Ollama generate prompt is one text)."""
+        users = [_text_of(m.get("content")) for m in self.body.get("messages", []) if m.get("role") == "user"]
+        return "\n".join(users) or str(self.body.get("prompt") or "")
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: a string, or the text blocks of a list (Anthropic's form)."""
+    if isinstance(content, list):
+        return "\n".join(str(block.get("text") or "") for block in content if isinstance(block, dict))
+    return str(content or "")
 
 
 @dataclass
@@ -194,16 +210,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         self.scripted.record(request)
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        route = self.path.split("?", 1)[0].rstrip("/")
+        shape = next((shape for suffix, shape in _ROUTES.items() if route.endswith(suffix)), None)
+        if shape is None:
             self._json(404, _error(f"no route {self.path}", "not_found"))
             return
         self.scripted.busy(+1)
         try:
-            self._answer(request, self.scripted.next_behaviour(request.model))
+            self._answer(request, self.scripted.next_behaviour(request.model), shape)
         finally:
             self.scripted.busy(-1)
 
-    def _answer(self, request: Recorded, behaviour: str) -> None:
+    def _answer(self, request: Recorded, behaviour: str, shape: Callable[[Recorded, Any], dict[str, Any]]) -> None:
         server = self.scripted
         if server.delay:
             server.wait(server.delay)
@@ -221,7 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
             content = valid_answer(request)
             if server.responder is not None:
                 content = server.responder(request, content)
-        self._json(200, completion(request, content))
+        self._json(200, shape(request, content))
 
     def _status(self, status: int, request: Recorded) -> None:
         if status == 400:
@@ -280,6 +298,57 @@ def completion(request: Recorded, content: Any) -> dict[str, Any]:
     }
 
 
+def anthropic_message(request: Recorded, content: Any) -> dict[str, Any]:
+    """An Anthropic Messages answer: a ``tool_use`` block for a forced tool, else a text block."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    tools = request.body.get("tools") or []
+    if tools and not isinstance(content, str):
+        block: dict[str, Any] = {"type": "tool_use", "id": "toolu_1", "name": tools[0]["name"], "input": content}
+        stop = "tool_use"
+    else:
+        block, stop = {"type": "text", "text": text}, "end_turn"
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": [block],
+        "stop_reason": stop,
+        "usage": {"input_tokens": max(1, len(request.text()) // 4), "output_tokens": max(1, len(text) // 4)},
+    }
+
+
+def ollama_chat(request: Recorded, content: Any) -> dict[str, Any]:
+    """An answer of Ollama's own ``/api/chat``."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    return {**_ollama(request, text), "message": {"role": "assistant", "content": text}}
+
+
+def ollama_generate(request: Recorded, content: Any) -> dict[str, Any]:
+    """An answer of Ollama's own ``/api/generate``."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    return {**_ollama(request, text), "response": text}
+
+
+def _ollama(request: Recorded, text: str) -> dict[str, Any]:
+    return {
+        "model": request.model,
+        "created_at": "2024-01-01T00:00:00Z",
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": max(1, len(request.text()) // 4),
+        "eval_count": max(1, len(text) // 4),
+    }
+
+
+_ROUTES: dict[str, Callable[[Recorded, Any], dict[str, Any]]] = {
+    "/chat/completions": completion,
+    "/v1/messages": anthropic_message,
+    "/api/chat": ollama_chat,
+    "/api/generate": ollama_generate,
+}
+
+
 def _forced_tool(body: dict[str, Any]) -> str | None:
     tools = body.get("tools") or []
     if not tools:
@@ -299,11 +368,16 @@ def request_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     response_format = body.get("response_format") or {}
     if response_format.get("type") == "json_schema":
         return dict(response_format["json_schema"]["schema"])
+    if (body.get("output_format") or {}).get("type") == "json_schema":  # Anthropic's structured output
+        return dict(body["output_format"]["schema"])
+    if isinstance(body.get("format"), dict):  # Ollama's own API
+        return dict(body["format"])
     tools = body.get("tools") or []
     if tools:
-        return dict(tools[0]["function"]["parameters"])
+        tool = tools[0]
+        return dict(tool["function"]["parameters"] if "function" in tool else tool["input_schema"])
     for message in body.get("messages", []):
-        text = str(message.get("content") or "")
+        text = _text_of(message.get("content"))
         at = text.find("json_schema")
         start = text.find("{", at) if at >= 0 else -1
         if start >= 0:
@@ -320,8 +394,7 @@ def valid_answer(request: Recorded) -> Any:
     schema = request_schema(request.body)
     if schema is None:
         return {}
-    prompt = "\n".join(str(m.get("content") or "") for m in request.body.get("messages", []) if m.get("role") == "user")
-    return answer_for(schema, prompt)
+    return answer_for(schema, request.user_text())
 
 
 def answer_for(schema: dict[str, Any], prompt: str) -> Any:
