@@ -124,6 +124,7 @@ def resume(server: ScriptedServer, work: Path, concurrency: int, total: int) -> 
         # In flight at the kill: made, never answered, so asked again (at most the concurrency).
         "calls_made_in_both_runs": len(first_bodies & second_bodies),
         "answers_in_the_cache_after": stored_answers(root),
+        "answer_cache_kib": round(sum(f.stat().st_size for f in (root / STATE_DIR).glob(ANSWERS_FILE + "*")) / 1024),
     }
 
 
