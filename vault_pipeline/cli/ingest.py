@@ -76,6 +76,8 @@ def ingest(
             raise UsageError(f"{path}: no such file or folder")
     vault, settings, log = open_vault(vault_path)
     model = model or settings.extract_model
+    if model == "mcp-sampling":
+        err.print("extract: mcp-sampling asks an MCP client's model, in `vault mcp`; the offline extractor works here")
     max_record = int(settings.max_record_mb * 2**20)
     if estimate:
         print_estimate(vault, settings, model, paths, max_record, json_out)
