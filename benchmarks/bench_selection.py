@@ -119,10 +119,12 @@ def load_rows(path: Path, texts: Mapping[tuple[str, str], tuple[str, str]]) -> t
     return rows, stale
 
 
-def featurise(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, float]], np.ndarray]:
+def featurise(rows: Sequence[dict[str, Any]], meaning: bool = True) -> tuple[list[dict[str, float]], np.ndarray]:
+    """Each row's signs, and (with ``meaning``) its sentence's MiniLM vector (else zeros, never read)."""
     on = [signs(r["candidate"]) for r in rows]
-    vectors = np.asarray(meaning_vectors([r["candidate"].sentence for r in rows]), dtype=float)
-    return on, vectors
+    if not meaning:
+        return on, np.zeros((len(rows), 1))
+    return on, np.asarray(meaning_vectors([r["candidate"].sentence for r in rows]), dtype=float)
 
 
 def auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
@@ -146,27 +148,11 @@ def curve(scores: Sequence[float], labels: Sequence[bool]) -> list[tuple[float, 
     return out
 
 
-def threshold_for(scores: Sequence[float], labels: Sequence[bool], precision: float) -> float:
-    """The lowest threshold whose precision (over everything at or above it) reaches ``precision``,
-    requiring it to hold from there up to the 20 highest-scored notes (a stable region, not a blip)."""
-    points = curve(scores, labels)
-    best = 1.0
-    for t, p, _, kept in points:
-        if kept >= 20 and p < precision:
-            break
-        if p >= precision:
-            best = t
-    return best
-
-
-SCREEN_MARGIN = 0.1
-
-
-def screen_threshold(screen: Sequence[float], full: Sequence[float], write: float) -> float:
-    """The signs-only model's threshold for the cascade: ``SCREEN_MARGIN`` below the lowest screen
-    probability of any candidate the whole model writes (so none it writes is screened out)."""
-    written = [s for s, f in zip(screen, full) if f >= write]
-    return max(0.0, round(min(written, default=0.0) - SCREEN_MARGIN, 2))
+def threshold_for(scores: Sequence[float], labels: Sequence[bool], precision: float, least: int = 20) -> float:
+    """The lowest threshold at which the precision over everything at or above it reaches ``precision``
+    (at least ``least`` notes there: the top few alone are no estimate)."""
+    ok = [t for t, p, _, kept in curve(scores, labels) if p >= precision and kept >= least]
+    return min(ok, default=1.0)
 
 
 def cross_validated(
@@ -289,22 +275,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", action="store_true", help="refit on the tuning part")
     parser.add_argument("--write", action="store_true", help="with --fit: write the shipped selector")
     parser.add_argument("--write-precision", type=float, default=0.78)
-    parser.add_argument("--keep-precision", type=float, default=0.80)
+    parser.add_argument("--keep-precision", type=float, default=0.83)
     parser.add_argument("--l2", type=float, default=10.0)
     parser.add_argument("--meaning-scale", type=float, default=1.0)
-    parser.add_argument("--no-meaning", action="store_true", help="fit the signs only")
+    parser.add_argument(
+        "--meaning", action="store_true", help="read the sentence's MiniLM vector too (the shipped selector does not)"
+    )
     args = parser.parse_args(argv)
 
     texts = sources()
     rows, stale = load_rows(LABELS, texts)
-    on, vectors = featurise(rows)
+    on, vectors = featurise(rows, args.meaning)
     tune = [i for i, r in enumerate(rows) if not held_out(r["conversation"])]
     test = [i for i, r in enumerate(rows) if held_out(r["conversation"])]
     print(
         f"labels: {len(rows)} ({len(tune)} tuning, {len(test)} held out; {stale} for notes no longer made); readers: {dict(Counter(r.get('reader', '?') for r in rows))}"
     )
     labels = [r["good"] for r in rows]
-    kw = {"l2": args.l2, "meaning_scale": args.meaning_scale, "meaning": not args.no_meaning}
+    kw = {"l2": args.l2, "meaning_scale": args.meaning_scale, "meaning": args.meaning}
     if args.fit:
         sub = [rows[i] for i in tune]
         cv = cross_validated(sub, [on[i] for i in tune], vectors[tune], **kw)
@@ -317,22 +305,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         report("tuning part, cross-validated, every label", cv, [r["good"] for r in sub], write, keep)
         report("tuning part, cross-validated, drawn at random", rand_scores, rand_labels, write, keep)
         model = fit([on[i] for i in tune], [r["good"] for r in sub], _vecs(vectors, tune, kw), **_fit_kw(kw))
-        screen = fit([on[i] for i in tune], [r["good"] for r in sub], None, l2=args.l2)
-        full = [model.probability(on[i], vectors[i]) for i in tune]
-        floor = screen_threshold([screen.probability(on[i]) for i in tune], full, write)
-        model = replace(
-            model,
-            write=round(write, 4),
-            keep=round(keep, 4),
-            note=_note(args, len(tune)),
-            screen_weights=screen.weights,
-            screen_bias=screen.bias,
-            screen=floor,
-        )
-        print(f"screen: signs alone below {floor} are never embedded")
+        model = replace(model, write=round(write, 4), keep=round(keep, 4), note=_note(args, len(tune)))
     else:
         model = shipped()
-    scores = [0.0 if model.screened(on[i]) else model.probability(on[i], vectors[i]) for i in test]
+    scores = [model.probability(on[i], vectors[i] if model.meaning else None) for i in test]
     report("held out, every label", scores, [labels[i] for i in test], model.write, model.keep)
     for source in ("export", "locomo"):
         part = [j for j, i in enumerate(test) if rows[i]["source"] == source and rows[i].get("sample") == "random"]

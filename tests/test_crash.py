@@ -154,9 +154,12 @@ def assert_check_clean(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """The example vault, before any ingest."""
+    """The example vault, before any ingest, writing every candidate (more notes: a longer write to kill)."""
     root = tmp_path_factory.mktemp("crash") / "base"
     shutil.copytree(EXAMPLE / "vault", root)
+    toml = root / "vault.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("write_threshold = 0.4", "write_threshold = 0.0"))
+    assert "write_threshold = 0.0" in toml.read_text(encoding="utf-8")
     return root
 
 

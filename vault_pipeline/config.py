@@ -255,6 +255,26 @@ class Settings:
         ge=0.001,
         le=1024.0,
     )
+    write_threshold: float | None = _setting(
+        None,
+        "ingest",
+        "The probability of a good note a candidate needs to be written into inbox/ (lower: more notes, "
+        "fewer of them worth keeping); unset, the shipped selector's own, chosen for precision.",
+        "a number from 0 to 1",
+        ge=0,
+        le=1,
+        example="0.66",
+    )
+    keep_threshold: float | None = _setting(
+        None,
+        "ingest",
+        "The probability of a good note `vault keep --all-passing` asks of a note to make it an engram; "
+        "unset, the shipped selector's own.",
+        "a number from 0 to 1",
+        ge=0,
+        le=1,
+        example="0.76",
+    )
     log_calls: bool = _setting(
         True, "log", "Log model calls to <vault>/.vault_pipeline/calls.jsonl (never API keys).", _SWITCH, key="calls"
     )

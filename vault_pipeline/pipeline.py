@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 from vault_pipeline.errors import ModelError, ParseError
 from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread
 from vault_pipeline.ingest.keep import keep
+from vault_pipeline.ingest.notes import atomic_id
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
 from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
+from vault_pipeline.ingest.retire import Retirement
 from vault_pipeline.ingest.select import Selector, select_units
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
@@ -73,6 +75,7 @@ def ingest(
     workers = 1 if llm.model == OFFLINE_MODEL else max(1, concurrency)
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
+        retirement = Retirement(vault)  # notes of a re-ingested conversation no longer written
         hubs: dict[str, set[str]] = defaultdict(set)
         extracted = ordered(lambda conv: _extract_call(conv, llm), _conversations(paths, report, max_record), workers)
         for done, (conv, outcome) in enumerate(extracted, 1):
@@ -80,8 +83,11 @@ def ingest(
             if extraction is not None:
                 stem = write_conversation(vault, extraction, report, hubs)
                 sessions[conv.id] = (conv, extraction.summary, stem)
+                written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
+                report.archived += retirement.retire(conv.kind, conv.id, written)
             if progress:
                 progress(done, None, conv.title)
+        report.archive_run = retirement.finish()
         write_topic_hubs(vault, hubs, report)
         write_threads(vault, list(sessions.values()), llm, report, concurrency=workers)
     report.seconds = time.perf_counter() - started

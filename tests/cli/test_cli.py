@@ -187,7 +187,7 @@ def test_status_prints_titled_tables_and_json(make_vault, write_note):
     assert "folder" in text.stdout and "all notes" in text.stdout
     data = json.loads(vault("status", "--vault", found.root, "--json").stdout)
     assert data["folders"] == {"inbox": 2} and data["exit_code"] == EXIT_OK
-    assert {m["role"] for m in data["models"]} == {"extract", "gate", "embed"}
+    assert {m["role"] for m in data["models"]} == {"extract", "gate", "quality", "embed"}
 
 
 # --------------------------------------------------------------------------- exit codes
@@ -391,6 +391,10 @@ JSON_KEYS = {
         "notes",
         "notes_by_category",
         "units_skipped",
+        "not_written",
+        "not_written_reasons",
+        "archived",
+        "archive_run",
         "topics_named",
         "threads",
         "writes",
@@ -419,6 +423,7 @@ JSON_KEYS = {
         "repairs",
         "rebuilt",
         "rebuild_reason",
+        "damaged_copy",
         "rechunked",
         "integrity",
         "optimized",
@@ -437,6 +442,8 @@ JSON_KEYS = {
         "duplicate_ids",
         "copies",
         "index_mismatches",
+        "index_damage",
+        "secrets",
         "temp_files",
         "fixed",
         "problems",
@@ -469,7 +476,9 @@ def test_every_report_prints_its_own_json_shape_with_the_exit_code_last(make_vau
     for command, data in shapes.items():
         assert list(data) == [*JSON_KEYS[command], "exit_code"], command
     assert list(shapes["keep"]["judge"]) == ["by", "model_judged", "errors"]
-    assert [list(m) for m in shapes["status"]["models"]] == [["role", "model", "where"]] * 3
+    assert [list(m) for m in shapes["status"]["models"]] == [
+        ["role", "model", "where"]
+    ] * 4  # extract, gate, quality, embed
 
 
 def test_the_clean_plan_and_the_package_keep_their_json_shapes(make_vault, write_note, hash_embedder):
@@ -585,11 +594,20 @@ def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_t
     assert len(rows) == len(package["trace"]) >= 6  # every candidate on one line
     assert all(len(line) <= 120 for line in shown.stderr.splitlines()[:-1])  # the depth line may run on
     assert all(row.split()[1].startswith("…/") and row.split()[1][-6:].isdigit() for row in rows)
-    from vault_pipeline.retrieve.package import ContextPackage
+
+    class Shown:  # what print_package reads of a package: its trace, query, intent, walk line and Markdown
+        query, intent = "q", "i"
+        stats = None
+
+        def to_dict(self, trace: bool = False) -> dict:
+            return {"trace": package["trace"]} if trace else {}
+
+        def to_markdown(self) -> str:
+            return ""
 
     narrow = Console(width=100, record=True, file=io.StringIO(), force_terminal=True)
     monkeypatch.setattr("vault_pipeline.cli.query.err", narrow)  # a terminal of 100 columns
-    print_package(ContextPackage("q", "i", (), 0, {}, tuple(package["trace"])), json_out=False, explain=True)
+    print_package(Shown(), json_out=False, explain=True)
     assert all(len(line) <= 100 for line in narrow.export_text().splitlines()[:-1])
 
 

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.support.fakes import HashEmbedder
+from tests.support.fakes import EVERY_CANDIDATE, HashEmbedder
 from tests.support.paths import REPO
 from vault_pipeline import pipeline
 from vault_pipeline.index.check import check
@@ -17,7 +17,7 @@ from vault_pipeline.vault.files import Vault
 def built(tmp_path):
     shutil.copytree(REPO / "vault_example" / "vault", tmp_path / "v")
     vault = Vault.open(tmp_path / "v")
-    pipeline.ingest(vault, [REPO / "vault_example" / "exports" / "chatgpt"], OfflineBackend())
+    pipeline.ingest(vault, [REPO / "vault_example" / "exports" / "chatgpt"], OfflineBackend(), selector=EVERY_CANDIDATE)
     pipeline.index(vault, HashEmbedder())
     return vault
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fakes import EVERY_CANDIDATE
 from tests.support.paths import REPO
 from vault_pipeline import pipeline
 from vault_pipeline.clean.notes import _sweep_note
@@ -181,7 +182,7 @@ def _write_as_ours(vault: Vault, relpath: str, text: str) -> None:
 def test_reingest_migrates_untouched_old_notes_and_leaves_edited_ones(tmp_path):
     exports = [EXPORTS / "chatgpt"]
     vault = Vault.init(tmp_path / "v")
-    first = pipeline.ingest(vault, exports, OfflineBackend())
+    first = pipeline.ingest(vault, exports, OfflineBackend(), selector=EVERY_CANDIDATE)
     assert first.files_written and not first.refused
     current = {r: (vault.root / r).read_bytes() for r in _notes(vault.root)}
     for relpath, (fm, body) in _notes(vault.root).items():
@@ -203,7 +204,7 @@ def test_reingest_migrates_untouched_old_notes_and_leaves_edited_ones(tmp_path):
     assert all("source" in fm for fm, _ in old.values() if fm["type"] in ("atomic", "session"))
     assert any(len(str(fm.get("created", ""))) == 10 for r, (fm, _) in old.items() if r not in edited)
 
-    second = pipeline.ingest(vault, exports, OfflineBackend())
+    second = pipeline.ingest(vault, exports, OfflineBackend(), selector=EVERY_CANDIDATE)
     assert second.writes["updated"] == len(old) - len(edited) and second.writes["created"] == 0
     assert sorted(r.split(":")[0] for r in second.refused) == sorted(edited)
     for relpath, data in edited.items():
@@ -220,7 +221,7 @@ def test_reingest_migrates_untouched_old_notes_and_leaves_edited_ones(tmp_path):
     assert now[merged][0]["source_messages"][-1] == "m-from-a-duplicate"
     assert now[merged][0]["related"] == ["[[other-note]]"]
 
-    third = pipeline.ingest(vault, exports, OfflineBackend())
+    third = pipeline.ingest(vault, exports, OfflineBackend(), selector=EVERY_CANDIDATE)
     assert third.files_written == 0 and third.writes["refused"] == len(edited)
     vault.close()
 
@@ -234,7 +235,7 @@ def test_a_topic_only_named_is_a_hub_and_tags_not_a_note(tmp_path):
         encoding="utf-8",
     )
     vault = Vault.init(tmp_path / "v")
-    report = pipeline.ingest(vault, [export], OfflineBackend())
+    report = pipeline.ingest(vault, [export], OfflineBackend(), selector=EVERY_CANDIDATE)
     assert report.topics_named == 1 and "topic" not in report.notes_by_category
     notes = _notes(vault.root)
     atomic = {Path(r).stem: fm for r, (fm, body) in notes.items() if fm["type"] == "atomic"}

@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+from tests.support.fakes import EVERY_CANDIDATE
 from vault_pipeline import pipeline
 from vault_pipeline.index.check import check
 from vault_pipeline.models.offline import OfflineBackend
@@ -52,7 +53,7 @@ def chatgpt_export(path: Path, turns: list[tuple[str, str]]) -> Path:
 
 def ingested(tmp_path: Path) -> tuple[Vault, Path]:
     vault = Vault.init(tmp_path / "v")
-    pipeline.ingest(vault, [chatgpt_export(tmp_path / "first.json", FIRST)], OfflineBackend())
+    pipeline.ingest(vault, [chatgpt_export(tmp_path / "first.json", FIRST)], OfflineBackend(), selector=EVERY_CANDIDATE)
     (session,) = (vault.root / "sessions").glob("*.md")
     return vault, session
 
@@ -69,7 +70,9 @@ def test_a_renamed_session_note_receives_the_new_message_and_new_links_use_its_n
     os.rename(session, renamed)  # a rename in Obsidian (or a file manager): the bytes stay as they were
 
     fresh = Vault.open(vault.root)  # a new run: nothing cached from the first
-    report = pipeline.ingest(fresh, [chatgpt_export(tmp_path / "later.json", LATER)], OfflineBackend())
+    report = pipeline.ingest(
+        fresh, [chatgpt_export(tmp_path / "later.json", LATER)], OfflineBackend(), selector=EVERY_CANDIDATE
+    )
 
     assert not report.refused and not report.skipped
     assert not session.exists(), "the old file name must not come back"
@@ -90,7 +93,12 @@ def test_obsidian_link_updates_do_not_turn_notes_into_user_edits(tmp_path):
     os.rename(session, session.with_name("AI Laws for Ethics.md"))
     for path in (vault.root / "inbox").glob("*.md"):
         path.write_text(path.read_text(encoding="utf-8").replace(old, "AI Laws for Ethics"), encoding="utf-8")
-    report = pipeline.ingest(Vault.open(vault.root), [chatgpt_export(tmp_path / "first.json", FIRST)], OfflineBackend())
+    report = pipeline.ingest(
+        Vault.open(vault.root),
+        [chatgpt_export(tmp_path / "first.json", FIRST)],
+        OfflineBackend(),
+        selector=EVERY_CANDIDATE,
+    )
     assert report.files_written == 0 and not report.refused, report.writes
 
 
@@ -99,7 +107,12 @@ def test_a_note_moved_to_another_folder_is_updated_where_it_is(tmp_path):
     (vault.root / "Projects" / "Ethics").mkdir(parents=True)
     moved = vault.root / "Projects" / "Ethics" / "laws.md"
     os.rename(session, moved)
-    report = pipeline.ingest(Vault.open(vault.root), [chatgpt_export(tmp_path / "later.json", LATER)], OfflineBackend())
+    report = pipeline.ingest(
+        Vault.open(vault.root),
+        [chatgpt_export(tmp_path / "later.json", LATER)],
+        OfflineBackend(),
+        selector=EVERY_CANDIDATE,
+    )
     assert report.writes["updated"] >= 1 and not report.refused
     assert not list((vault.root / "sessions").glob("*.md"))
     frontmatter, body = split_frontmatter(moved.read_text(encoding="utf-8"))
@@ -114,7 +127,12 @@ def test_a_renamed_note_the_user_edited_is_left_alone(tmp_path):
     os.rename(session, renamed)
     mine = renamed.read_text(encoding="utf-8") + "\nMy own annotation.\n"
     renamed.write_text(mine, encoding="utf-8")
-    report = pipeline.ingest(Vault.open(vault.root), [chatgpt_export(tmp_path / "later.json", LATER)], OfflineBackend())
+    report = pipeline.ingest(
+        Vault.open(vault.root),
+        [chatgpt_export(tmp_path / "later.json", LATER)],
+        OfflineBackend(),
+        selector=EVERY_CANDIDATE,
+    )
     assert renamed.read_text(encoding="utf-8") == mine
     assert [line.split(":")[0] for line in report.refused] == ["sessions/AI Laws for Ethics.md"]
     assert not session.exists()
@@ -129,7 +147,12 @@ def test_a_note_clean_archived_is_followed_but_not_rewritten(tmp_path):
     vault.update_frontmatter(relpath, {"status": "archived", "duplicate_of": "[[x]]", "archived_by": why})
     archived = vault.root / vault.move(relpath, "archive")
     before = archived.read_bytes()
-    report = pipeline.ingest(Vault.open(vault.root), [chatgpt_export(tmp_path / "first.json", FIRST)], OfflineBackend())
+    report = pipeline.ingest(
+        Vault.open(vault.root),
+        [chatgpt_export(tmp_path / "first.json", FIRST)],
+        OfflineBackend(),
+        selector=EVERY_CANDIDATE,
+    )
     assert report.files_written == 0 and archived.read_bytes() == before and not note.exists()
 
 

@@ -119,3 +119,12 @@ def test_every_statement_is_a_run_of_its_message(sentences: list[list[str]], as_
     for text in texts(message):
         assert run_of(text, plain), (text, plain)
     assert all(re.search(r"[.!?]$", t) for t in texts(message))
+
+
+def test_each_items_nested_list_stands_under_that_item_not_the_first():
+    message = (
+        "1. Feature: Track unfinished orders.\n    - Hint: Keep a status code on every order object.\n\n"
+        "2. Feature: Record notification preferences.\n    - Hint: Add a settings page for the user's preferences.\n"
+    )
+    hints = [s for s in read_message(message, *LIMITS).statements if s.text.startswith("Hint")]
+    assert [s.lead for s in hints] == ["Feature: Track unfinished orders.", "Feature: Record notification preferences."]

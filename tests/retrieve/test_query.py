@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tests.support.fakes import FakeRetriever, HashEmbedder, ScriptedLLM, fake_row, note_text, stats_of, traced
+from tests.support.fakes import (
+    EVERY_CANDIDATE,
+    FakeRetriever,
+    HashEmbedder,
+    ScriptedLLM,
+    fake_row,
+    note_text,
+    stats_of,
+    traced,
+)
 from tests.support.paths import REPO
 from vault_pipeline import pipeline
 from vault_pipeline.config import DEFAULT_TOML, load_settings
@@ -732,7 +741,8 @@ def ingested_example(tmp_path_factory) -> Path:
     shutil.copytree(REPO / "vault_example" / "vault", root)
     vault = Vault.open(root)
     try:
-        pipeline.ingest(vault, sorted((REPO / "vault_example" / "exports").iterdir()), OfflineBackend())
+        exports = sorted((REPO / "vault_example" / "exports").iterdir())
+        pipeline.ingest(vault, exports, OfflineBackend(), selector=EVERY_CANDIDATE)  # many notes: every hop runs
         pipeline.clean(vault, embedder=build_embedder("minilm"), llm=OfflineBackend())
     finally:
         vault.close()

@@ -293,3 +293,15 @@ def test_read_note_refuses_every_way_out_of_the_vault(tools, tmp_path):
         assert "The secret." not in result.content[0].text and "Traceback" not in result.content[0].text
     inside = call(tools, "read_note", {"path": "engrams/gravel.md"})
     assert not inside.is_error and "Raked gravel" in inside.structured_content["text"]
+
+
+@pytest.mark.parametrize("kind", ["truncated data", "truncated manifests"])
+def test_tools_rebuild_an_unreadable_index_and_answer(tools, kind):
+    from tests.support.damage import damage_index
+
+    damage_index(tools.root, kind)
+    assert [hit["path"] for hit in tools.search("raked gravel water")] == ["engrams/gravel.md"]
+    assert tools.status()["index"]["notes"] == 1
+    damage_index(tools.root, kind)
+    result = call(tools, "query", {"prompt": "what does raked gravel stand for?"})
+    assert not result.is_error and "gravel" in result.content[0].text

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vault_pipeline.ingest.select import Selector
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -430,3 +432,8 @@ def run_vault(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         cwd=cwd,
         timeout=300,
     )
+
+
+# A selector that writes and keeps every candidate (probability 0.5 against thresholds of 0): for tests
+# of what ingest and keep do with notes, not of which notes they choose.
+EVERY_CANDIDATE = Selector({}, 0.0, write=0.0, keep=0.0)

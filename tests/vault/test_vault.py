@@ -407,3 +407,16 @@ def test_render_then_write_round_trip_is_exact(vault):
     vault.write(note)
     frontmatter, body, _ = vault.read(note.relpath)
     assert render_note(frontmatter, body) == (vault.root / note.relpath).read_text()
+
+
+def test_a_secret_shaped_title_never_reaches_the_stem():
+    from vault_pipeline.vault.note import safe_stem
+
+    for title in (
+        "my key is sk-proj-msgsecret1234567890abcdef and the database",
+        "api_key=abcdef1234567890 for staging",
+        "Authorization: Bearer abcdefgh12345678",
+    ):
+        stem = safe_stem(title, "a-0123456789ab")
+        assert "abcdef" not in stem and "12345678" not in stem, stem
+    assert safe_stem("my key is sk-proj-msgsecret1234567890abcdef", "a-0123456789ab") == "my-key-is-redacted-6789ab"

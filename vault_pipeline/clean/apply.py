@@ -18,13 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, assert_never
 
-from vault_pipeline.clean.journal import Journal
 from vault_pipeline.clean.notes import ARCHIVE, as_list
 from vault_pipeline.clean.types import Action, Collapse, Plan, Relate, Supersede, action_json, action_kind, action_refs
 from vault_pipeline.errors import DirtyFileError, VaultError
 from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import source_messages, source_properties
+from vault_pipeline.vault.journal import Journal
 from vault_pipeline.vault.state import edit_frontmatter_text, sha256_bytes
 
 

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vault_pipeline.clean.journal import Journal, journal_dir, load_journal
 from vault_pipeline.errors import VaultError
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.journal import Journal, journal_dir, load_journal
 from vault_pipeline.vault.state import atomic_write, edit_frontmatter_text, sha256_bytes
 
 

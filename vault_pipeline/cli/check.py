@@ -68,6 +68,15 @@ def finding_lines(report: CheckReport) -> list[str]:
             for i, ps in report.duplicate_ids.items()
         ),
         *(f"index: {p}: {why}" for p, why in report.index_mismatches),
+        *(
+            [f"index: cannot be read ({report.index_damage}); run `vault index` to rebuild it from the notes"]
+            if report.index_damage
+            else []
+        ),
         *(f"temp file left by an interrupted write: {p}" for p in report.temp_files),
+        *(
+            f"secret-looking text (an API key or token?) in {p}: kept as written; move it out of the vault if it is one"
+            for p in report.secrets
+        ),
         *(f"fixed: {line}" for line in report.fixed),
     ]

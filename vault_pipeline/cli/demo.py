@@ -103,7 +103,9 @@ def run_demo(out_dir: Path, example: Path, console: Console) -> DemoReport:
     before = snapshot(vault.root)
     exports = sorted(p for p in (example / "exports").iterdir() if not p.name.startswith("."))
     console.rule("1. ingest the example exports")
-    ingested = pipeline.ingest(vault, exports, build_llm(settings, settings.extract_model, log))
+    ingested = pipeline.ingest(
+        vault, exports, build_llm(settings, settings.extract_model, log), selector=ingest_cmd.selector_of(settings)
+    )
     ingest_cmd.print_ingest(ingested, console)
     embedder = build_embedder(settings)
     console.rule("2. index")

@@ -25,6 +25,8 @@ from vault_pipeline.cli.progress import progress
 
 if TYPE_CHECKING:
     from vault_pipeline.index.sync import IndexReport
+    from vault_pipeline.models.embed import Embedder
+    from vault_pipeline.vault.files import Vault
 
 
 def index(
@@ -85,3 +87,12 @@ def print_index(report: IndexReport, console: Console) -> None:
         ("seconds", f"{report.seconds:.2f}"),
     ]
     console.print(table("index", rows, ("", "count")))
+
+
+def repair_index(vault: Vault, embedder: Embedder, exc: BaseException) -> None:
+    """Rebuild an index that a read (query, status) found unreadable, with a one-line notice on stderr."""
+    from vault_pipeline.index.damage import describe
+    from vault_pipeline.index.sync import repair
+
+    report = repair(vault, embedder, describe(exc))
+    err.print(f"{report.rebuild_reason}; rebuilt it from the notes ({report.rows} rows)", markup=False)

@@ -29,6 +29,7 @@ from vault_pipeline.errors import VaultError
 
 if TYPE_CHECKING:
     from vault_pipeline.config import Settings
+    from vault_pipeline.ingest.select import Selector
     from vault_pipeline.ingest.write import IngestReport
     from vault_pipeline.models.calllog import Usage
     from vault_pipeline.models.protocol import StructuredLLM
@@ -92,6 +93,7 @@ def ingest(
             progress=advance,
             wait=wait,
             max_record=max_record,
+            selector=selector_of(settings),
             concurrency=concurrency or settings.concurrency,
         )
     if json_out:
@@ -164,6 +166,13 @@ def usage_dict(usage: Usage) -> dict[str, int | float]:
     }
 
 
+def selector_of(settings: Settings) -> Selector:
+    """The shipped selector with the thresholds vault.toml sets ([ingest] write_threshold, keep_threshold)."""
+    from vault_pipeline.ingest.select import shipped
+
+    return shipped(settings.write_threshold, settings.keep_threshold)
+
+
 def problems(report: IngestReport) -> dict[str, int]:
     """What makes an ingest incomplete (exit 1): skipped records and failed conversations."""
     return {"record(s) skipped": len(report.skipped), "conversation(s) failed": len(report.errors)}
@@ -189,6 +198,12 @@ def print_ingest(report: IngestReport, console: Console, usage: Usage | None = N
         err.print(f"warning: {line}", markup=False)
     for line in report.refused:
         err.print(f"left untouched (edited since written): {line}", markup=False)
+    if report.archived:
+        err.print(
+            f"archived {len(report.archived)} note(s) the extractor no longer writes "
+            f"(undo: vault clean --undo {report.archive_run})",
+            markup=False,
+        )
     rate = report.notes / report.seconds * 60 if report.seconds else 0.0
     rows = [
         ("conversations", report.conversations),
@@ -200,6 +215,7 @@ def print_ingest(report: IngestReport, console: Console, usage: Usage | None = N
         ("candidates not written (below the selector's bar)", sum(report.not_written.values())),
         *((f"  {reason}", n) for reason, n in report.not_written.most_common(5)),
         ("sentences too long to be a note (left to the transcript)", report.units_skipped),
+        ("notes no longer written, archived", len(report.archived)),
         ("topics named only (kept as hubs and tags, not notes)", report.topics_named),
         ("files created", report.writes["created"]),
         ("files updated", report.writes["updated"]),

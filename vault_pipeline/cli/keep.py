@@ -51,6 +51,7 @@ def keep(
 
     \b
     Example:  vault keep --all-passing --dry-run"""
+    from vault_pipeline.cli.ingest import selector_of
     from vault_pipeline.ingest.keep import keep as run_keep
     from vault_pipeline.models.protocol import OFFLINE_MODEL
 
@@ -67,6 +68,7 @@ def keep(
             wait=wait,
             progress=advance,
             llm=judge,
+            selector=selector_of(settings),
         )
     found = problems(report, all_passing)
     if json_out:

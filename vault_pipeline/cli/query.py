@@ -27,6 +27,7 @@ from vault_pipeline.cli.common import (
     open_vault,
     out,
 )
+from vault_pipeline.cli.index import repair_index
 from vault_pipeline.config import BUDGET_RANGE, WIDE_RANGE, Settings
 from vault_pipeline.errors import VaultError
 
@@ -112,21 +113,31 @@ def query(
     if no_variants:
         overrides["variants"] = False
     embedder = build_embedder(settings)  # its calibration gives the floor unless vault.toml sets one
-    packages = pipeline.query(
-        vault,
-        queries,
-        embedder=embedder,
-        llm_plan=build_llm(settings, settings.extract_model, log),
-        llm_gate=build_gate(vault, settings, log),
-        config=FunnelConfig.from_settings(settings, embedder, **overrides),
-    )
+    config = FunnelConfig.from_settings(settings, embedder, **overrides)
+    llm_plan, llm_gate = build_llm(settings, settings.extract_model, log), build_gate(vault, settings, log)
     if settings.gate_model == MCP_SAMPLING:
         err.print("gate: mcp-sampling asks an MCP client's model, in `vault mcp`; here the offline gate judged")
-    degraded = 0
-    for package in packages:
-        print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
-        degraded += say_degraded(package, batch is not None)
-    if degraded:
+
+    printed = [0, 0]  # packages already printed (after a repair, only the rest are answered), and degraded
+
+    def answer(todo: list[tuple[str, str | None]]) -> None:
+        for package in pipeline.query(
+            vault, todo, embedder=embedder, llm_plan=llm_plan, llm_gate=llm_gate, config=config
+        ):
+            print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
+            printed[0] += 1
+            printed[1] += say_degraded(package, batch is not None)
+
+    try:
+        answer(queries)
+    except Exception as exc:
+        from vault_pipeline.index.damage import is_damage
+
+        if not is_damage(exc):
+            raise
+        repair_index(vault, embedder, exc)  # the index is derived: rebuild it, then answer what is left
+        answer(queries[printed[0] :])
+    if printed[1]:
         raise typer.Exit(EXIT_INCOMPLETE)
 
 

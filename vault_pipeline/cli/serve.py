@@ -81,7 +81,7 @@ def vault_tools(vault_path: Path | None) -> VaultTools:
         llm_gate=build_gate(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder),
         sampling=frozenset(role for role, model in roles.items() if model == MCP_SAMPLING),
-        log=log,
+        call_log=log,
     )
     vault.close()
     return tools

@@ -6,7 +6,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vault_pipeline.cli.common import EXIT_OK, JsonOpt, VaultOpt, VerboseOpt, open_vault, out, print_json, table
+from vault_pipeline.cli.common import (
+    EXIT_OK,
+    JsonOpt,
+    VaultOpt,
+    VerboseOpt,
+    build_embedder,
+    open_vault,
+    out,
+    print_json,
+    table,
+)
+from vault_pipeline.cli.index import repair_index
 
 if TYPE_CHECKING:
     from vault_pipeline.config import Settings
@@ -24,9 +35,15 @@ def status(
     \b
     Example:  vault status --vault ~/notes"""
     from vault_pipeline import pipeline
+    from vault_pipeline.index.damage import IndexDamagedError
 
     vault, settings, _ = open_vault(vault_path)
-    result = pipeline.status(vault, lint=lint, models=where_models_run(settings))
+    models = where_models_run(settings)
+    try:
+        result = pipeline.status(vault, lint=lint, models=models)
+    except IndexDamagedError as exc:
+        repair_index(vault, build_embedder(settings), exc)  # derived: rebuild it, then report
+        result = pipeline.status(vault, lint=lint, models=models)
     if json_out:
         print_json(result.to_dict(), EXIT_OK)
     else:
@@ -34,10 +51,15 @@ def status(
 
 
 def where_models_run(settings: Settings) -> list[tuple[str, str, str]]:
-    """(role, model, "local" | "remote") for the extraction, gate and embedding models."""
+    """(role, model, "local" | "remote") for the extraction, gate, quality and embedding models."""
     from vault_pipeline.models.litellm_backend import is_remote
 
-    roles = (("extract", settings.extract_model), ("gate", settings.gate_model), ("embed", settings.embed_model))
+    roles = (
+        ("extract", settings.extract_model),
+        ("gate", settings.gate_model),
+        ("quality", settings.quality_model),
+        ("embed", settings.embed_model),
+    )
     return [
         (role, model, "remote" if is_remote(model, settings.api_base) and model != "minilm" else "local")
         for role, model in roles

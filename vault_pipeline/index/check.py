@@ -3,10 +3,12 @@
 Reports notes whose frontmatter does not parse, wikilinks, block links (``[[note#^id]]``) and
 heading links (``[[note#Heading]]``) that resolve to nothing (names match without regard to
 case, as in Obsidian), ids used by more than one file (reported once, as one problem), index
-rows whose file changed or vanished, and temp files left by an interrupted write.
-``fix=True`` repairs only what is ours to repair: it removes stale temp files, gives each copy
-of a note (an Obsidian "Make a copy" keeps the ``id``) an id of its own so it can be indexed,
-and re-syncs the index with every file re-hashed.
+rows whose file changed or vanished, an index whose files cannot be read back (``damage.probe``),
+temp files left by an interrupted write, and notes holding text shaped like a secret (the call
+log's redaction patterns: the note keeps it, the user decides). ``fix=True`` repairs only what is ours to repair: it
+removes stale temp files, gives each copy of a note (an Obsidian "Make a copy" keeps the ``id``)
+an id of its own so it can be indexed, and re-syncs the index with every file re-hashed (an
+unreadable index is set aside and rebuilt).
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
+from vault_pipeline.index.damage import probe
 from vault_pipeline.index.manifest import MANIFEST_FILE, opened_manifest
 from vault_pipeline.index.sync import sync
+from vault_pipeline.index.table import INDEX_DIR
 from vault_pipeline.ingest.notes import literal_lines, markdown_blocks
+from vault_pipeline.models.calllog import redact
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -48,6 +53,8 @@ class CheckReport:
     duplicate_ids: dict[str, list[str]] = field(default_factory=dict)
     copies: dict[str, list[str]] = field(default_factory=dict)  # per duplicate id: the files --fix re-ids
     index_mismatches: list[tuple[str, str]] = field(default_factory=list)
+    index_damage: str = ""  # why the index cannot be read back, or ''
+    secrets: list[str] = field(default_factory=list)  # notes holding a secret-looking string (never edited)
     temp_files: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
 
@@ -61,6 +68,8 @@ class CheckReport:
             + len(self.dangling_headings)
             + len(self.duplicate_ids)
             + len(self.index_mismatches)
+            + bool(self.index_damage)
+            + len(self.secrets)
             + len(self.temp_files)
         )
 
@@ -95,6 +104,7 @@ def check(vault: Vault, *, embedder=None, fix: bool = False) -> CheckReport:
     copies = {p for ps in report.copies.values() for p in ps}
     # A copy is one problem, its duplicate id; "not indexed yet" would report it twice.
     report.index_mismatches = [m for m in _index_mismatches(vault, paths, entries) if m[0] not in copies]
+    report.index_damage = probe(vault.root / STATE_DIR / INDEX_DIR, full=True)
     if fix:
         _fix(vault, report, embedder)
     return report
@@ -109,6 +119,8 @@ def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> 
     except (FrontmatterError, UnicodeDecodeError, OSError) as exc:
         report.invalid.append((relpath, str(getattr(exc, "reason", exc))))
         return
+    if redact(text) != text:
+        report.secrets.append(relpath)
     if frontmatter.get("id"):
         scan.ids[str(frontmatter["id"])].append(relpath)
     prose = _prose(body)
@@ -220,12 +232,14 @@ def _fix(vault: Vault, report: CheckReport, embedder) -> None:
         report.fixed += [f"removed stale temp file {relpath}" for relpath in vault.swept]
         renamed = _new_ids(vault, report.copies)
         report.fixed += renamed
-        if embedder is not None and (report.index_mismatches or renamed):
-            result = sync(vault, embedder, verify=True)
+        if embedder is not None and (report.index_mismatches or renamed or report.index_damage):
+            result = sync(vault, embedder, verify=True, damaged=report.index_damage)
             report.fixed.append(
                 f"re-synced the index: {result.embedded_notes} note(s) re-embedded, "
                 f"{result.removed} removed, {result.repaired} repaired"
             )
+            if result.damaged_copy:
+                report.fixed.append(f"rebuilt the unreadable index; the broken copy is in {result.damaged_copy}")
 
 
 def _new_ids(vault: Vault, copies: dict[str, list[str]]) -> list[str]:

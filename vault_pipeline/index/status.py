@@ -11,13 +11,16 @@ from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, IndexStateError
 from vault_pipeline.index.chunk import lint_levels
+from vault_pipeline.index.damage import IndexDamagedError, describe, is_damage
 from vault_pipeline.index.manifest import MANIFEST_FILE, ManifestEntry, opened_manifest
 from vault_pipeline.index.search import Index
 from vault_pipeline.vault.files import STATE_DIR, Vault
 
 
 def index_status(vault: Vault, paths: list[str]) -> tuple[dict[str, int], dict[str, Any] | None]:
-    """(pending counts, index statistics) for the vault's note ``paths``; ({}, None) with no index."""
+    """(pending counts, index statistics) for the vault's note ``paths``; ({}, None) with no index.
+
+    IndexDamagedError when the index's files cannot be read."""
     manifest_path = vault.root / STATE_DIR / MANIFEST_FILE
     if not manifest_path.exists():
         return {}, None
@@ -25,8 +28,14 @@ def index_status(vault: Vault, paths: list[str]) -> tuple[dict[str, int], dict[s
         lag = pending(vault, paths, manifest.entries())
     try:
         return lag, Index.open(vault).stats()
+    except IndexDamagedError:
+        raise
     except IndexStateError:
         return lag, None
+    except Exception as exc:
+        if is_damage(exc):
+            raise IndexDamagedError(describe(exc)) from None
+        raise
 
 
 def pending(vault: Vault, paths: list[str], entries: dict[str, ManifestEntry]) -> dict[str, int]:

@@ -7,7 +7,8 @@ batch with one delete predicate and one add. Every run first checks the table ag
 manifest (integrity belongs in the ingestion path: an index whose ids were welded to other rows'
 content would answer wrongly and silently): a table moved on since the last finished sync, or
 whose row count disagrees with the manifest, is checked path by path and row by row; a path that
-disagrees is re-embedded and reported as repaired. ``--verify`` forces the full check.
+disagrees is re-embedded and reported as repaired. ``--verify`` forces the full check. An index
+whose files cannot be read (``damage``) is moved aside for the user and rebuilt from the vault.
 
 The storage lives beside it: ``manifest`` (sqlite), ``table`` (LanceDB), ``integrity`` (the
 checks); the reading side, ``Index`` and ``Row``, in ``search``.
@@ -28,6 +29,7 @@ import numpy as np
 
 from vault_pipeline.errors import FrontmatterError, ModelError
 from vault_pipeline.index.chunk import CHUNKING_VERSION, Chunk, chunks_for_note
+from vault_pipeline.index.damage import describe, is_damage, probe, set_aside
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest
 from vault_pipeline.index.table import (
@@ -46,7 +48,7 @@ from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
 
-__all__ = ["IndexReport", "Preloadable", "sync", "user_note_id"]
+__all__ = ["IndexReport", "Preloadable", "repair", "sync", "user_note_id"]
 
 Progress = Callable[[int, int], None]
 
@@ -82,6 +84,7 @@ class IndexReport:
     repairs: list[tuple[str, str]] = field(default_factory=list)  # (path, fault found)
     rebuilt: bool = False
     rebuild_reason: str = ""
+    damaged_copy: str = ""  # where an unreadable index was moved before the rebuild (vault-relative), or ''
     # Every note re-chunked (the chunking changed since the last sync); unchanged texts keep their vectors.
     rechunked: str = ""
     # "version": the table is as the last sync left it; "layout": rows per path checked against the
@@ -111,20 +114,64 @@ class _Note:
 
 
 def sync(
-    vault: Vault, embedder: Embedder, *, progress: Progress | None = None, rebuild: bool = False, verify: bool = False
+    vault: Vault,
+    embedder: Embedder,
+    *,
+    progress: Progress | None = None,
+    rebuild: bool = False,
+    verify: bool = False,
+    damaged: str = "",
 ) -> IndexReport:
-    """Bring the index in line with the vault (the caller holds ``vault.lock("index")``)."""
+    """Bring the index in line with the vault (the caller holds ``vault.lock("index")``).
+
+    An index that cannot be read (``damaged`` says a reader found so, else a quick probe or a
+    failing read here does) is moved aside and rebuilt from the vault."""
     started = time.perf_counter()
-    report = IndexReport(embedder=embedder.name)
     state = Path(vault.root) / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     loading = embedder.preload() if isinstance(embedder, Preloadable) else None  # overlaps LanceDB's import
     try:
-        _sync(vault, embedder, state, report, progress, rebuild, verify)
+        report = _sync_or_rebuild(
+            vault, embedder, state, progress, rebuild, verify, damaged or probe(state / INDEX_DIR)
+        )
     finally:
         if loading is not None:
             loading.join()
     report.seconds = time.perf_counter() - started
+    return report
+
+
+def repair(vault: Vault, embedder: Embedder, what: str, *, wait: float = 0) -> IndexReport:
+    """Set aside and rebuild an index a reader found unreadable (``what``: how), under the vault lock."""
+    with vault.lock("index (repair)", wait=wait):
+        return sync(vault, embedder, damaged=what)
+
+
+def _sync_or_rebuild(
+    vault: Vault,
+    embedder: Embedder,
+    state: Path,
+    progress: Progress | None,
+    rebuild: bool,
+    verify: bool,
+    damaged: str,
+) -> IndexReport:
+    """One sync; when the index turns out unreadable (before or during it), set it aside and rebuild."""
+    if not damaged:
+        report = IndexReport(embedder=embedder.name)
+        try:
+            _sync(vault, embedder, state, report, progress, rebuild, verify)
+            return report
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+            damaged = describe(exc)
+    aside = set_aside(state)
+    report = IndexReport(embedder=embedder.name)
+    _sync(vault, embedder, state, report, progress, True, verify)
+    report.damaged_copy = aside.relative_to(vault.root).as_posix() if aside is not None else ""
+    where = f"; the broken copy is in {report.damaged_copy}" if aside is not None else ""
+    report.rebuilt, report.rebuild_reason = True, f"the index could not be read ({damaged}){where}"
     return report
 
 
@@ -207,6 +254,7 @@ class _Run:
         self.faults: dict[str, str] = {}
         self.owners: dict[str, str] = {}  # note id -> the path that holds it
         self.gone_by_id: dict[str, str] = {}  # note id -> a path that left the vault
+        self.gone_by_sha: dict[str, str] = {}  # content hash -> a path that left the vault (notes without an id)
         self.batch: list[_Note] = []
         self.batch_chunks = 0
         self.moved_from: set[str] = set()
@@ -226,6 +274,7 @@ class _Run:
         self.report.scanned = len(paths)
         gone = {p for p in self.entries if p not in present}
         self.gone_by_id = {self.entries[p].note_id: p for p in sorted(gone) if p not in self.faults}
+        self.gone_by_sha = {self.entries[p].sha256: p for p in sorted(gone) if p not in self.faults}
         self.owners = {e.note_id: p for p, e in self.entries.items() if p in present and p not in self.faults}
         candidates = self._candidates(paths, verify or rechunk)
         self.total = len(candidates)
@@ -308,7 +357,7 @@ class _Run:
             self._skip(relpath, f"id {note_id} is already used by {owner}")
             return None
         self._claim(relpath, note_id)
-        kind, replaces, reuse = self._replaced(relpath, note_id, kind)
+        kind, replaces, reuse = self._replaced(relpath, note_id, kind, "" if frontmatter.get("id") else sha)
         chunks = chunks_for_note(note_id, body)
         entry = ManifestEntry(relpath, note_id, sha, st.st_size, st.st_mtime_ns, len(chunks))
         return _Note(entry, note_columns(frontmatter, relpath), chunks, kind, replaces, reuse)
@@ -324,11 +373,18 @@ class _Run:
             self._skip(relpath, " ".join(exc.reason.split()))
         return None
 
-    def _replaced(self, relpath: str, note_id: str, kind: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    def _replaced(
+        self, relpath: str, note_id: str, kind: str, sha: str = ""
+    ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         """(kind, the paths whose rows the file's new rows replace, those whose vectors may be reused).
 
-        A new file holding the id of a file gone since the last sync is that note, moved."""
+        A new file holding the id of a file gone since the last sync is that note, moved; so is a
+        new file without an id (``sha`` given) holding the very bytes of a gone one: a rename."""
         moved_from = self.gone_by_id.pop(note_id, None) if relpath not in self.entries else None
+        if moved_from is None and sha and relpath not in self.entries:
+            moved_from = self.gone_by_sha.pop(sha, None)
+            if moved_from is not None:
+                self.gone_by_id.pop(self.entries[moved_from].note_id, None)
         if moved_from is not None:
             self.moved_from.add(moved_from)
             kind = "moved" if kind == "added" else kind

@@ -142,10 +142,9 @@ def quality_problems(
         problems += hard_problems(sentence, category, limit=limit)
         if judged is not None:
             problems += [p for p in judged if p not in problems]
-        elif scored is not None and scored.probability < shipped().keep:
-            problems.append(
-                f"quality score {scored.probability:.2f} below {shipped().keep:.2f}: " + ", ".join(scored.reasons)
-            )
+        elif scored is not None and scored.probability < (bar := shipped().keep if keep_at is None else keep_at):
+            why = ", ".join(scored.reasons) or "no one sign against it, but not enough for it"
+            problems.append(f"quality score {scored.probability:.2f} below {bar:.2f}: {why}")
         missing = unfaithful(sentence, source) if source is not None else []
         if missing:
             problems.append("not in its source: " + ", ".join(missing[:3]))

@@ -126,6 +126,15 @@ def _one_line(text: str | None) -> str:
     return " ".join(str(text or "").split())
 
 
+_MARKUP = re.compile(r"([\\\[\]])")
+
+
+def heading_text(title: str) -> str:
+    """A title as literal Markdown text: backslash and brackets escaped, so ``[[../x]]`` in a
+    conversation's title is shown as written and never becomes a link (Obsidian reads the escapes)."""
+    return _MARKUP.sub(r"\\\1", title)
+
+
 def atomic_note(
     unit: AtomicUnit,
     conv: Conversation,
@@ -191,9 +200,14 @@ def session_note(conv: Conversation, summary: str, units_by_message: Mapping[str
         "tags": _tags("session", obsidian_tag(conv.kind)),
     }
     links = {mid: [_stem_of(u) for u in units] for mid, units in (units_by_message or {}).items()}
-    body = (
-        f"# {title}\n\n## Summary\n\n{str(summary or '').strip()}\n\n## {TRANSCRIPT_HEADING}\n\n"
-        + render_transcript(conv.messages, links)
+    # The offline summary quotes the title: escaped there too, as in the heading.
+    said = (
+        str(summary or "").strip().replace(title, heading_text(title))
+        if _MARKUP.search(title)
+        else str(summary or "").strip()
+    )
+    body = f"# {heading_text(title)}\n\n## Summary\n\n{said}\n\n## {TRANSCRIPT_HEADING}\n\n" + render_transcript(
+        conv.messages, links
     )
     return Note(nid, "session", "sessions", safe_stem(title, nid), frontmatter, body)
 
@@ -206,7 +220,7 @@ def thread_note(key: str, thread_map: ThreadMap, session_stems: Mapping[str, str
     """A thread map across the sessions of one line of work, each step linking its session."""
     nid = thread_id(key)
     title = _one_line(thread_map.title) or _one_line(key) or "Thread"
-    lines = [f"# {title}", "", "## Steps", ""]
+    lines = [f"# {heading_text(title)}", "", "## Steps", ""]
     for number, step in enumerate(thread_map.steps, 1):
         stem = session_stems.get(step.session_id)
         where = wikilink(stem) if stem else f"session {step.session_id}"
@@ -223,7 +237,7 @@ def topic_hub(topic: str, atomic_stems: Iterable[str]) -> Note:
     nid = topic_id(topic)
     title = _one_line(topic) or "Topic"
     links = [f"- {wikilink(stem)}" for stem in sorted(set(atomic_stems))]
-    body = "\n".join([f"# {title}", "", *links]) + "\n"
+    body = "\n".join([f"# {heading_text(title)}", "", *links]) + "\n"
     frontmatter = {"id": nid, "type": "topic", "tier": "chat", "tags": _tags("hub", topic_tag(topic))}
     return Note(nid, "topic", "topics", safe_stem(title, nid), frontmatter, body)
 

@@ -1,18 +1,11 @@
-"""The Note Quality Gate's judgement of one note sentence: is it a complete, self-contained claim?
+"""The signs of a note sentence and the rules that fail one outright.
 
-A note passes only when its sentence is a complete declarative sentence (a question for an
-open question), stands on its own, and keeps its source's literal tokens. Hard rules (the word
-limit, one sentence, the sentence type, faithfulness) fail a note outright; the softer signs of
-a fragment (no finite verb, a preposition or conjunction opening, a dangling last word, an
-unresolved "this", a salutation, a quiz option, a log line, template filler) are features of a
-logistic model fitted on hand labels (``benchmarks/bench_quality.py`` refits and reports it),
-so the weight of each sign is measured rather than guessed. Each feature is a reason the user
-reads in the note's ``quality`` property.
-
-Beside the signs, the model weighs the sentence's meaning: its MiniLM vector (the shipped offline
-embedder, whatever the vault's index uses) times a fitted weight vector. The signs catch a cut or a
-missing verb; the meaning term catches what reads like filler, boilerplate or a quiz option
-without a rule per kind. How it was fitted and measured: docs/decisions/0002-note-quality-gate.md.
+``features`` reads the signs of a fragment or of chat talk (no finite verb, a preposition or
+conjunction opening, a dangling last word, an unresolved "this", a salutation, a quiz option, a
+log line, template filler, ...): the selector (``select.py``) weighs them, with what the note
+says (``meaning_vectors``), into the probability that a reader finds the note good. The hard
+rules (``hard_problems``: the word limit, one sentence, the sentence type, the named exclusions)
+and faithfulness to the source's literal tokens (``unfaithful``) fail a note whoever judges the rest.
 
 English finite verbs come from TextBlob's PatternTagger (the CLiPS Pattern lexicon inside the
 wheel; no model download); Dutch notes, which that tagger does not know, from simplemma's Dutch
@@ -21,19 +14,13 @@ lemmas (a word whose lemma is an infinitive it is not is a verb form: maak -> ma
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 from vault_pipeline.ingest.extract import MAX_WORDS
-from vault_pipeline.models.logistic import newton
 from vault_pipeline.text import (
     PLEASANTRY,
     TEMPLATE_LEADS,
@@ -423,58 +410,7 @@ def _cut(sentence: str, source: str, *, head: bool) -> bool:
     return all(a and a[0].isalnum() and not _JOINER.match(a) for a in after)
 
 
-# --------------------------------------------------------------------------- the model
-
-
-@dataclass(frozen=True)
-class GateModel:
-    """Logistic weights over ``FEATURES``, lexical signs (``lexical``), the sentence's meaning and a bias.
-
-    A note passes at probability >= threshold. ``lexicon`` maps a lexical sign to its weight;
-    a sign the lexicon does not hold weighs nothing. ``meaning`` holds one weight per dimension
-    of the sentence's MiniLM vector (empty: the model does not read meaning)."""
-
-    weights: Mapping[str, float]
-    bias: float
-    threshold: float
-    lexicon: Mapping[str, float] = field(default_factory=dict)
-    meaning: tuple[float, ...] = ()
-
-    def meaning_term(self, vector: Sequence[float] | None) -> float:
-        """The meaning's contribution to the log-odds (0 without weights or a vector)."""
-        if not self.meaning or vector is None:
-            return 0.0
-        if len(vector) != len(self.meaning):
-            raise ValueError(f"a {len(vector)}-dimensional vector for {len(self.meaning)} meaning weights")
-        return math.fsum(w * float(v) for w, v in zip(self.meaning, vector))
-
-    def probability(
-        self, feats: Mapping[str, bool], signs: Iterable[str] = (), vector: Sequence[float] | None = None
-    ) -> float:
-        """P(good) of a note with these features, lexical signs and (if the model reads it) meaning vector."""
-        z = self.bias + sum(self.weights.get(k, 0.0) for k, on in feats.items() if on)
-        z += sum(self.lexicon.get(s, 0.0) for s in set(signs))
-        z += self.meaning_term(vector)
-        return 1.0 / (1.0 + math.exp(-z))
-
-    def reasons(
-        self, feats: Mapping[str, bool], signs: Iterable[str] = (), vector: Sequence[float] | None = None
-    ) -> list[str]:
-        """The present signs that count against a note, heaviest first (empty if it passes)."""
-        signs = set(signs)
-        if self.probability(feats, signs, vector) >= self.threshold:
-            return []
-        bad = sorted((self.weights.get(k, 0.0), k) for k, on in feats.items() if on and self.weights.get(k, 0.0) < 0)
-        reasons = [FEATURES[k] for _, k in bad]
-        against = sorted((self.lexicon[s], s) for s in signs if self.lexicon.get(s, 0.0) < 0)
-        if against and (not reasons or sum(w for w, _ in against) < bad[0][0]):
-            # The words are what weigh most: name the heaviest, not a made-up category.
-            words = ", ".join(f'"{s.split(":", 1)[1]}"' for _, s in against[:3])
-            reasons.append(f"low quality score (words against it: {words})")
-        if not reasons and self.meaning and vector is not None:
-            # No sign against it: what it says, not how, is what the labels judged.
-            reasons.append("reads like the notes judged not worth keeping (filler, boilerplate, a quiz option)")
-        return reasons or ["low quality score"]
+# --------------------------------------------------------------------------- what it says
 
 
 @lru_cache(maxsize=1)
@@ -491,92 +427,7 @@ def meaning_vectors(sentences: Sequence[str]) -> list[list[float]]:
     return [[float(x) for x in row] for row in _meaning_embedder().embed(list(sentences))]
 
 
-def lexical(sentence: str) -> set[str]:
-    """The note's lexical signs: its lower-cased words (``w:``).
-
-    Words only: word pairs did worse in cross-validation (docs/decisions/0020-approaches-not-adopted.md)."""
-    return {f"w:{w.lower()}" for w in _WORD.findall(sentence)}
-
-
-def fit(
-    rows: Sequence[Mapping[str, bool]],
-    labels: Sequence[bool],
-    *,
-    signs: Sequence[Iterable[str]] | None = None,
-    vectors: Sequence[Sequence[float]] | None = None,
-    l2: float = 1.0,
-    scale: float = 1.0,
-    meaning_scale: float = 1.0,
-    min_count: int = 2,
-    steps: int = 100,
-) -> GateModel:
-    """Fit logistic weights by Newton's method (L2-regularised; numpy only); threshold 0.5.
-
-    With ``signs`` (each row's lexical signs), those seen in at least ``min_count`` rows join the
-    fit as features of value ``scale`` (a smaller scale shrinks them harder than the booleans).
-    With ``vectors`` (each row's ``meaning_vectors``), their dimensions join as features scaled by
-    ``meaning_scale`` (a larger scale shrinks them less)."""
-    sets = [set(s) for s in signs] if signs is not None else [set() for _ in rows]
-    counts = Counter(s for row in sets for s in row)
-    vocab = sorted(s for s, n in counts.items() if n >= min_count)
-    kept = set(vocab)
-    design = [{**{k: float(v) for k, v in r.items()}, **dict.fromkeys(row & kept, scale)} for r, row in zip(rows, sets)]
-    dims = [f"meaning:{i}" for i in range(len(vectors[0]) if vectors else 0)]
-    if vectors is not None:
-        for row, vector in zip(design, vectors):
-            row.update((d, float(v) * meaning_scale) for d, v in zip(dims, vector))
-    weights, bias = newton(design, labels, [*FEATURES, *vocab, *dims], l2=l2, steps=steps, tolerance=1e-6)
-    lexicon = {s: round(weights[s] * scale, 4) for s in vocab if round(weights[s] * scale, 4)}
-    meaning = tuple(round(weights[d] * meaning_scale, 5) for d in dims)
-    return GateModel({n: round(weights[n], 3) for n in FEATURES}, round(bias, 3), 0.5, lexicon, meaning)
-
-
-def load_gate(path: Path) -> GateModel:
-    """A gate serialised by ``benchmarks/bench_quality.py --fit --write``."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    meaning = tuple(float(w) for w in data.get("meaning", ()))
-    return GateModel(data["weights"], data["bias"], data["threshold"], data.get("lexicon", {}), meaning)
-
-
-def dump_gate(model: GateModel, path: Path, note: str) -> None:
-    """Write a gate as sorted, indented JSON (deterministic: the same fit writes the same bytes)."""
-    data = {
-        "note": note,
-        "bias": model.bias,
-        "threshold": model.threshold,
-        "weights": dict(model.weights),
-        "lexicon": dict(sorted(model.lexicon.items())),
-        "meaning": list(model.meaning),
-    }
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-# The shipped gate: the boolean features and the meaning, no word weights, fitted on the training
-# split (70 %, by a hash of the note text) of tests/data/quality_labels.jsonl and
-# quality_labels_current.jsonl. Word weights judge by accidents of the sample and fail out of
-# domain, so they are not shipped (docs/decisions/0002-note-quality-gate.md).
-GATE_FILE = Path(__file__).with_name("quality_gate.json")
-GATE = load_gate(GATE_FILE)
-
-
 # --------------------------------------------------------------------------- hard rules
-
-
-def sentence_problems(
-    sentence: str,
-    category: str,
-    model: GateModel = GATE,
-    source: str | None = None,
-    vector: Sequence[float] | None = None,
-) -> list[str]:
-    """Why a note sentence fails the gate (hard rules first, then the model's reasons).
-
-    ``vector`` is the sentence's ``meaning_vectors`` row; a model that reads meaning embeds the
-    sentence itself when it is not given (callers gating many notes embed them in one batch)."""
-    if model.meaning and vector is None:
-        vector = meaning_vectors([sentence])[0]
-    hard = hard_problems(sentence, category)
-    return hard + [r for r in model.reasons(features(sentence, source), lexical(sentence), vector) if r not in hard]
 
 
 def hard_problems(sentence: str, category: str, *, limit: int = MAX_WORDS) -> list[str]:

@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -199,18 +199,6 @@ class Selector:
     keep: float  # `vault keep --all-passing` promotes a note at or above this probability
     meaning: tuple[float, ...] = ()
     note: str = ""
-    # A cascade: a model of the signs alone screens the candidates first; one below ``screen`` is not
-    # written and never embedded (on the tuning labels, none the whole model writes falls below it).
-    screen_weights: Mapping[str, float] = field(default_factory=dict)
-    screen_bias: float = 0.0
-    screen: float = 0.0
-
-    def screened(self, on: Mapping[str, float]) -> bool:
-        """Whether the signs alone already rule the candidate out."""
-        if not self.screen:
-            return False
-        z = self.screen_bias + math.fsum(self.screen_weights.get(k, 0.0) * v for k, v in on.items())
-        return 1.0 / (1.0 + math.exp(-z)) < self.screen
 
     def probability(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> float:
         z = self.bias + math.fsum(self.weights.get(k, 0.0) * v for k, v in on.items())
@@ -238,36 +226,24 @@ class Scored:
 
 
 def score(candidates: Sequence[Candidate], model: Selector | None = None) -> list[Scored]:
-    """P(good) for each candidate (one embedding batch for all of them)."""
+    """P(good) for each candidate (one embedding batch for all of them, when the model reads meaning)."""
     model = model or _shipped()
     found = [signs(c) for c in candidates]
-    going = [i for i, on in enumerate(found) if not model.screened(on)]
-    vectors: dict[int, Any] = {}
-    if model.meaning and going:
-        vectors = dict(zip(going, meaning_vectors([candidates[i].sentence for i in going])))
+    vectors: list[Any] = [None] * len(candidates)
+    if model.meaning and candidates:
+        vectors = meaning_vectors([c.sentence for c in candidates])
+    bar = max(model.write, model.keep)  # below either threshold, say why
     out = []
-    for i, (c, on) in enumerate(zip(candidates, found)):
-        if i not in set(going):
-            out.append(Scored(c, 0.0, model.reasons(on, None)))
-            continue
-        p = model.probability(on, vectors.get(i))
-        out.append(Scored(c, p, [] if p >= model.write else model.reasons(on, vectors.get(i))))
+    for c, on, vector in zip(candidates, found, vectors):
+        p = model.probability(on, vector)
+        out.append(Scored(c, p, [] if p >= bar else model.reasons(on, vector)))
     return out
 
 
 def load_selector(path: Path) -> Selector:
     data = json.loads(path.read_text(encoding="utf-8"))
-    screen = data.get("screen", {})
     return Selector(
-        data["weights"],
-        data["bias"],
-        data["write"],
-        data["keep"],
-        tuple(data.get("meaning", ())),
-        data.get("note", ""),
-        screen.get("weights", {}),
-        screen.get("bias", 0.0),
-        screen.get("threshold", 0.0),
+        data["weights"], data["bias"], data["write"], data["keep"], tuple(data.get("meaning", ())), data.get("note", "")
     )
 
 
@@ -280,11 +256,6 @@ def dump_selector(model: Selector, path: Path) -> None:
         "keep": model.keep,
         "weights": dict(sorted(model.weights.items())),
         "meaning": list(model.meaning),
-        "screen": {
-            "threshold": model.screen,
-            "bias": model.screen_bias,
-            "weights": dict(sorted(model.screen_weights.items())),
-        },
     }
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -317,9 +288,13 @@ def _shipped() -> Selector:
     return load_selector(SELECTOR_FILE)
 
 
-def shipped() -> Selector:
-    """The selector shipped with the package (``selector.json``), read once."""
-    return _shipped()
+def shipped(write: float | None = None, keep: float | None = None) -> Selector:
+    """The selector shipped with the package (``selector.json``, read once), with the user's thresholds
+    (``[ingest] write_threshold`` and ``keep_threshold``) where given."""
+    model = _shipped()
+    if write is None and keep is None:
+        return model
+    return replace(model, write=model.write if write is None else write, keep=model.keep if keep is None else keep)
 
 
 # --------------------------------------------------------------------------- at ingest

@@ -68,6 +68,8 @@ class IngestReport:
     notes_by_category: Counter = field(default_factory=Counter)
     units_skipped: int = 0  # sentences not sayable in the word limit: left to the transcript, never cut
     not_written: Counter = field(default_factory=Counter)  # candidates below the selector's bar, by reason
+    archived: list[str] = field(default_factory=list)  # inbox notes of re-ingested conversations no longer written
+    archive_run: str = ""  # the journal run that archived them (``vault clean --undo <run>``)
     topics_named: int = 0  # topic units that only named their topic: kept as hubs and tags, not notes
     writes: Counter = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
@@ -99,6 +101,8 @@ class IngestReport:
             "units_skipped": self.units_skipped,
             "not_written": sum(self.not_written.values()),
             "not_written_reasons": dict(self.not_written.most_common()),
+            "archived": self.archived,
+            "archive_run": self.archive_run,
             "topics_named": self.topics_named,
             "threads": self.threads,
             "writes": dict(sorted(self.writes.items())),

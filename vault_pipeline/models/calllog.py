@@ -15,8 +15,12 @@ from typing import Any
 
 from vault_pipeline.models.prompts import Prompt
 
+# A provider key ("sk-", "sk-proj-", "sk-ant-api03-" and a long run of key characters), or a value after
+# an auth word. The key starts a word ("ask-him-to" is a file name, not a key) and its run after the
+# prefix has no hyphen-separated short words in it.
 _SECRET = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|(?i:api[_-]?key|authorization|bearer)[\"'=: ]+[A-Za-z0-9_\-\.]{8,})"
+    r"((?<![A-Za-z0-9])sk-(?:[A-Za-z]{2,8}\d{0,2}-){0,3}[A-Za-z0-9_]{12,}[A-Za-z0-9_\-]*"
+    r"|(?i:api[_-]?key|authorization|bearer)[\"'=: ]+[A-Za-z0-9_\-\.]{8,})"
 )
 
 

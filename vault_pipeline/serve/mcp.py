@@ -23,6 +23,7 @@ from pydantic import Field
 
 from vault_pipeline.errors import VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
+from vault_pipeline.serve.frames import MAX_FRAME_BYTES, one_line_errors, serve_stdio
 from vault_pipeline.serve.sampling import client_model
 from vault_pipeline.serve.tools import MAX_SEARCH_LIMIT, SEARCH_LIMIT, VaultTools
 from vault_pipeline.serve.watch import Watcher
@@ -77,6 +78,7 @@ ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempot
 def build_server(tools: VaultTools) -> MCPServer:
     """An ``MCPServer`` named ``vault`` with the five tools on ``tools``."""
     server: MCPServer = MCPServer("vault", instructions=INSTRUCTIONS, log_level="WARNING")
+    server.middleware.append(one_line_errors)  # argument validation errors too: one line, no URL
 
     @server.tool(description=QUERY_DOC, annotations=READ_ONLY)
     async def query(
@@ -140,8 +142,11 @@ def serve(
     watch: bool = True,
     listener: Callable[..., None] | None = None,
     on_ready: Callable[[str], None] | None = None,
+    max_frame: int = MAX_FRAME_BYTES,
 ) -> None:
-    """Serve ``tools`` over stdio, or streamable HTTP on 127.0.0.1:``port``; keep the index live meanwhile."""
+    """Serve ``tools`` over stdio, or streamable HTTP on 127.0.0.1:``port``; keep the index live meanwhile.
+
+    A message (stdio line, HTTP body) above ``max_frame`` bytes is answered with an error, never read whole."""
     server = build_server(tools)
     if port is not None:
         _check_port(port)
@@ -153,11 +158,15 @@ def serve(
         if port is None:
             if on_ready:
                 on_ready(f"serving {tools.root} over stdio")
-            anyio.run(server.run_stdio_async)
+            anyio.run(serve_stdio, server, max_frame)
         else:
             if on_ready:
                 on_ready(f"serving {tools.root} at http://{HOST}:{port}{PATH} (streamable HTTP)")
-            anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=port, streamable_http_path=PATH))
+            anyio.run(
+                lambda: server.run_streamable_http_async(
+                    host=HOST, port=port, streamable_http_path=PATH, max_request_body_size=max_frame
+                )
+            )
     finally:
         if watcher is not None:
             watcher.stop()

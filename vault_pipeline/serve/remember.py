@@ -1,8 +1,9 @@
 """``remember``: a client's text becomes provisional atomic notes, the way an export does.
 
 The text is one user message of a one-message conversation; the extraction operator cuts it
-into atomic units, the Note Quality Gate's sentence rules judge each (a unit that fails is
-reported with its reasons, not written, so the calling model can say it better), and the
+into atomic units, the Note Quality Gate's hard rules judge each (a unit that fails is reported
+with its reasons, not written, so the calling model can say it better; the selector that picks
+notes out of a chat archive does not: the user asked for this one to be remembered), and the
 passing units are written into ``inbox/`` with a session note in ``sessions/`` holding the
 text they came from (topic units, which name an ingest's topic hubs, are left out: a memory makes
 no hub). Provenance is ``source_kind: mcp`` plus ``source_client``, the calling
@@ -18,10 +19,18 @@ from datetime import UTC, datetime
 from typing import cast
 
 from vault_pipeline.errors import VaultError
-from vault_pipeline.ingest.extract import CATEGORIES, AtomicUnit, extract_conversation, shorten
+from vault_pipeline.ingest.extract import (
+    CATEGORIES,
+    MAX_VERBATIM_WORDS,
+    MAX_WORDS,
+    AtomicUnit,
+    extract_conversation,
+    shorten,
+)
 from vault_pipeline.ingest.notes import atomic_note, positions, session_note
 from vault_pipeline.ingest.parse.types import Conversation, Kind, Message
-from vault_pipeline.ingest.quality import sentence_problems
+from vault_pipeline.ingest.quality import hard_problems
+from vault_pipeline.models.offline.statements import is_verbatim
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import normalise_text
 from vault_pipeline.vault.files import Vault
@@ -76,7 +85,8 @@ def remember(
         if unit.category == "topic" and kind != "topic":
             continue  # what the text is about names a topic hub in an ingest; a memory makes no hub
         unit = unit if kind is None else unit.model_copy(update={"category": kind})
-        problems = sentence_problems(unit.text, unit.category, source=text)
+        limit = MAX_VERBATIM_WORDS if is_verbatim(unit.text, text) else MAX_WORDS
+        problems = hard_problems(unit.text, unit.category, limit=limit)
         if problems:
             report.refused.append((unit.text, problems))
         else:

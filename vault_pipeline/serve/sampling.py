@@ -56,7 +56,7 @@ async def client_model(ctx: Any, tools: VaultTools, role: str) -> AsyncIterator[
         return
     async with BlockingPortal() as portal:
         try:
-            yield SamplingLLM(_sender(portal, session), log=tools.log), None  # type: ignore[arg-type]
+            yield SamplingLLM(_sender(portal, session), log=tools.call_log), None  # type: ignore[arg-type]
         finally:
             await portal.stop(cancel_remaining=True)  # a request still out ends with the tool call
 

@@ -5,24 +5,41 @@ answers with the same values the CLI prints: a ``ContextPackage`` for ``query``,
 rows for ``search``, a note's properties and text, a ``RememberReport``, the status counts.
 Errors are ``VaultError``s with the CLI's one-line messages. Each call opens its own ``Vault``
 (its state database connection belongs to one thread, and calls arrive on worker threads).
+A read that finds the index unreadable rebuilds it from the vault (a line in the server log) and
+answers from the new one.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import math
+import os
+import stat
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.models.protocol import CallRecorder, StructuredLLM
 from vault_pipeline.serve.remember import RememberReport, remember
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.frontmatter import split_frontmatter
 
 SEARCH_LIMIT, MAX_SEARCH_LIMIT = 10, 100
 READY_WAIT = 120.0  # seconds a query waits for the watcher's first sync (a new vault's first index)
 MAX_NOTE_CHARS = 100_000  # a note longer than this is returned cut, and says so
+MAX_NOTE_BYTES = 4 * 1024 * 1024  # read_note reads no more of a file than this
+MAX_PATH_CHARS = 1024  # no note path is longer (file names are bounded): refused before any lookup
+READ_TIMEOUT = 10.0  # seconds read_note waits for a file's bytes (a stuck network mount)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class VaultTools:
@@ -39,7 +56,7 @@ class VaultTools:
         config,
         lock_wait: float = 30.0,
         sampling: frozenset[str] = frozenset(),
-        log: CallRecorder | None = None,
+        call_log: CallRecorder | None = None,
     ):
         opened = Vault.open(root)  # a ConfigError now if ``root`` is not a vault
         self.root = opened.root
@@ -48,8 +65,8 @@ class VaultTools:
         self.llm_extract, self.llm_plan, self.llm_gate = llm_extract, llm_plan, llm_gate
         # The roles ("gate", "extract") vault.toml gives to the MCP client's own model
         # (``mcp-sampling``): the server asks it per call where the client offers sampling, and the
-        # offline backends above stand in where it does not. ``log``: where those calls are recorded.
-        self.sampling, self.log = sampling, log
+        # offline backends above stand in where it does not. ``call_log``: where those calls are recorded.
+        self.sampling, self.call_log = sampling, call_log
         # Set by a live watcher once its first sync is done: reads wait for it rather than
         # answer from an index that is missing or behind the files.
         self.ready: threading.Event | None = None
@@ -61,6 +78,24 @@ class VaultTools:
         if self.ready is not None:
             self.ready.wait(READY_WAIT)
 
+    def _readable(self, read: Callable[[], T]) -> T:
+        """``read()``; when it finds the index unreadable, rebuild the index from the vault once and read again."""
+        from vault_pipeline.index.damage import describe, is_damage
+        from vault_pipeline.index.sync import repair
+
+        try:
+            return read()
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+            vault = self._vault()
+            try:
+                report = repair(vault, self.embedder, describe(exc), wait=self.lock_wait)
+            finally:
+                vault.close()
+            log.warning("%s; rebuilt it from the notes (%d rows)", report.rebuild_reason, report.rows)
+        return read()
+
     def query(
         self,
         prompt: str,
@@ -71,14 +106,17 @@ class VaultTools:
     ):
         """The context package for ``prompt`` (the funnel, the gate and the budget included);
         ``llm_gate`` judges instead of the configured gate (the client's model, in ``vault mcp``)."""
-        from vault_pipeline.pipeline import query as run_query
-
         if not (prompt or "").strip():
             raise VaultError("give a prompt to build context for")
         if budget is not None and budget <= 0:
             raise VaultError(f"budget {budget}: give a positive number of tokens")
         config = self.config if budget is None else replace(self.config, budget=budget)
         self._await_index()
+        return self._readable(lambda: self._query(prompt, intent, config, llm_gate or self.llm_gate))
+
+    def _query(self, prompt: str, intent: str | None, config, llm_gate: StructuredLLM):
+        from vault_pipeline.pipeline import query as run_query
+
         vault = self._vault()
         try:
             packages = run_query(
@@ -86,7 +124,7 @@ class VaultTools:
                 [(prompt, intent or None)],
                 embedder=self.embedder,
                 llm_plan=self.llm_plan,
-                llm_gate=llm_gate or self.llm_gate,
+                llm_gate=llm_gate,
                 config=config,
             )
             return next(iter(packages))
@@ -95,14 +133,17 @@ class VaultTools:
 
     def search(self, text: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
         """Notes matching ``text`` (vector and full text, fused), best first, one entry per note."""
-        from vault_pipeline.index.search import Index
-        from vault_pipeline.retrieve.lanes import fuse
-
         if not (text or "").strip():
             raise VaultError("give some text to search for")
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise VaultError(f"limit {limit}: give 1 to {MAX_SEARCH_LIMIT}")
         self._await_index()
+        return self._readable(lambda: self._search(text, limit))
+
+    def _search(self, text: str, limit: int) -> list[dict[str, Any]]:
+        from vault_pipeline.index.search import Index
+        from vault_pipeline.retrieve.lanes import fuse
+
         vault = self._vault()
         try:
             index = Index.open(vault, self.embedder)
@@ -123,19 +164,29 @@ class VaultTools:
         return list(found.values())
 
     def read_note(self, path: str) -> dict[str, Any]:
-        """A note's properties and text; ``path`` is vault-relative and must stay inside the vault."""
+        """A note's properties and text; ``path`` is vault-relative and must stay inside the vault.
+
+        Only a regular file is opened (a FIFO, device or folder named ``*.md`` is refused), read up
+        to ``MAX_NOTE_BYTES`` within ``READ_TIMEOUT`` seconds on a reader thread of its own."""
         relpath = (path or "").strip()
+        if len(relpath) > MAX_PATH_CHARS:
+            raise VaultError(
+                f"a path of {len(relpath):,} characters: longer than any note's ({MAX_PATH_CHARS:,}); refused"
+            )
         vault = self._vault()
         try:
-            vault.path(relpath, allow_symlink=True)  # refuses ../, absolute paths and escapes through links
-            if not relpath.endswith(".md"):
-                raise VaultError(f"{relpath}: not a Markdown note (give the .md path, as search returns it)")
-            try:
-                frontmatter, body, _ = vault.read(relpath)
-            except FrontmatterError as exc:
-                raise VaultError(str(exc)) from None
+            full = vault.path(relpath, allow_symlink=True)  # refuses ../, absolute paths and escapes through links
+        except OSError as exc:  # a name the file system refuses (too long, ...)
+            raise VaultError(f"{relpath[:80]}: not a readable path: {exc.strerror or exc}") from None
         finally:
             vault.close()
+        if not relpath.endswith(".md"):
+            raise VaultError(f"{relpath}: not a Markdown note (give the .md path, as search returns it)")
+        data = _read_regular(full, relpath)
+        try:
+            frontmatter, body = split_frontmatter(data.decode("utf-8", errors="replace"), relpath)
+        except FrontmatterError as exc:
+            raise VaultError(str(exc)) from None
         cut = len(body) > MAX_NOTE_CHARS
         return {
             "path": relpath,
@@ -167,11 +218,14 @@ class VaultTools:
         """Notes per folder, the index's counts, and how far it lags the files."""
         from vault_pipeline.pipeline import status as run_status
 
-        vault = self._vault()
-        try:
-            result = run_status(vault)
-        finally:
-            vault.close()
+        def read():
+            vault = self._vault()
+            try:
+                return run_status(vault)
+            finally:
+                vault.close()
+
+        result = self._readable(read)
         return {
             "vault": str(self.root),
             "folders": dict(sorted(result.folders.items())),
@@ -179,6 +233,40 @@ class VaultTools:
             "waiting_to_index": result.pending,
             "fresh": result.index is not None and not any(result.pending.values()),
         }
+
+
+def _read_regular(full: Path, relpath: str) -> bytes:
+    """Up to ``MAX_NOTE_BYTES`` of a regular file, within ``READ_TIMEOUT``; a one-line VaultError otherwise."""
+    future = _reader_pool().submit(_read_capped, full)
+    try:
+        return future.result(timeout=READ_TIMEOUT)
+    except FuturesTimeout:
+        raise VaultError(f"{relpath}: no answer from the file system in {READ_TIMEOUT:.0f} s; try again") from None
+    except FileNotFoundError:
+        raise VaultError(f"{relpath}: no such note") from None
+    except OSError as exc:
+        raise VaultError(f"{relpath}: cannot be read: {exc.strerror or exc}") from None
+
+
+def _read_capped(full: Path) -> bytes:
+    """Open without blocking (a FIFO would), check the open file is regular, read up to the cap."""
+    fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a folder, pipe or device); refused")
+        chunks, left = [], MAX_NOTE_BYTES
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@cache
+def _reader_pool() -> ThreadPoolExecutor:
+    """read_note's reader threads: a read stuck past the timeout holds one of these, never a server worker."""
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="vault-read-note")
 
 
 def _search_hit(cand) -> dict[str, Any]:

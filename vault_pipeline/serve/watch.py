@@ -18,7 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,11 @@ class WatchEvent:
     changes: int = 0  # paths changed in the batch (notes and folders; 0 for the first sync)
     report: IndexReport | None = None
     message: str = ""
+    time: str = field(default_factory=lambda: datetime.now().astimezone().isoformat(timespec="seconds"))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, one line of ``vault watch --json``."""
-        out: dict[str, Any] = {"event": self.kind, "changes": self.changes}
+        """JSON-ready, one line of ``vault watch --json`` (``time``: when it happened, local time with offset)."""
+        out: dict[str, Any] = {"event": self.kind, "time": self.time, "changes": self.changes}
         if self.report is not None:
             r = self.report
             out.update(

@@ -257,6 +257,11 @@ class Vault:
             return WriteOutcome("refused", relpath, exc.reason)
         return WriteOutcome("updated", relpath)
 
+    def ours(self, relpath: str, data: bytes) -> bool:
+        """Whether ``data`` are the bytes vault_pipeline last wrote at ``relpath`` (no one edited it since)."""
+        record = self.state.get(relpath)
+        return record is not None and record.sha256 == sha256_bytes(data)
+
     def _refusal(self, relpath: str, note_id: str, current: bytes) -> str:
         record = self.state.get(relpath)
         if record is None:

@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime
 from pathlib import PurePath, PurePosixPath
 from typing import Any
 
+from vault_pipeline.models.calllog import redact
 from vault_pipeline.vault.frontmatter import render_note
 
 TIER_WEIGHTS = {"engram": 1.0, "resource": 0.8, "chat": 0.6, "web": 0.1}
@@ -71,9 +72,12 @@ def note_id(prefix: str, *parts: object) -> str:
 
 
 def safe_stem(title: str, note_id: str, max_len: int = 80) -> str:
-    """Readable, unique, length-bounded file stem that is safe on every OS and in wikilinks."""
+    """Readable, unique, length-bounded file stem that is safe on every OS and in wikilinks.
+
+    Text shaped like a secret (the call log's redaction patterns: API keys, auth headers) never
+    reaches a file name: a name is seen in listings, sync logs and links, where a note's text is not."""
     suffix = _id_suffix(note_id)
-    slug = _truncate(_slugify(title), max(1, max_len - len(suffix) - 1), MAX_STEM_BYTES - len(suffix) - 1)
+    slug = _truncate(_slugify(redact(str(title))), max(1, max_len - len(suffix) - 1), MAX_STEM_BYTES - len(suffix) - 1)
     stem = f"{slug or 'note'}-{suffix}"
     # The suffix already keeps us clear of CON, NUL, COM1...; this guards odd ids and max_len.
     if stem.split(".")[0].lower() in _RESERVED:

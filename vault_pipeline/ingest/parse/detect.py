@@ -195,7 +195,7 @@ class _Scan:
     def open(self, ch: str, i: int) -> None:
         """An opening bracket at ``i``; a ``{`` in the record list starts a record."""
         self.stack.append((ch, i))
-        if ch == "{" and not self.rec_depth and _is_record_start(self._brackets(), self.last_top):
+        if ch == "{" and not self.rec_depth and _is_record_start(self._outer(3), self.last_top):
             self.rec_depth = len(self.stack)
         self.expect_key = ch == "{"
 
@@ -207,7 +207,7 @@ class _Scan:
         if (
             not self.rec_depth
             and ch == "]"
-            and _is_record_list(self._brackets(), self.last_top)
+            and _is_record_list(self._outer(2), self.last_top)
             and not self.text[self.stack[-1][1] + 1 : i].strip()
         ):
             return None, True  # the list closed before any record
@@ -220,8 +220,10 @@ class _Scan:
         self.stack.pop()
         self.expect_key = False
 
-    def _brackets(self) -> list[str]:
-        return [c for c, _ in self.stack]
+    def _outer(self, depth: int) -> list[str]:
+        """The open brackets when at most ``depth`` are open, else [] (a record list sits at depth 1
+        or 2): never a copy of a deep stack, so a scan stays linear however deep the JSON nests."""
+        return [c for c, _ in self.stack] if len(self.stack) <= depth else []
 
 
 def _is_record_list(stack: list[str], last_top: str) -> bool:

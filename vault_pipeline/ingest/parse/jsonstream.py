@@ -20,6 +20,9 @@ _WS = " \t\r\n\ufeff"
 _NUMBER_TAIL = "0123456789.eE+-"
 _TAIL = 16  # a read can cut a value (e.g. "tru", "\\u12") this many characters before the buffer's end
 MAX_RECORD_CHARS = 5 * 1024 * 1024  # one record's JSON text; above it the record is skipped, not decoded
+# The most any setting can raise that limit to: one record's text, its decoded values and the
+# notes made from it stay within a few hundred MB (decision 0091).
+RECORD_CEILING = 32 * 1024 * 1024
 _OUTSIDE = re.compile(r'[^"\[\]{}]*+')  # text between strings and brackets
 _IN_STRING = re.compile(r'(?:[^"\\]++|\\.)*+', re.S)  # a string's body up to its closing quote
 _SCALAR = re.compile(r"[^,\]}\s]*+")
@@ -48,8 +51,9 @@ def iter_json_array(
 ) -> Iterator[Any]:
     """Yield each element of ``[...]`` or of ``{"<key>": [...]}``; any other top-level object is yielded whole.
 
-    An element longer than ``max_chars`` characters of JSON is yielded as ``Unreadable``, never decoded."""
-    reader = _Reader(fp, chunk_size, max_chars)
+    An element longer than ``max_chars`` characters of JSON (at most ``RECORD_CEILING``) is yielded
+    as ``Unreadable``, never decoded."""
+    reader = _Reader(fp, chunk_size, min(max_chars, RECORD_CEILING))
     first = reader.skip_ws()
     if first == "[":
         reader.pos += 1

@@ -1,8 +1,11 @@
 """``read_export``: a file, folder or export zip -> Conversations and ParseIssues, streamed, in a fixed order.
 
-Memory is bounded by ``max_record``, never by the input: a transcript is read up to the limit
-and skipped above it, and a JSON record above it is scanned past without being decoded. Bytes
-that are not UTF-8 are shown as U+FFFD and reported in a warning naming the file.
+Memory is bounded by ``max_record`` (never above ``RECORD_CEILING``, whatever the setting), never
+by the input: a transcript is read up to the limit and skipped above it, and a JSON record above
+it is scanned past without being decoded. Bytes that are not UTF-8 are shown as U+FFFD and
+reported in a warning naming the file. A zip member is skipped with one line when its name could
+point outside the archive (``..``, absolute, a drive or a backslash) or when its declared size or
+compression ratio marks a zip bomb.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from vault_pipeline.ingest.parse.detect import (
 )
 from vault_pipeline.ingest.parse.jsonstream import (
     MAX_RECORD_CHARS,
+    RECORD_CEILING,
     NotAnArray,
     TruncatedJSON,
     Unreadable,
@@ -49,13 +53,20 @@ _MEDIA = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".wav", ".
 _ATTACHMENT_DIRS = frozenset({"dalle-generations", "audio"})
 _ID_KEYS = ("id", "conversation_id", "uuid", "sample_id")
 _ESCAPED = re.compile("[\udc80-\udcff]")  # undecodable bytes, as the "surrogateescape" handler keeps them
+# A member that expands more than this many times (deflate's ceiling is about 1,030; JSON and text
+# exports compress 3-20 times) and to more than BOMB_MIN_BYTES is a zip bomb, refused unread.
+BOMB_RATIO = 200
+BOMB_MIN_BYTES = 16 * 1024 * 1024
+MAX_MEMBER_BYTES = 16 * 1024**3  # no export member is this large: refused by its declared size
+_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def read_export(path: str | Path, *, kind: Kind | None = None, max_record: int = MAX_RECORD_CHARS) -> Iterator[Item]:
     """Yield conversations (and issues for bad records) from a file, folder or export zip.
 
-    ``max_record`` caps one record: characters of a JSON record, bytes of a transcript file."""
-    path = Path(path)
+    ``max_record`` caps one record: characters of a JSON record, bytes of a transcript file; it is
+    never more than ``RECORD_CEILING``."""
+    path, max_record = Path(path), min(max_record, RECORD_CEILING)
     if not path.exists():
         raise ParseError(path, "no such file or folder")
     if path.is_dir():
@@ -232,11 +243,28 @@ def _read_zip(path: Path, kind: Kind | None, limit: int) -> Iterator[Item]:
             if info.is_dir():
                 continue
             source = writable(f"{path}!{info.filename}")
+            refused = _refused_member(info)
             verdict = _classify(info.filename)
-            if verdict == "unknown" or info.filename.lower().endswith(".zip"):
+            if refused:
+                yield ParseIssue(source, WHOLE_FILE, refused)
+            elif verdict == "unknown" or info.filename.lower().endswith(".zip"):
                 yield ParseIssue(source, WHOLE_FILE, "not a recognised export file; skipped")
             elif verdict == "read":
                 yield from _zip_member(archive, info.filename, source, kind, limit)
+
+
+def _refused_member(info: zipfile.ZipInfo) -> str:
+    """Why a zip member is skipped unread ('' when it may be read): an unsafe name, or a bomb by its declared sizes."""
+    name = info.filename
+    parts = name.replace("\\", "/").split("/")
+    if "\\" in name or name.startswith("/") or _DRIVE.match(name) or ".." in parts:
+        return "unsafe member name (a backslash, '..', a drive or an absolute path); skipped"
+    if info.file_size > MAX_MEMBER_BYTES:
+        return f"declares {info.file_size:,} bytes, more than the {MAX_MEMBER_BYTES:,}-byte limit for a member; skipped"
+    if info.file_size > BOMB_MIN_BYTES and info.file_size > BOMB_RATIO * max(info.compress_size, 1):
+        ratio = info.file_size // max(info.compress_size, 1)
+        return f"expands {ratio:,} times to {info.file_size:,} bytes (a zip bomb?); skipped unread"
+    return ""
 
 
 def _zip_member(archive: zipfile.ZipFile, name: str, source: str, kind: Kind | None, limit: int) -> Iterator[Item]:

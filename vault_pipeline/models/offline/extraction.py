@@ -272,13 +272,15 @@ _LOG = re.compile(
 
 def _stands(s: Any, max_context_words: int) -> bool:
     """Whether a statement can be a note at all: a sentence (it ends as one) of a few words, not a
-    quiz option, and not pointing back at a sentence it does not have beside it as context."""
+    quiz option or program output, a list item only under its lead-in or heading, and not pointing
+    back at a sentence it does not have beside it as context."""
     return (
         word_count(s.text) >= MIN_WORDS
         and _ENDED.search(s.text) is not None
         and not _OPTION_ITEM.match(s.text)
         and not _LOG.match(s.text)
         and _last_word(s.text) not in FUNCTION_WORDS  # "... and." lost its end in its source already
+        and (s.kind != "item" or s.lead is not None or s.heading is not None)  # a list item needs its lead-in
         and (not s.points_back or _resolvable(s.before, max_context_words))
     )
 

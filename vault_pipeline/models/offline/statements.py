@@ -165,9 +165,16 @@ def _names_kept(markdown: str) -> str:
 
 def blocks(markdown: str) -> tuple[list[Block], int, int]:
     """The message's prose blocks in order, with (code blocks, tables) counted."""
+    found, code, tables = _blocks(markdown)
+    return list(found), code, tables
+
+
+@lru_cache(maxsize=512)
+def _blocks(markdown: str) -> tuple[tuple[Block, ...], int, int]:
+    """``blocks``, parsed once per message: extraction, summaries and the selector all read it."""
     walker = _Walker()
     walker.walk(_parser()(_names_kept(_GLYPH_BULLET.sub(r"\1- ", markdown))))
-    return walker.blocks, walker.code, walker.tables
+    return tuple(walker.blocks), walker.code, walker.tables
 
 
 class _Walker:
@@ -211,10 +218,15 @@ class _Walker:
             first = len(self.blocks)
             self.previous = None
             self.walk(item.get("children") or (), "item", depth + 1)
-            # Every block of the item stands under the list's lead-in; a nested list's items under their item.
+            # Every block of the item stands under the list's lead-in; the items of a list nested in it
+            # that have no lead-in of their own stand under this item's first sentence.
+            own = next((b for b in self.blocks[first:] if b.depth == depth + 1), None)
+            said = split_sentences(tidy(own.text)) if own else []
             for i in range(first, len(self.blocks)):
                 if self.blocks[i].depth == depth + 1:
                     self.blocks[i] = replace(self.blocks[i], lead=lead)
+                elif self.blocks[i].depth == depth + 2 and self.blocks[i].lead is None and said:
+                    self.blocks[i] = replace(self.blocks[i], lead=said[0])
         self.previous = None
 
 
@@ -250,26 +262,21 @@ def read_message(markdown: str, max_words: int, max_context_words: int) -> Readi
     found, code, tables = blocks(markdown)
     statements: list[Statement] = []
     count = long = 0
-    parent: dict[int, str] = {}  # depth -> the last item's first sentence, the lead of a nested list
     for block in found:
         if block.kind == "heading":
             continue
-        lead = block.lead or (parent.get(block.depth - 1) if block.kind == "item" and block.depth > 1 else None)
+        lead = block.lead
         before: str | None = None
         for line in _lines(block.text):
             for sentence in split_sentences(line):
                 sentence = tidy(sentence)
                 if not sentence or _LEAD_IN.search(sentence):
                     continue
-                if block.kind == "item":
-                    parent.setdefault(block.depth, sentence)
                 made = [c for c in _candidates(sentence, max_words, max_context_words) if _balanced(c[0])]
                 long += not made and word_count(sentence) > max_words
                 statements += [_statement(text, ctx, clause, block, lead, count, before) for text, ctx, clause in made]
                 before = sentence
                 count += 1
-        if block.kind == "item":
-            parent = {d: s for d, s in parent.items() if d <= block.depth}
     return Reading(tuple(statements), count, code, tables, long)
 
 
@@ -281,7 +288,7 @@ def _lines(text: str) -> Iterator[str]:
         line = _MARKER.sub("", raw.strip())
         if not line:
             continue
-        if pending and raw.strip() == line and line[:1].islower() and not re.search(r"[.!?:]$", pending):
+        if pending and raw.strip() == line and line[:1].islower() and not _ENDS.search(pending):
             pending = f"{pending} {line}"
             continue
         if pending:
@@ -291,6 +298,7 @@ def _lines(text: str) -> Iterator[str]:
         yield pending
 
 
+_ENDS = re.compile(r"[.!?:]$")
 _MARKER = re.compile(r"^(?:(?:[-*+]|\d{1,2}[.)])\s+)?(?:\[[ xX]\]\s+)?")  # a bullet, a checklist box
 
 

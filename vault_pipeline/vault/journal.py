@@ -1,4 +1,4 @@
-"""The sweep's journal: every file a run touches, recorded so the run can be undone.
+"""The journal: every file a run (a sweep, or an ingest retiring notes) touches, recorded so the run can be undone.
 
 Before a file is first touched its bytes are copied to ``<vault>/.vault_pipeline/journal/<run-id>/``
 and, after each change, its entry (path before/after, sha256 before/after, copy) is appended to

@@ -1,0 +1,57 @@
+"""Re-ingest with a changed extractor: notes it no longer writes are archived, undoably; the user's stay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.fakes import EVERY_CANDIDATE
+from tests.support.paths import REPO
+from vault_pipeline import pipeline
+from vault_pipeline.clean.undo import undo
+from vault_pipeline.ingest.select import Selector
+from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.vault.files import Vault
+
+EXPORT = REPO / "vault_example" / "exports" / "chatgpt"
+NOTHING = Selector({}, 0.0, write=0.99, keep=0.99)  # writes no candidate: every note of before is stale
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """The vault's notes (the journal's copies under .vault_pipeline/ are not notes)."""
+    notes = (p for p in sorted(root.rglob("*.md")) if ".vault_pipeline" not in p.parts)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in notes}
+
+
+def test_untouched_notes_no_longer_written_are_archived_and_the_users_stay(tmp_path: Path):
+    vault = Vault.init(tmp_path / "v")
+    first = pipeline.ingest(vault, [EXPORT], OfflineBackend(), selector=EVERY_CANDIDATE)
+    inbox = sorted((vault.root / "inbox").glob("*.md"))
+    assert first.notes > 10 and first.archived == [] and len(inbox) > 10
+    edited, flipped = inbox[0], inbox[1]
+    edited.write_text(edited.read_text(encoding="utf-8") + "\nMy own thought.\n", encoding="utf-8")
+    flipped.write_text(
+        flipped.read_text(encoding="utf-8").replace("status: provisional", "status: kept"), encoding="utf-8"
+    )
+    before = snapshot(vault.root)
+
+    again = pipeline.ingest(Vault.open(vault.root), [EXPORT], OfflineBackend(), selector=NOTHING)
+    assert again.notes == 0 and again.archive_run
+    assert sorted(again.archived) == sorted(f"archive/{p.name}" for p in inbox[2:])
+    assert edited.exists() and flipped.exists()  # the user's: edited, or kept in Obsidian
+    for path in again.archived:
+        text = (vault.root / path).read_text(encoding="utf-8")
+        assert "status: archived" in text and f"vault clean --undo {again.archive_run}" in text
+    # The third run finds nothing more to archive and writes nothing.
+    third = pipeline.ingest(Vault.open(vault.root), [EXPORT], OfflineBackend(), selector=NOTHING)
+    assert third.archived == [] and third.files_written == 0
+
+    report = undo(Vault.open(vault.root), again.archive_run)
+    assert report.restored == len(again.archived)
+    assert snapshot(vault.root) == before
+
+
+def test_a_first_ingest_archives_nothing(tmp_path: Path):
+    vault = Vault.init(tmp_path / "v")
+    report = pipeline.ingest(vault, [EXPORT], OfflineBackend())
+    assert report.archived == [] and report.archive_run == ""
+    assert report.to_dict()["archived"] == [] and report.to_dict()["archive_run"] == ""
