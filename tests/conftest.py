@@ -210,3 +210,21 @@ def queued_llm():
         return _check_protocol(backend), calls
 
     return make
+
+
+@pytest.fixture
+def openai_server():
+    """A started ``ScriptedServer`` (tests/support/openai_server.py) on 127.0.0.1; stopped at teardown."""
+    from tests.support.openai_server import ScriptedServer
+
+    server = ScriptedServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def closed_api_base() -> str:
+    """An ``api_base`` on 127.0.0.1 where nothing listens."""
+    from tests.support.openai_server import closed_port_url
+
+    return closed_port_url()

@@ -192,6 +192,11 @@ def test_the_default_file_holds_every_setting_with_its_help_and_the_environment_
         "VAULT_EMBED_MODEL",
         "VAULT_API_BASE",
         "VAULT_FLOOR",
+        "VAULT_MODEL_OUTPUT",
+        "VAULT_MODEL_TIMEOUT",
+        "VAULT_MODEL_CONCURRENCY",
+        "VAULT_GATE_BATCH",
+        "VAULT_GATE_TIMEOUT",
     }
     assert all(name in DEFAULT_TOML for name in env_names())
     assert all(len(line) <= 100 for line in DEFAULT_TOML.splitlines())

@@ -101,7 +101,7 @@ def test_a_failed_call_shows_and_logs_the_error_without_the_key(tmp_path, keyed_
     with pytest.raises(ModelError) as caught:
         backend.call(PROMPT, {"thing": "hi"}, Said)
     shown = str(caught.value)
-    assert "AuthenticationError" in shown and "[redacted]" in shown
+    assert "authentication failed (HTTP 401" in shown and "[redacted]" in shown
     assert not any(key in shown for key in KEYS)
     entry = json.loads(log.path.read_text(encoding="utf-8"))
     assert entry["outcome"] == "error" and "[redacted]" in entry["error"]
@@ -122,7 +122,9 @@ def test_ingest_with_a_failing_remote_model_reports_without_the_key(tmp_path, ke
         [tmp_path / "chat.md"],
         LiteLLMBackend("openai/gpt-4o-mini", completion=failing, log=log, transient_attempts=1),
     )
-    assert report.conversations == 1 and len(report.errors) == 1 and "AuthenticationError" in report.errors[0]
+    assert (
+        report.conversations == 1 and len(report.errors) == 1 and "authentication failed (HTTP 401" in report.errors[0]
+    )
     assert not any(key in line for key in KEYS for line in report.errors + report.skipped)
     assert log.path.is_file()
     _assert_no_key_under(vault.root)

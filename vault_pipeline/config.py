@@ -67,7 +67,13 @@ class Settings:
         env="VAULT_EXTRACT_MODEL",
     )
     gate_model: str = _setting(
-        "offline", "models", "The small fast fit-gate model.", _MODEL, key="gate", env="VAULT_GATE_MODEL"
+        "offline",
+        "models",
+        'The small fast fit-gate model; "mcp-sampling": the connected MCP client\'s own model (in `vault mcp`, '
+        "where the client offers sampling; else the offline gate).",
+        _MODEL,
+        key="gate",
+        env="VAULT_GATE_MODEL",
     )
     quality_model: str = _setting(
         "offline",
@@ -104,6 +110,36 @@ class Settings:
         example='"OPENAI_API_KEY"',
     )
     api_key: str | None = field(default=None, repr=False)  # read from ``api_key_env``, never from vault.toml
+    output: str = _setting(
+        "auto",
+        "models",
+        "How a model is held to the answer's schema: auto (a JSON schema where LiteLLM says the provider "
+        "enforces one, and for a self-hosted server; else tool calling or JSON mode with re-asks), json_schema, "
+        "tools or json.",
+        "one of auto, json_schema, tools, json",
+        key="output",
+        env="VAULT_MODEL_OUTPUT",
+        pattern=r"^(auto|json_schema|tools|json)$",
+    )
+    concurrency: int = _setting(
+        4,
+        "models",
+        "Model requests `vault ingest` keeps in flight at once (1: one at a time).",
+        "an integer from 1 to 64",
+        ge=1,
+        le=64,
+        env="VAULT_MODEL_CONCURRENCY",
+    )
+    model_timeout: float = _setting(
+        60.0,
+        "models",
+        "Seconds one model request may take before it is retried (a small local model on a CPU may need more).",
+        "a number of seconds above 0, at most 3,600",
+        key="timeout",
+        gt=0,
+        le=3600,
+        env="VAULT_MODEL_TIMEOUT",
+    )
     wide: int = _setting(
         15,
         "retrieval",
@@ -163,15 +199,24 @@ class Settings:
     )
     gate_enabled: bool = _setting(True, "retrieval", "The fit-gate (false: the floor alone).", _SWITCH, funnel="gate")
     gate_batch: int = _setting(
-        10, "retrieval", "Candidates per gate call.", "an integer from 1 to 100", ge=1, le=100, funnel="gate_batch"
+        10,
+        "retrieval",
+        "Candidates per gate call.",
+        "an integer from 1 to 100",
+        ge=1,
+        le=100,
+        env="VAULT_GATE_BATCH",
+        funnel="gate_batch",
     )
     gate_timeout: float = _setting(
         30.0,
         "retrieval",
-        "Seconds the gate may take for one query; a batch still out then keeps its candidates unchecked.",
+        "Seconds the gate may take for one query; a batch still out then keeps its candidates unchecked, and "
+        "`vault query` exits 1.",
         "a number of seconds above 0, at most 3,600",
         gt=0,
         le=3600,
+        env="VAULT_GATE_TIMEOUT",
         funnel="gate_timeout",
     )
     gate_text_chars: int = _setting(
@@ -325,7 +370,7 @@ RECORD_MB_RANGE = setting("max_record_mb").bounds
 
 _PREAMBLE = """\
 # vault_pipeline settings for this vault.
-# Model strings are LiteLLM's: "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest",
+# Model strings are LiteLLM's: "openai/gpt-4o-mini", "anthropic/claude-haiku-4-5",
 # "ollama/llama3.1", or "openai/<name>" with api_base for a llama.cpp / vLLM server.
 # "offline" is the deterministic built-in baseline: no key, no network, modest quality.
 """

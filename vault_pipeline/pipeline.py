@@ -10,12 +10,13 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vault_pipeline.errors import ModelError, ParseError
-from vault_pipeline.ingest.extract import Extraction, extract_conversation
+from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.notes import atomic_id
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
@@ -23,13 +24,18 @@ from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
 from vault_pipeline.ingest.retire import Retirement
 from vault_pipeline.ingest.select import Selector, select_units
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
-from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
+from vault_pipeline.models.workers import ordered
 from vault_pipeline.vault.files import Vault
+
+if TYPE_CHECKING:
+    from vault_pipeline.models.estimate import DryRunLLM, Estimate
 
 __all__ = [
     "IngestReport",
     "VaultStatus",
     "clean",
+    "estimate_ingest",
     "gate_llm",
     "index",
     "ingest",
@@ -55,30 +61,35 @@ def ingest(
     wait: float = 0,
     max_record: int = MAX_RECORD_CHARS,
     selector: Selector | None = None,
+    concurrency: int = 1,
 ) -> IngestReport:
     """Parse exports, extract atomic units, and write notes into the vault (idempotent).
 
     A record larger than ``max_record`` (characters of JSON, bytes of a transcript) is skipped.
-    ``selector`` decides which of the offline extractor's candidates are written (default: the shipped one)."""
+    ``selector`` decides which of the offline extractor's candidates are written (default: the shipped one).
+    ``concurrency``: conversations a model extracts at once (the offline backend takes them one at a
+    time); each is then selected and written in the export's order, so the vault is the same at any
+    concurrency."""
     report = IngestReport(sources=[str(p) for p in paths], model=llm.model)
     started = time.perf_counter()
+    workers = 1 if llm.model == OFFLINE_MODEL else max(1, concurrency)
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         retirement = Retirement(vault)  # notes of a re-ingested conversation no longer written
         hubs: dict[str, set[str]] = defaultdict(set)
-        for conv in _conversations(paths, report, max_record):
+        extracted = ordered(lambda conv: _extract_call(conv, llm), _conversations(paths, report, max_record), workers)
+        for done, (conv, outcome) in enumerate(extracted, 1):
+            extraction = _extract(conv, outcome, report, selector)
+            if extraction is not None:
+                stem = write_conversation(vault, extraction, report, hubs)
+                sessions[conv.id] = (conv, extraction.summary, stem)
+                written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
+                report.archived += retirement.retire(conv.kind, conv.id, written)
             if progress:
-                progress(report.conversations, None, conv.title)
-            extraction = _extract(conv, llm, report, selector)
-            if extraction is None:
-                continue
-            stem = write_conversation(vault, extraction, report, hubs)
-            sessions[conv.id] = (conv, extraction.summary, stem)
-            written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
-            report.archived += retirement.retire(conv.kind, conv.id, written)
+                progress(done, None, conv.title)
         report.archive_run = retirement.finish()
         write_topic_hubs(vault, hubs, report)
-        write_threads(vault, list(sessions.values()), llm, report)
+        write_threads(vault, list(sessions.values()), llm, report, concurrency=workers)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -98,15 +109,23 @@ def _conversations(paths: Sequence[Path], report: IngestReport, max_record: int)
             report.skipped.append(str(exc))
 
 
-def _extract(
-    conv: Conversation, llm: StructuredLLM, report: IngestReport, selector: Selector | None = None
-) -> Extraction | None:
-    """The conversation's units, and of the offline extractor's candidates only those the selector
-    writes (a model's own notes are written as it gave them); what is not written is counted by reason."""
+def _extract_call(conv: Conversation, llm: StructuredLLM) -> Extraction | ModelError:
+    """The model's extraction of one conversation, or the error that ended it (run on a worker thread)."""
     try:
-        extraction = extract_conversation(conv, llm)
+        return extract_conversation(conv, llm)
     except ModelError as exc:
-        report.errors.append(f"{conv.source} [conversation {conv.id}]: {exc}")
+        return exc
+
+
+def _extract(
+    conv: Conversation, extracted: Future, report: IngestReport, selector: Selector | None = None
+) -> Extraction | None:
+    """The conversation's units (``extracted``: ``_extract_call``'s finished future), and of the
+    offline extractor's candidates only those the selector writes (a model's own notes are written
+    as it gave them); what is not written is counted by reason."""
+    extraction = extracted.result()
+    if isinstance(extraction, ModelError):
+        report.errors.append(f"{conv.source} [conversation {conv.id}]: {extraction}")
         return None
     selection = select_units(conv, extraction.units, selector)
     report.not_written.update(selection.not_written)
@@ -115,6 +134,30 @@ def _extract(
         units=tuple(u for u, _ in selection.written),
         scores=tuple(p for _, p in selection.written),
     )
+
+
+# A session summary's typical length, standing in for the summaries a thread map is shown.
+ESTIMATE_SUMMARY = " ".join(["word"] * 300)
+
+
+def estimate_ingest(paths: Sequence[Path], dry: DryRunLLM, *, max_record: int = MAX_RECORD_CHARS) -> Estimate:
+    """What ingesting ``paths`` would ask ``dry``'s model, and cost, before anything is spent.
+
+    Every call the ingest would make is rendered as it would be sent (``DryRunLLM``) and priced;
+    nothing is written and no model is called. Thread maps are counted with summaries of typical
+    length, as the real ones are not known yet."""
+    from vault_pipeline.models.estimate import price_calls
+
+    report = IngestReport(sources=[str(p) for p in paths], model=dry.model)
+    titles: list[Conversation] = []
+    for conv in _conversations(paths, report, max_record):
+        extract_conversation(conv, dry)
+        titles.append(replace(conv, messages=()))  # what grouping reads: titles, dates, threads
+    for key, members in group_threads(titles):
+        map_thread(key, [(conv, ESTIMATE_SUMMARY) for conv in members], dry)
+    estimate = price_calls(dry.calls, dry.model, remote=dry.remote_model)
+    estimate.conversations = report.conversations
+    return estimate
 
 
 # --------------------------------------------------------------------------- index and query
@@ -141,10 +184,10 @@ def gate_llm(vault: Vault, model: str, **build: Any) -> StructuredLLM:
     offline gate judges with the weights the vault fitted for itself (``vault gate-calibrate --fit``),
     else the shipped ones; a model judges by itself."""
     from vault_pipeline.models.build import build_llm
-    from vault_pipeline.models.protocol import OFFLINE_MODEL
+    from vault_pipeline.models.protocol import MCP_SAMPLING, OFFLINE_MODEL
     from vault_pipeline.retrieve.signals import load_relevance
 
-    relevance = load_relevance(vault.root) if model == OFFLINE_MODEL else None
+    relevance = load_relevance(vault.root) if model in (OFFLINE_MODEL, MCP_SAMPLING) else None
     return build_llm(model, relevance=relevance, **build)
 
 
@@ -167,9 +210,17 @@ def query(
     from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig, Retriever
 
     config = config or FunnelConfig()
+    # The embedder's model and a model backend's libraries load while LanceDB is imported and the
+    # index opened. The backends' loading is waited for here: seconds of imports must not count
+    # against the gate's deadline.
     if isinstance(embedder, Preloadable):
-        embedder.preload()  # the model loads while LanceDB is imported and the index opened
+        embedder.preload()
+    backends = [
+        llm.preload() for llm in {id(x): x for x in (llm_plan, llm_gate)}.values() if isinstance(llm, Preloadable)
+    ]
     retriever: Retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
+    for loading in backends:
+        loading.join()
     for text, intent in queries:
         yield run_query(
             text,

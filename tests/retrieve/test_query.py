@@ -202,7 +202,8 @@ def test_gate_model_error_fails_open(embedder, raising_llm):
     assert stats_of(package)["gate_fail_open"] == len(judged) == stats_of(package)["after_floor"]
     assert stats_of(package)["degraded"] is True
     assert "hubble-law" in block_ids(package)  # nothing blanked: every candidate kept
-    assert "Degraded package" in package.to_markdown()
+    assert stats_of(package)["gate_error"] == "broken: connection refused"  # the cause, in the JSON
+    assert "> Degraded package: the fit-gate failed open (broken: connection refused)" in package.to_markdown()
 
 
 def test_gate_timeout_fails_open(embedder, sleeping_llm):

@@ -59,6 +59,9 @@ def test_init_creates_folders_state_and_config(tmp_path):
         "quality": "offline",
         "embed": "minilm",
         "api_base": "",
+        "output": "auto",
+        "concurrency": 4,
+        "timeout": 60,
     }
     assert {k: config["retrieval"][k] for k in ("wide", "budget", "window")} == {
         "wide": 15,

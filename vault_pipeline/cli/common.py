@@ -136,18 +136,29 @@ def open_vault(vault_path: Path | None) -> tuple[Vault, Settings, CallLog]:
     return vault, settings, CallLog(log_path, payloads=settings.log_payloads)
 
 
+def model_options(settings: Settings) -> dict[str, Any]:
+    """What every model backend takes from the settings: server, key, request timeout, output mode."""
+    return {
+        "api_base": settings.api_base,
+        "api_key": settings.api_key,
+        "timeout": settings.model_timeout,
+        "output": settings.output,
+    }
+
+
 def build_llm(settings: Settings, model: str, log: CallLog) -> StructuredLLM:
     """The model backend for ``model`` (``offline`` or a LiteLLM model string), logging to ``log``."""
     from vault_pipeline.models.build import build_llm as build
 
-    return build(model, api_base=settings.api_base, api_key=settings.api_key, log=log)
+    return build(model, log=log, **model_options(settings))
 
 
 def build_gate(vault: Vault, settings: Settings, log: CallLog) -> StructuredLLM:
-    """The fit-gate's backend: the offline one with the vault's fitted weights (``pipeline.gate_llm``)."""
+    """The fit-gate's backend: the offline one with the vault's fitted weights (``pipeline.gate_llm``);
+    ``mcp-sampling`` outside ``vault mcp`` is the offline gate too (the caller says so)."""
     from vault_pipeline.pipeline import gate_llm
 
-    return gate_llm(vault, settings.gate_model, api_base=settings.api_base, api_key=settings.api_key, log=log)
+    return gate_llm(vault, settings.gate_model, log=log, **model_options(settings))
 
 
 def build_embedder(settings: Settings) -> Embedder:

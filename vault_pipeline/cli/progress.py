@@ -31,15 +31,21 @@ class ProgressFn(Protocol):
 
 
 @contextmanager
-def progress(name: str, unit: str, count: Callable[[], int | None] | None = None) -> Iterator[ProgressFn]:
+def progress(
+    name: str,
+    unit: str,
+    count: Callable[[], int | None] | None = None,
+    status: Callable[[], str] | None = None,
+) -> Iterator[ProgressFn]:
     """A progress callback for one step named ``name`` counting ``unit``. ``count`` gives the total
-    where the library passes none (the ingest counts conversations before it starts)."""
+    where the library passes none (the ingest counts conversations before it starts); ``status`` a
+    running figure shown beside the count (the ingest's model calls and cost so far)."""
     if err.is_terminal:
         with _bar() as bar:
             task = bar.add_task(f"counting {unit}" if count else name, total=None)
-            yield bar_callback(bar, task, count() if count else None)
+            yield bar_callback(bar, task, count() if count else None, status)
     else:
-        yield PlainProgress(err, name, unit, count() if count else None, every=PLAIN_EVERY)
+        yield PlainProgress(err, name, unit, count() if count else None, every=PLAIN_EVERY, status=status)
 
 
 def _bar() -> Progress:
@@ -63,11 +69,16 @@ def _bar() -> Progress:
     )
 
 
-def bar_callback(bar: Progress, task: TaskID, known_total: int | None = None) -> ProgressFn:
+def bar_callback(
+    bar: Progress, task: TaskID, known_total: int | None = None, status: Callable[[], str] | None = None
+) -> ProgressFn:
     """A library progress callback driving one task of a rich bar."""
 
     def update(done: int, total: int | None, label: str = "") -> None:
-        bar.update(task, completed=done, total=total or known_total, description=(label or "")[:LABEL_WIDTH])
+        description = (label or "")[:LABEL_WIDTH]
+        if status is not None:
+            description = f"{description:<{LABEL_WIDTH}}  {status()}"
+        bar.update(task, completed=done, total=total or known_total, description=description)
 
     return update
 
@@ -84,9 +95,10 @@ class PlainProgress:
         *,
         every: float = PLAIN_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        status: Callable[[], str] | None = None,
     ) -> None:
         self.console, self.name, self.unit, self.known_total = console, name, unit, known_total
-        self.every, self.clock = every, clock
+        self.every, self.clock, self.status = every, clock, status
         self.started = self.last = clock()
         # The rate is measured from the first report on: a step may spend a while before its first
         # item (reading, finding candidates), which says nothing about how fast items go.
@@ -116,6 +128,8 @@ class PlainProgress:
         parts.append(f"{clock_time(now - self.started)} elapsed")
         if rate is not None and total:
             parts.append(f"ETA {clock_time(max(0, total - done) / rate)}")
+        if self.status is not None:
+            parts.append(self.status())
         return ", ".join(parts)
 
 

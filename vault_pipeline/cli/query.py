@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from vault_pipeline.cli.common import (
+    EXIT_INCOMPLETE,
     UsageError,
     VaultOpt,
     VerboseOpt,
@@ -89,10 +90,14 @@ def query(
 ) -> None:
     """Build a small, precise, cited context package for a prompt.
 
+    Exit 1 when the package is degraded (the fit-gate or decomposition model failed: the package is
+    printed all the same, and one line on stderr says why).
+
     \b
     Example:  vault query "When is the submission deadline?" --budget 800"""
     from vault_pipeline import pipeline
     from vault_pipeline.config import check_overrides
+    from vault_pipeline.models.protocol import MCP_SAMPLING
     from vault_pipeline.retrieve.types import FunnelConfig
 
     check_overrides(budget=budget, floor=floor, wide=wide)  # NaN passes typer's range check
@@ -110,8 +115,10 @@ def query(
     embedder = build_embedder(settings)  # its calibration gives the floor unless vault.toml sets one
     config = FunnelConfig.from_settings(settings, embedder, **overrides)
     llm_plan, llm_gate = build_llm(settings, settings.extract_model, log), build_gate(vault, settings, log)
+    if settings.gate_model == MCP_SAMPLING:
+        err.print("gate: mcp-sampling asks an MCP client's model, in `vault mcp`; here the offline gate judged")
 
-    printed = [0]  # packages already printed: after a repair, only the rest are answered
+    printed = [0, 0]  # packages already printed (after a repair, only the rest are answered), and degraded
 
     def answer(todo: list[tuple[str, str | None]]) -> None:
         for package in pipeline.query(
@@ -119,6 +126,7 @@ def query(
         ):
             print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
             printed[0] += 1
+            printed[1] += say_degraded(package, batch is not None)
 
     try:
         answer(queries)
@@ -129,6 +137,17 @@ def query(
             raise
         repair_index(vault, embedder, exc)  # the index is derived: rebuild it, then answer what is left
         answer(queries[printed[0] :])
+    if printed[1]:
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def say_degraded(package: ContextPackage, in_batch: bool) -> bool:
+    """One line on stderr, after the package (printed all the same), when its gate or plan failed open."""
+    if package.stats is None or not package.stats.degraded:
+        return False
+    where = f" ({package.query[:60]})" if in_batch else ""
+    err.print(f"degraded package{where}: {package.stats.degraded_line()}", markup=False)
+    return True
 
 
 def batch_queries(path: Path) -> list[tuple[str, str | None]]:

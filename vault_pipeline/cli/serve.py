@@ -66,11 +66,13 @@ def watch(
 
 def vault_tools(vault_path: Path | None) -> VaultTools:
     """The MCP tools over the vault, with the models and the funnel its settings name."""
+    from vault_pipeline.models.protocol import MCP_SAMPLING
     from vault_pipeline.retrieve.types import FunnelConfig
     from vault_pipeline.serve.tools import VaultTools
 
     vault, settings, log = open_vault(vault_path)
     embedder = build_embedder(settings)
+    roles = {"gate": settings.gate_model, "extract": settings.extract_model}
     tools = VaultTools(
         vault.root,
         embedder=embedder,
@@ -78,6 +80,8 @@ def vault_tools(vault_path: Path | None) -> VaultTools:
         llm_plan=build_llm(settings, settings.extract_model, log),
         llm_gate=build_gate(vault, settings, log),
         config=FunnelConfig.from_settings(settings, embedder),
+        sampling=frozenset(role for role, model in roles.items() if model == MCP_SAMPLING),
+        call_log=log,
     )
     vault.close()
     return tools

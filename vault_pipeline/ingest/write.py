@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vault_pipeline.errors import ModelError, VaultError
-from vault_pipeline.ingest.extract import AtomicUnit, Extraction, group_threads, map_thread
+from vault_pipeline.ingest.extract import AtomicUnit, Extraction, ThreadMap, group_threads, map_thread
 from vault_pipeline.ingest.notes import (
     atomic_note,
     conversation_created,
@@ -28,6 +28,7 @@ from vault_pipeline.ingest.notes import (
 )
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.models.workers import ordered
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import source_messages
@@ -180,16 +181,28 @@ def _existing_hub_links(vault: Vault, topic: str) -> set[str]:
 
 
 def write_threads(
-    vault: Vault, sessions: Sequence[tuple[Conversation, str, str]], llm: StructuredLLM, report: IngestReport
+    vault: Vault,
+    sessions: Sequence[tuple[Conversation, str, str]],
+    llm: StructuredLLM,
+    report: IngestReport,
+    *,
+    concurrency: int = 1,
 ) -> None:
-    """Map each thread of related conversations ((conversation, summary, session stem)) and write it."""
+    """Map each thread of related conversations ((conversation, summary, session stem)) and write it;
+    ``concurrency`` maps run at once (written in the threads' order)."""
     by_id = {conv.id: (conv, summary, stem) for conv, summary, stem in sessions}
-    for key, members in group_threads([conv for conv, _, _ in sessions]):
-        pairs = [(c, by_id[c.id][1]) for c in members]
+
+    def mapped(thread: tuple[str, list[Conversation]]) -> ThreadMap | ModelError:
+        key, members = thread
         try:
-            thread_map = map_thread(key, pairs, llm)
+            return map_thread(key, [(c, by_id[c.id][1]) for c in members], llm)
         except ModelError as exc:
-            report.errors.append(f"thread {key}: {exc}")
+            return exc
+
+    for (key, members), outcome in ordered(mapped, group_threads([conv for conv, _, _ in sessions]), concurrency):
+        thread_map = outcome.result()
+        if isinstance(thread_map, ModelError):
+            report.errors.append(f"thread {key}: {thread_map}")
             continue
         stems = {c.id: by_id[c.id][2] for c in members}
         write_note(vault, thread_note(key, thread_map, stems), report)

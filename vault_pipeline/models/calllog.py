@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,39 @@ def excerpt(value: Any, max_chars: int = MAX_LOGGED_CHARS, max_items: int = MAX_
     return excerpt(str(value), max_chars, max_items)  # pydantic models, dates, ...: their text, cut
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What the calls recorded so far came to: the progress bar's "calls, cost so far"."""
+
+    calls: int = 0  # requests that reached a model (answered, invalid or failed)
+    cached: int = 0  # answers read from the answer cache instead (no request, no cost)
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0  # US dollars by LiteLLM's price table (0 for local and unlisted models)
+
+    def add(self, entry: Mapping[str, Any]) -> Usage:
+        """These totals with one more call record counted."""
+        outcome = entry.get("outcome")
+        tokens = entry.get("tokens") or {}
+        return Usage(
+            calls=self.calls + (outcome != "cached"),
+            cached=self.cached + (outcome == "cached"),
+            failed=self.failed + (outcome in ("error", "invalid")),
+            prompt_tokens=self.prompt_tokens + int(tokens.get("prompt", 0) or 0),
+            completion_tokens=self.completion_tokens + int(tokens.get("completion", 0) or 0),
+            cost=self.cost + float(entry.get("cost", 0.0) or 0.0),
+        )
+
+    def line(self) -> str:
+        """``12 calls (3 cached), 8,210 tokens, $0.0042``."""
+        cached = f" ({self.cached:,} cached)" if self.cached else ""
+        tokens = self.prompt_tokens + self.completion_tokens
+        return f"{self.calls:,} calls{cached}, {tokens:,} tokens, ${self.cost:.4f}"
+
+
 class CallLog:
-    """Append-only JSONL log of model calls; ``path=None`` turns logging off.
+    """Append-only JSONL log of model calls; ``path=None`` turns logging off (``usage`` still counts).
 
     Payloads are logged as bounded excerpts (``max_chars`` per string), never whole: a 1 GB
     message must not become a 1 GB log line."""
@@ -86,10 +118,13 @@ class CallLog:
         self.path = path
         self.payloads = payloads
         self.max_chars = max_chars
+        self.usage = Usage()
         self._lock = threading.Lock()
 
     def record(self, entry: dict[str, Any]) -> None:
-        """Append one call record (keys scrubbed of secrets, payloads cut to excerpts) as a JSON line."""
+        """Count one call record and append it (keys scrubbed of secrets, payloads cut to excerpts) as a JSON line."""
+        with self._lock:
+            self.usage = self.usage.add(entry)
         if self.path is None:
             return
         if not self.payloads:

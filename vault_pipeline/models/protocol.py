@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import AfterValidator, BaseModel
@@ -12,6 +15,9 @@ from vault_pipeline.models.prompts import Prompt
 T = TypeVar("T", bound=BaseModel)
 
 OFFLINE_MODEL = "offline"
+# The connected MCP client's own model, asked through MCP sampling (``vault mcp`` only; elsewhere the
+# offline backend stands in, and says so).
+MCP_SAMPLING = "mcp-sampling"
 
 
 def _bare(key: str) -> str:
@@ -69,3 +75,25 @@ def check_one_per_key(seen: list[str], context: Mapping[str, Any] | None, what: 
         raise ValueError(
             f"give exactly one {what} per key {sorted(keys)}: missing {missing}, unknown {unknown}, repeated {repeated}"
         )
+
+
+# --------------------------------------------------------------------------- deadlines
+
+_DEADLINE: ContextVar[float | None] = ContextVar("vault_model_deadline", default=None)
+
+
+@contextmanager
+def deadline(at: float | None) -> Iterator[None]:
+    """Calls made inside end by ``at`` (``time.monotonic()``): a backend cuts each request's timeout
+    to what is left and stops retrying when nothing is (the gate's deadline ends its calls)."""
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds until the current deadline (negative once past it); None when there is none."""
+    at = _DEADLINE.get()
+    return None if at is None else at - time.monotonic()

@@ -11,6 +11,12 @@ deadline keeps all its candidates, each marked ``FailOpen``; the caller counts
 them and flags the package degraded. Blanking the context on a gate error would be
 worse than an unchecked package.
 
+One query's gate calls share one deadline (``GateClock``, ``gate_timeout`` seconds from the
+first call): the model's requests are cut to it, and once it passed, or once the model proved
+out of reach (no connection, a refused key, an unknown model), the query's later gate calls fail
+open at once with the same cause. A model's calls run on daemon threads
+(``models.workers``), so a call still waiting on a server never holds the process open.
+
 The offline gate (``models/offline/relevance.py``) judges by retrieval signals, not by reading:
 for it alone ``gate_rows`` first computes each candidate's signals (``signals.gate_signals``:
 cosines to the prompt, the intent and the variants, term overlap, phrase matches, closeness to
@@ -31,10 +37,11 @@ from typing import Any, Literal, assert_never
 import numpy as np
 from pydantic import BaseModel, ValidationInfo, model_validator
 
-from vault_pipeline.errors import ModelError
+from vault_pipeline.errors import NEVER_VALIDATED, ModelError
 from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.models.protocol import OFFLINE_MODEL, BatchKey, StructuredLLM, check_one_per_key
+from vault_pipeline.models.protocol import OFFLINE_MODEL, BatchKey, StructuredLLM, check_one_per_key, deadline
+from vault_pipeline.models.workers import DaemonPool
 from vault_pipeline.retrieve.signals import gate_signals, title_of
 
 MAX_WORKERS = 8
@@ -104,6 +111,26 @@ class Skipped:
 GateOutcome = Keep | Drop | FailOpen | Skipped
 
 
+@dataclass
+class GateClock:
+    """One query's gate: the deadline all its calls share, and why the model is out of reach, once it is."""
+
+    deadline: float  # time.monotonic()
+    timeout: float  # the seconds it was set from, for the fail-open message
+    down: str | None = None  # the cause every later call fails open with
+
+    @classmethod
+    def starting(cls, timeout: float) -> GateClock:
+        """A clock whose deadline is ``timeout`` seconds from now."""
+        return cls(time.monotonic() + timeout, timeout)
+
+    def stopped(self) -> str | None:
+        """Why no more calls are made: the model is out of reach, or the deadline passed (None: go on)."""
+        if self.down is None and time.monotonic() >= self.deadline:
+            self.down = f"no answer within {self.timeout:g}s"
+        return self.down
+
+
 def label(outcome: GateOutcome) -> str:
     """The trace word for an outcome: keep, drop, fail-open or skipped."""
     match outcome:
@@ -169,39 +196,51 @@ def reads_signals(llm: StructuredLLM) -> bool:
 
 
 def run_gate(
-    items: Sequence[GateItem], *, llm: StructuredLLM, intent: str, query: str, batch_size: int, timeout: float
+    items: Sequence[GateItem],
+    *,
+    llm: StructuredLLM,
+    intent: str,
+    query: str,
+    batch_size: int,
+    timeout: float,
+    clock: GateClock | None = None,
 ) -> dict[str, GateOutcome]:
-    """Judge ``items`` in concurrent batches; every key gets an outcome, failing open per batch."""
+    """Judge ``items`` in concurrent batches; every key gets an outcome, failing open per batch.
+
+    ``clock``: the query's gate deadline and state, shared by its calls (None: ``timeout`` from now)."""
     batches = [list(items[i : i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
     if not batches:
         return {}
+    clock = clock or GateClock.starting(timeout)
+    stopped = clock.stopped()
+    if stopped is not None:
+        return {key: outcome for batch in batches for key, outcome in _fail_open(batch, stopped).items()}
     prompt = load_prompt("gate")
-    # A remote model's call may hang past the deadline and hold its thread: such calls get a pool
-    # of their own, so a hung call never delays a later query. Local gates share one pool.
-    remote = bool(getattr(llm, "remote", True))
-    pool = (
-        ThreadPoolExecutor(min(len(batches), MAX_WORKERS), thread_name_prefix="vault-gate") if remote else _gate_pool()
+    # A model's call (a local server's too) may hang past the deadline: such calls run on daemon
+    # threads of their own, so a hung call neither delays a later query nor holds the process open.
+    # The offline gate computes and never hangs: it shares one pool.
+    pool: DaemonPool | ThreadPoolExecutor = (
+        _gate_pool() if reads_signals(llm) else DaemonPool(min(len(batches), MAX_WORKERS), name="vault-gate")
     )
-    futures = [pool.submit(_judge, llm, prompt, intent, query, batch) for batch in batches]
+    futures = [pool.submit(_judge, llm, prompt, intent, query, batch, clock.deadline) for batch in batches]
     try:
-        deadline = time.monotonic() + timeout
         outcomes: dict[str, GateOutcome] = {}
         for batch, future in zip(batches, futures):
-            outcomes.update(_collect(batch, future, deadline, timeout))
+            outcomes.update(_collect(batch, future, clock))
         return outcomes
     finally:
         # Batches still queued past the deadline need not run; a call already running keeps its
-        # thread until it returns, and nobody waits for it.
+        # thread until its request's timeout (cut to the deadline) ends it, and nobody waits for it.
         for future in futures:
             future.cancel()
-        if remote:
-            pool.shutdown(wait=False)
+        if isinstance(pool, DaemonPool):
+            pool.shutdown()
 
 
 @cache
 def _gate_pool() -> ThreadPoolExecutor:
-    """The local gate's threads, started once per process (a pool per query started ~4 threads a query)."""
-    return ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="vault-gate")
+    """The offline gate's threads, started once per process (a pool per query started ~4 threads a query)."""
+    return ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="vault-offline-gate")
 
 
 def gate_rows(
@@ -213,6 +252,7 @@ def gate_rows(
     batch_size: int,
     timeout: float,
     text_chars: int,
+    clock: GateClock | None = None,
     embedder: Embedder | None = None,
     variants: Sequence[str] = (),
     vectors: Mapping[str, np.ndarray] | None = None,
@@ -248,7 +288,7 @@ def gate_rows(
         GateItem(key, title_of(path), heading, _short(text, text_chars), signals.get(cid))
         for key, (cid, path, heading, text) in zip(ids, rows)
     ]
-    outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout)
+    outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout, clock=clock)
     return {ids[key]: outcome for key, outcome in outcomes.items()}
 
 
@@ -261,9 +301,12 @@ def _short(text: str, limit: int) -> str:
     return text[: cut if cut > limit // 2 else limit] + " …"
 
 
-def _judge(llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem]) -> GateVerdicts:
+def _judge(
+    llm: StructuredLLM, prompt: Any, intent: str, query: str, batch: list[GateItem], until: float
+) -> GateVerdicts:
     variables = {"intent": intent, "query": query, "candidates": [_as_variable(i) for i in batch]}
-    return llm.call(prompt, variables, GateVerdicts, context={"keys": [i.key for i in batch]})
+    with deadline(until):  # the model's requests end by the query's gate deadline
+        return llm.call(prompt, variables, GateVerdicts, context={"keys": [i.key for i in batch]})
 
 
 def _as_variable(item: GateItem) -> dict[str, Any]:
@@ -273,13 +316,16 @@ def _as_variable(item: GateItem) -> dict[str, Any]:
     return out
 
 
-def _collect(batch: list[GateItem], future: Future, deadline: float, timeout: float) -> Mapping[str, GateOutcome]:
+def _collect(batch: list[GateItem], future: Future, clock: GateClock) -> Mapping[str, GateOutcome]:
     try:
-        answer = future.result(timeout=max(0.0, deadline - time.monotonic()))
+        answer = future.result(timeout=max(0.0, clock.deadline - time.monotonic()))
     except TimeoutError:
-        return _fail_open(batch, f"no answer within {timeout:g}s")
+        return _fail_open(batch, clock.stopped() or f"no answer within {clock.timeout:g}s")
     except ModelError as exc:
-        return _fail_open(batch, f"{exc.model}: {exc.reason}")
+        cause = f"{exc.model}: {exc.reason}"
+        if exc.reason != NEVER_VALIDATED and clock.down is None:
+            clock.down = cause  # out of reach (connection, key, model name): the query asks no more
+        return _fail_open(batch, cause)
     except Exception as exc:  # fail open on anything: an unchecked context beats a blank one
         return _fail_open(batch, f"{type(exc).__name__}: {exc}")
     verdicts = {v.key: _outcome(v) for v in answer.verdicts}

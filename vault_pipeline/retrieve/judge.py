@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vault_pipeline.models.embed import Embedder, l2_normalise
-from vault_pipeline.retrieve.gate import GateOutcome, Skipped, gate_rows, reads_signals
+from vault_pipeline.retrieve.gate import GateClock, GateOutcome, Skipped, gate_rows, reads_signals
 from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate, Hit
@@ -42,6 +42,8 @@ def _gate(state: FunnelState, cands: list[Candidate], passed: set[str]) -> dict[
             outcomes[c.row.chunk_id] = Skipped("gate disabled")
     going = [c for c in cands if c.row.chunk_id in passed]
     if config.gate and going:
+        # One deadline for the query's every gate call, from its first (``gate_timeout``).
+        state.gate_clock = state.gate_clock or GateClock.starting(config.gate_timeout)
         outcomes.update(
             gate_rows(
                 [(c.row.chunk_id, c.row.path, c.row.heading or "", c.row.text) for c in going],
@@ -51,6 +53,7 @@ def _gate(state: FunnelState, cands: list[Candidate], passed: set[str]) -> dict[
                 batch_size=config.gate_batch,
                 timeout=config.gate_timeout,
                 text_chars=config.gate_chars,
+                clock=state.gate_clock,
                 **(_signal_inputs(state, going) if reads_signals(state.tools.llm_gate) else {}),
             )
         )

@@ -575,10 +575,7 @@ class ContextPackage:
         """Markdown for pasting into a prompt: the blocks, each marked [n], then a numbered reference list."""
         lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
         if self.stats is not None and self.stats.degraded:
-            lines += [
-                "> Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.",
-                "",
-            ]
+            lines += [f"> Degraded package: {self.stats.degraded_line()}", ""]
         if self.stats is not None and self.stats.absent_words:
             lines += [f"> No note in the vault holds: {', '.join(self.stats.absent_words)}.", ""]
         if not self.blocks:

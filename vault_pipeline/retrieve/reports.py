@@ -181,11 +181,22 @@ class FunnelStats:
     absent_words: tuple[str, ...]  # the prompt's words that no note holds: the package is the nearest the vault has
     reference_date: str | None
     models: Mapping[str, str] = field(default_factory=dict)
+    gate_error: str | None = None  # why the gate failed open (the first cause), when it did
 
     @property
     def degraded(self) -> bool:
         """A package the gate could not check, or built without its variants, says so."""
         return bool(self.gate_fail_open or self.plan_error)
+
+    def degraded_line(self) -> str:
+        """What failed open, and why, in one line (the Markdown's warning and `vault query`'s error line)."""
+        parts = []
+        if self.gate_fail_open:
+            cause = f" ({self.gate_error})" if self.gate_error else ""
+            parts.append(f"the fit-gate failed open{cause}: {self.gate_fail_open} candidate(s) kept unchecked")
+        if self.plan_error:
+            parts.append(f"decomposition failed ({self.plan_error}): the prompt alone was searched")
+        return "; ".join(parts) + "; relevance was not fully checked." if parts else ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``stats``."""
@@ -197,6 +208,7 @@ class FunnelStats:
             "gate_kept": self.gate_kept,
             "gate_dropped": self.gate_dropped,
             "gate_fail_open": self.gate_fail_open,
+            "gate_error": self.gate_error,
             "plan_error": self.plan_error,
             "degraded": self.degraded,
             "deduped": self.deduped,

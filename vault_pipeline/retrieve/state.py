@@ -16,7 +16,7 @@ import numpy as np
 
 from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.protocol import StructuredLLM
-from vault_pipeline.retrieve.gate import GateOutcome, Keep, survives
+from vault_pipeline.retrieve.gate import GateClock, GateOutcome, Keep, survives
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, first_level, pick_parts
 from vault_pipeline.retrieve.rank import block_content, duplicate_key, transcript_content
 from vault_pipeline.retrieve.reports import StageReport
@@ -141,6 +141,7 @@ class FunnelState:
     absent_words: list[str] = field(default_factory=list)  # the prompt's words no note in the vault holds
     # deepen, associate, consolidate
     pool: Pool = field(init=False)
+    gate_clock: GateClock | None = None  # the query's gate deadline, from its first gate call
     trace: list[StageReport] = field(default_factory=list)  # each stage's report, in order
     # rank
     reference: datetime | None = None

@@ -63,6 +63,7 @@ def _stats(state: FunnelState, assembly: Assembly, walk: Walk, retrieved: int) -
         absent_words=tuple(state.absent_words),
         reference_date=state.reference.isoformat() if state.reference else None,
         models={"plan": tools.llm_plan.model, "gate": tools.llm_gate.model, "embedder": tools.embedder.name},
+        gate_error=next((o.error for o in outcomes if isinstance(o, FailOpen)), None),
     )
 
 

@@ -7,6 +7,7 @@ and, for an error the user could cause, ``isError`` with the CLI's one-line mess
 traceback ever reaches the client. Served over stdio (the default; the SDK keeps stray prints
 off the protocol stream) or streamable HTTP bound to 127.0.0.1 (with the SDK's DNS-rebinding
 protection). A ``Watcher`` keeps the index live while the server runs, unless turned off.
+``query`` and ``remember`` can ask the client's own model through MCP sampling (``sampling.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -22,6 +24,7 @@ from pydantic import Field
 from vault_pipeline.errors import VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.serve.frames import MAX_FRAME_BYTES, one_line_errors, serve_stdio
+from vault_pipeline.serve.sampling import client_model
 from vault_pipeline.serve.tools import MAX_SEARCH_LIMIT, SEARCH_LIMIT, VaultTools
 from vault_pipeline.serve.watch import Watcher
 
@@ -78,8 +81,9 @@ def build_server(tools: VaultTools) -> MCPServer:
     server.middleware.append(one_line_errors)  # argument validation errors too: one line, no URL
 
     @server.tool(description=QUERY_DOC, annotations=READ_ONLY)
-    def query(
+    async def query(
         prompt: Annotated[str, Field(description="The user's request or question to gather context for.")],
+        ctx: Context,
         intent: Annotated[
             str | None, Field(description="The subject domain the notes must fit (optional; default: the prompt's).")
         ] = None,
@@ -87,7 +91,10 @@ def build_server(tools: VaultTools) -> MCPServer:
             int | None, Field(description="Token budget of the package (optional; default: the vault's).", gt=0)
         ] = None,
     ) -> CallToolResult:
-        return _answer(lambda: _package_result(tools.query(prompt, intent, budget)))
+        async with client_model(ctx, tools, "gate") as (model, note):
+            return await anyio.to_thread.run_sync(
+                lambda: _answer(lambda: _package_result(tools.query(prompt, intent, budget, llm_gate=model), note))
+            )
 
     @server.tool(description=SEARCH_DOC, annotations=READ_ONLY)
     def search(
@@ -105,7 +112,7 @@ def build_server(tools: VaultTools) -> MCPServer:
         return _answer(lambda: _note_result(tools.read_note(path)))
 
     @server.tool(description=REMEMBER_DOC, annotations=ADDITIVE)
-    def remember(
+    async def remember(
         text: Annotated[str, Field(description="One or more standalone declarative sentences to keep.")],
         ctx: Context,
         kind: Annotated[
@@ -116,7 +123,10 @@ def build_server(tools: VaultTools) -> MCPServer:
         ] = None,
     ) -> CallToolResult:
         client = _client_name(ctx)
-        return _answer(lambda: _remember_result(tools.remember(text, kind, client)))
+        async with client_model(ctx, tools, "extract") as (model, note):
+            return await anyio.to_thread.run_sync(
+                lambda: _answer(lambda: _remember_result(tools.remember(text, kind, client, llm_extract=model), note))
+            )
 
     @server.tool(description=STATUS_DOC, annotations=READ_ONLY)
     def status() -> CallToolResult:
@@ -137,8 +147,6 @@ def serve(
     """Serve ``tools`` over stdio, or streamable HTTP on 127.0.0.1:``port``; keep the index live meanwhile.
 
     A message (stdio line, HTTP body) above ``max_frame`` bytes is answered with an error, never read whole."""
-    import anyio
-
     server = build_server(tools)
     if port is not None:
         _check_port(port)
@@ -191,9 +199,13 @@ def _result(data: dict[str, Any], text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
-def _package_result(package) -> CallToolResult:
-    # The JSON as `vault query --json` prints it (sorted keys, rounded floats), parsed back.
-    return _result(json.loads(package.to_json(indent=None)), package.to_markdown())
+def _package_result(package, note: str | None = None) -> CallToolResult:
+    # The JSON as `vault query --json` prints it (sorted keys, rounded floats), parsed back; a note
+    # (the client's model was asked for but not offered) goes beside it, in both renderings.
+    data = json.loads(package.to_json(indent=None))
+    if note is None:
+        return _result(data, package.to_markdown())
+    return _result({**data, "notes": [note]}, f"> {note}\n\n{package.to_markdown()}")
 
 
 def _search_result(hits: list[dict[str, Any]]) -> CallToolResult:
@@ -208,8 +220,8 @@ def _note_result(note: dict[str, Any]) -> CallToolResult:
     return _result(note, f"{note['path']}\n\nproperties: {props}\n\n{note['text']}{tail}")
 
 
-def _remember_result(report) -> CallToolResult:
-    data = report.to_dict()
+def _remember_result(report, note: str | None = None) -> CallToolResult:
+    data = report.to_dict() | ({"notes": [note]} if note else {})
     lines = [f"remembered {len(report.written)} new note(s) in inbox/ (provisional, for the user to review)"]
     lines += [f"- {path}" for path in report.written]
     lines += [f"already in the vault: {path}" for path in report.present]
@@ -222,7 +234,7 @@ def _remember_result(report) -> CallToolResult:
             structured_content=data,
             is_error=True,
         )
-    return _result(data, "\n".join(lines))
+    return _result(data, "\n".join([*lines, *([note] if note else [])]))
 
 
 def _status_result(data: dict[str, Any]) -> CallToolResult:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from vault_pipeline.errors import FrontmatterError, VaultError
-from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.models.protocol import CallRecorder, StructuredLLM
 from vault_pipeline.serve.remember import RememberReport, remember
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -55,12 +55,18 @@ class VaultTools:
         llm_gate: StructuredLLM,
         config,
         lock_wait: float = 30.0,
+        sampling: frozenset[str] = frozenset(),
+        call_log: CallRecorder | None = None,
     ):
         opened = Vault.open(root)  # a ConfigError now if ``root`` is not a vault
         self.root = opened.root
         opened.close()
         self.embedder, self.config, self.lock_wait = embedder, config, lock_wait
         self.llm_extract, self.llm_plan, self.llm_gate = llm_extract, llm_plan, llm_gate
+        # The roles ("gate", "extract") vault.toml gives to the MCP client's own model
+        # (``mcp-sampling``): the server asks it per call where the client offers sampling, and the
+        # offline backends above stand in where it does not. ``call_log``: where those calls are recorded.
+        self.sampling, self.call_log = sampling, call_log
         # Set by a live watcher once its first sync is done: reads wait for it rather than
         # answer from an index that is missing or behind the files.
         self.ready: threading.Event | None = None
@@ -90,17 +96,25 @@ class VaultTools:
             log.warning("%s; rebuilt it from the notes (%d rows)", report.rebuild_reason, report.rows)
         return read()
 
-    def query(self, prompt: str, intent: str | None = None, budget: int | None = None):
-        """The context package for ``prompt`` (the funnel, the gate and the budget included)."""
+    def query(
+        self,
+        prompt: str,
+        intent: str | None = None,
+        budget: int | None = None,
+        *,
+        llm_gate: StructuredLLM | None = None,
+    ):
+        """The context package for ``prompt`` (the funnel, the gate and the budget included);
+        ``llm_gate`` judges instead of the configured gate (the client's model, in ``vault mcp``)."""
         if not (prompt or "").strip():
             raise VaultError("give a prompt to build context for")
         if budget is not None and budget <= 0:
             raise VaultError(f"budget {budget}: give a positive number of tokens")
         config = self.config if budget is None else replace(self.config, budget=budget)
         self._await_index()
-        return self._readable(lambda: self._query(prompt, intent, config))
+        return self._readable(lambda: self._query(prompt, intent, config, llm_gate or self.llm_gate))
 
-    def _query(self, prompt: str, intent: str | None, config):
+    def _query(self, prompt: str, intent: str | None, config, llm_gate: StructuredLLM):
         from vault_pipeline.pipeline import query as run_query
 
         vault = self._vault()
@@ -110,7 +124,7 @@ class VaultTools:
                 [(prompt, intent or None)],
                 embedder=self.embedder,
                 llm_plan=self.llm_plan,
-                llm_gate=self.llm_gate,
+                llm_gate=llm_gate,
                 config=config,
             )
             return next(iter(packages))
@@ -181,14 +195,17 @@ class VaultTools:
             "truncated": cut,
         }
 
-    def remember(self, text: str, kind: str | None = None, client: str = "") -> RememberReport:
-        """Provisional notes from ``text`` through extraction and the quality gate, then the index re-synced."""
+    def remember(
+        self, text: str, kind: str | None = None, client: str = "", *, llm_extract: StructuredLLM | None = None
+    ) -> RememberReport:
+        """Provisional notes from ``text`` through extraction and the quality gate, then the index
+        re-synced; ``llm_extract`` extracts instead of the configured model (the client's, in ``vault mcp``)."""
         vault = self._vault()
         try:
             return remember(
                 vault,
                 text,
-                self.llm_extract,
+                llm_extract or self.llm_extract,
                 kind=kind or None,
                 client=client,
                 embedder=self.embedder,
