@@ -11,7 +11,15 @@ from vault_pipeline.ingest.notes import atomic_note, session_note
 from vault_pipeline.ingest.parse.read import read_export
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.blocks import atomic_text, header, parse_atomic, structural_text, transcript_parts
-from vault_pipeline.retrieve.package import ContextPackage, Part, Selected, assemble, pick_parts
+from vault_pipeline.retrieve.package import (
+    REFERENCES,
+    ContextPackage,
+    Part,
+    Selected,
+    assemble,
+    block_overhead,
+    pick_parts,
+)
 from vault_pipeline.retrieve.rank import block_content, transcript_content
 from vault_pipeline.text import estimate_tokens
 
@@ -213,7 +221,9 @@ def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
     _, item = _transcript_item(tmp_path, "When did Ben adopt the rescue dog Pepper?")
     text, messages, lead = item.text, item.messages, item.lead
     room = estimate_tokens(text) - 20
-    (block,) = assemble([item], budget=room, window=8000, max_fraction=0.78).blocks
+    (block,) = assemble(
+        [item], budget=room + block_overhead(item, 1) + estimate_tokens(REFERENCES), window=8000, max_fraction=0.78
+    ).blocks
     assert block.truncated and block.tokens <= room
     source = block.to_dict()["source"]
     assert "D1:6" in source["messages"] and len(source["messages"]) < len(TURNS)
@@ -222,7 +232,12 @@ def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
     for _, turn_id, said in TURNS:
         assert (said in block.text) == (turn_id in source["messages"])
     # The full block, when it fits, cites every turn as before.
-    (whole,) = assemble([item], budget=estimate_tokens(text), window=8000, max_fraction=0.78).blocks
+    (whole,) = assemble(
+        [item],
+        budget=estimate_tokens(text) + block_overhead(item, 1) + estimate_tokens(REFERENCES),
+        window=8000,
+        max_fraction=0.78,
+    ).blocks
     assert not whole.truncated and whole.to_dict()["source"]["messages"] == list(messages)
 
 
@@ -284,7 +299,7 @@ def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
     body, _, references = markdown.partition("References:")
     for number, block in enumerate(package.blocks, 1):
         assert f"{block.text} [{number}]" in body
-        assert f"{number}. [[{block.item.stem}]] from [[{block.item.links[0]}]]" in references
+        assert f"{number}. [[{block.item.stem}]]\n" in references  # one short line: the note's link
     source = package.blocks[0].to_dict()["source"]
     assert source["links"] == list(package.blocks[0].item.links) and source["path"] == package.blocks[0].item.path
 

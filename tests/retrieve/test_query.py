@@ -36,7 +36,7 @@ from vault_pipeline.models.offline.retrieval import decompose, gate
 from vault_pipeline.retrieve import types as retrieve_types
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.gate import GateVerdicts
-from vault_pipeline.retrieve.package import Selected, assemble, cut_text, first_level
+from vault_pipeline.retrieve.package import REFERENCES, Selected, assemble, block_overhead, cut_text, first_level
 from vault_pipeline.retrieve.rank import dedup, rank, recency
 from vault_pipeline.retrieve.types import QUERY_COLUMNS, Candidate, FunnelConfig, Hit, QueryPlan
 from vault_pipeline.text import estimate_tokens
@@ -527,9 +527,15 @@ def test_levels_and_deterministic_block_order():
     assert not any(b.truncated for b in out.blocks) and not out.dropped and not out.cap_fired
 
 
+def overhead(*items: Selected) -> int:
+    """What the blocks of ``items`` cost beyond their text: marker and reference line each, and the
+    reference list's heading."""
+    return sum(block_overhead(item, 1) for item in items) + estimate_tokens(REFERENCES)
+
+
 def test_budget_cuts_peripheral_then_structural_before_core():
     first = estimate_tokens(first_level(STRUCT.text))
-    budget = estimate_tokens(CORE.text) + first + 2
+    budget = estimate_tokens(CORE.text) + first + 2 + overhead(CORE, STRUCT)
     out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
     blocks = {b.item.note_id: b for b in out.blocks}
     assert blocks["core"].text == CORE.text and not blocks["core"].truncated
@@ -540,7 +546,7 @@ def test_budget_cuts_peripheral_then_structural_before_core():
 
 
 def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
-    budget = estimate_tokens(CORE.text) + estimate_tokens(STRUCT.text) + 25
+    budget = estimate_tokens(CORE.text) + estimate_tokens(STRUCT.text) + 25 + overhead(CORE, STRUCT, PERIPHERAL)
     out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
     web = next(b for b in out.blocks if b.item.note_id == "web")
     assert web.truncated and web.text.endswith(".") and PERIPHERAL.text.startswith(web.text)
@@ -549,7 +555,8 @@ def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
 
 def test_core_is_cut_last_and_only_when_nothing_else_is_left():
     core = replace(CORE, text="Core sentence first. Then a second one, longer than the first.")
-    out = assemble([core, STRUCT, PERIPHERAL], budget=6, window=100_000, max_fraction=0.78)
+    budget = 6 + overhead(core)
+    out = assemble([core, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
     assert [b.item.note_id for b in out.blocks] == ["core"] and out.blocks[0].truncated
     assert out.blocks[0].text == "Core sentence first."
     assert {d["id"] for d in out.dropped} == {"session", "web"} and out.tokens <= 6
@@ -561,7 +568,7 @@ def test_a_block_no_sentence_of_which_fits_is_left_out_not_cut():
     assert out.blocks == () and {d["id"] for d in out.dropped} == {"core", "session", "web"}
     # What the cuts left is filled, in block order, by a later block that fits whole.
     small = Selected("small#0", "small", "engrams/small.md", "engram", "atomic", 0.1, 9, "Short one.")
-    budget = estimate_tokens(CORE.text) + 5
+    budget = estimate_tokens(CORE.text) + 5 + overhead(CORE, small)
     out = assemble([CORE, STRUCT, PERIPHERAL, small], budget=budget, window=100_000, max_fraction=0.78)
     assert [b.item.note_id for b in out.blocks] == ["core", "small"] and out.tokens <= budget
     assert not any(b.truncated for b in out.blocks)
@@ -603,7 +610,7 @@ def test_json_shape(embedder):
     # The trace is for --explain: plain --json (and MCP) leave it out; nothing else differs.
     plain = json.loads(package.to_json())
     data = json.loads(package.to_json(trace=True))
-    assert set(plain) == {"query", "intent", "blocks", "tokens", "stats"} and set(data) == {*plain, "trace"}
+    assert set(plain) == {"query", "intent", "found", "blocks", "tokens", "stats"} and set(data) == {*plain, "trace"}
     assert {k: v for k, v in data.items() if k != "trace"} == plain
     block = data["blocks"][0]
     assert {"id", "path", "tier", "level", "score", "text", "source", "heading", "truncated"} <= set(block)
@@ -646,7 +653,7 @@ def test_json_shape(embedder):
     # A chat export's candidate names its chat (what a labels line copies as `conversation`).
     assert {t["conversation"] for t in data["trace"]} == {"conv-1"}
     assert len(data["trace"]) == data["stats"]["retrieved"]
-    assert data["tokens"] == sum(estimate_tokens(b["text"]) for b in data["blocks"])
+    assert data["tokens"] == estimate_tokens(package.to_markdown())  # the package as returned, references too
     text = json.dumps(data)
     assert not re.search(r"\d\.\d{7,}", text)  # floats rounded to 6 places
 

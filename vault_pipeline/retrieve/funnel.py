@@ -28,9 +28,10 @@ from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.consolidate import drop_superseded, whole_turns
 from vault_pipeline.retrieve.deepen import deepen
+from vault_pipeline.retrieve.gate import FailOpen
 from vault_pipeline.retrieve.hop import feedback, hop
 from vault_pipeline.retrieve.lanes import find_absent, retrieve
-from vault_pipeline.retrieve.package import ContextPackage, assemble
+from vault_pipeline.retrieve.package import ContextPackage, assemble, markdown_head, notices
 from vault_pipeline.retrieve.plan import plan
 from vault_pipeline.retrieve.rank import covered, dedup, rank, reference_time, selection
 from vault_pipeline.retrieve.state import FunnelState, Stage, Tools
@@ -39,9 +40,11 @@ from vault_pipeline.retrieve.types import FunnelConfig, Retriever
 
 
 def rank_survivors(state: FunnelState) -> FunnelState:
-    """Rank the survivors, gate first, and collapse exact duplicates and notes a verbatim turn shows."""
+    """Rank the survivors that clear the evidence threshold, gate first, and collapse exact duplicates
+    and notes a verbatim turn shows. Those below the threshold are no block (``state.below``)."""
     state.reference = reference_time(state.pool.considered, state.reference_date)
-    survivors = state.pool.survivors()
+    survivors = state.pool.evidence()
+    state.below = [c for c in state.pool.survivors() if not state.pool.is_evidence(c)]
     if state.config.adaptive:  # a topic hub is a list of links: its members went on in the hop; it is no block
         survivors = [c for c in survivors if c.row.type != "topic"]
     state.ranked, state.collapsed = covered(*dedup(rank(survivors, state.reference, state.config)))
@@ -89,12 +92,16 @@ def run_query(
 
 
 def assemble_package(state: FunnelState) -> ContextPackage:
-    """Fit the ranked survivors into the budget and account for every candidate."""
+    """Fit the ranked evidence into the budget, counted as the Markdown returns it (title, notices,
+    blocks and references), and account for every candidate."""
     config = state.config
+    degraded = bool(state.plan_error) or any(isinstance(o, FailOpen) for o in state.pool.outcomes.values())
+    head = markdown_head(state.query, notices(found=state.found, degraded=degraded, absent_words=state.absent_words))
     assembly = assemble(
         selection(state.ranked, state.query),
         budget=config.budget,
         window=config.window,
         max_fraction=config.max_fraction,
+        head=head,
     )
     return build_package(state, assembly)

@@ -241,14 +241,20 @@ class _Work:
     truncated: bool = False
     dropped: bool = False
     messages: tuple[str, ...] | None = None  # narrowed by a cut by parts
+    extra: int = 0  # what the block costs beyond its text in the Markdown: its marker and reference line
     tokens: int = -1  # what this block costs now (0 once dropped); kept in step with ``text``
 
     def __post_init__(self) -> None:
-        self.tokens = estimate_tokens(self.text)
+        self.tokens = estimate_tokens(self.text) + self.extra
+
+    @property
+    def room(self) -> int:
+        """Tokens the block's text may take now (its cost less its marker and reference)."""
+        return self.tokens - self.extra
 
     def set_text(self, text: str) -> None:
         """Replace the text (a cut) and its cost."""
-        self.text, self.truncated, self.tokens = text, True, estimate_tokens(text)
+        self.text, self.truncated, self.tokens = text, True, estimate_tokens(text) + self.extra
 
     def cut_parts(self, room: int) -> None:
         """Cut a transcript chunk to the whole turns that fit ``room`` (at least one; see ``pick_parts``)."""
@@ -290,13 +296,20 @@ def block_order(level: str, score: float, note_id: str, chunk_id: str) -> tuple:
     return (LEVEL_ORDER[level], -round(score, 9), note_id, chunk_id)
 
 
-def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fraction: float) -> Assembly:
-    """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core."""
+def assemble(
+    selection: Sequence[Selected], *, budget: int, window: int, max_fraction: float, head: str = ""
+) -> Assembly:
+    """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core.
+
+    What is counted is the package as returned: ``head`` (the Markdown's title and notices) and,
+    for each block, its text, its marker and its reference line (``block_overhead``). The parts'
+    estimates add up to at least the whole text's, so the Markdown never exceeds the limit."""
     cap = hard_cap(window, max_fraction)
-    limit = min(budget, cap)
+    limit = min(budget, cap) - (estimate_tokens(head + REFERENCES) if selection else 0)
     levels = assign_levels(selection)
+    width = len(str(len(selection)))
     work = sorted(
-        (_Work(s, levels[s.chunk_id], s.text) for s in selection),
+        (_Work(s, levels[s.chunk_id], s.text, extra=block_overhead(s, width)) for s in selection),
         key=lambda w: block_order(w.level, w.item.score, w.item.note_id, w.item.chunk_id),
     )
     total = sum(w.tokens for w in work)
@@ -314,7 +327,7 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
             "chunk_id": w.item.chunk_id,
             "path": w.item.path,
             "level": w.level,
-            "tokens": estimate_tokens(w.item.text),
+            "tokens": estimate_tokens(w.item.text) + w.extra,
             **({"repeats": repeats[w.item.chunk_id]} if w.item.chunk_id in repeats else {}),
         }
         for w in work
@@ -469,7 +482,7 @@ def _cut_to(work: list[_Work], limit: int) -> None:
         if excess <= 0:
             return
         if w.item.parts:
-            w.cut_parts(w.tokens - excess)
+            w.cut_parts(w.room - excess)
             continue
         short = first_level(w.text)
         if short != w.text.strip():
@@ -486,7 +499,7 @@ def _refill(work: list[_Work], limit: int) -> None:
     total = _total(work)
     for w in work:
         if w.dropped and not w.truncated:  # a cut (``set_text``) marks it truncated; this one is whole
-            tokens = estimate_tokens(w.text)
+            tokens = estimate_tokens(w.text) + w.extra
             if total + tokens <= limit:
                 w.dropped, w.tokens = False, tokens
                 total += tokens
@@ -501,10 +514,10 @@ def _fit(w: _Work, work: list[_Work], limit: int) -> None:
     excess = _total(work) - limit
     if excess <= 0 or w.dropped:
         return
-    room = w.tokens - excess
+    room = w.room - excess
     if w.item.parts and room > 0:
         w.cut_parts(room)
-        if w.tokens <= room:
+        if w.room <= room:
             return
     text = cut_text(w.text, room) if room > 0 else ""
     if not text.strip() or (w.item.parts and _only_a_label(text[len(w.item.lead) :])):
@@ -546,15 +559,17 @@ class ContextPackage:
     query: str
     intent: str
     blocks: tuple[Block, ...]
-    tokens: int
+    tokens: int  # the estimate of ``to_markdown()``: the package as a model reads it, references included
     stats: FunnelStats | None = None
     trace: tuple[CandidateTrace, ...] = ()
+    found: bool = True  # False: nothing in the vault clears the evidence threshold for the prompt
 
     def to_dict(self, *, trace: bool = False) -> dict[str, Any]:
         """The package as plain JSON-ready data (floats rounded); the trace only when asked for."""
         data: dict[str, Any] = {
             "query": self.query,
             "intent": self.intent,
+            "found": self.found,
             "blocks": [b.to_dict() for b in self.blocks],
             "tokens": self.tokens,
             "stats": self.stats.to_dict() if self.stats is not None else {},
@@ -572,28 +587,65 @@ class ContextPackage:
         return json.dumps(self.to_dict(trace=trace), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
 
     def to_markdown(self) -> str:
-        """Markdown for pasting into a prompt: the blocks, each marked [n], then a numbered reference list."""
-        lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
-        if self.stats is not None and self.stats.degraded:
-            lines += [
-                "> Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.",
-                "",
-            ]
-        if self.stats is not None and self.stats.absent_words:
-            lines += [f"> No note in the vault holds: {', '.join(self.stats.absent_words)}.", ""]
-        if not self.blocks:
-            lines += ["_No notes in the vault fit this query._", ""]
-            return "\n".join(lines).rstrip() + "\n"
-        for number, block in enumerate(self.blocks, 1):
-            lines += [f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]", ""]
-        lines += ["References:", ""]
-        lines += [_reference(number, block) for number, block in enumerate(self.blocks, 1)]
-        return "\n".join(lines).rstrip() + "\n"
+        """Markdown for pasting into a prompt: the notices, the blocks, each marked [n], then one short
+        reference line per block. ``tokens`` is this text's estimate."""
+        return render_markdown(markdown_head(self.query, self.notices()), self.blocks)
+
+    def notices(self) -> list[str]:
+        """The plain lines a reader needs before the blocks: nothing found, degraded, absent words."""
+        stats = self.stats
+        absent = list(stats.absent_words) if stats is not None else []
+        return notices(
+            found=self.found,
+            degraded=stats is not None and stats.degraded,
+            absent_words=absent,
+        )
 
 
-def _reference(number: int, block: Block) -> str:
-    """One line of the reference list: the note, its source turns, and how it entered."""
-    item = block.item
-    source = f" from {', '.join(f'[[{link}]]' for link in item.links)}" if item.links else ""
-    cut = ", truncated" if block.truncated else ""
-    return f"{number}. [[{item.stem}]]{source} ({item.tier}, {block.level}, score {item.score:.3f}{cut})"
+REFERENCES = "References:\n"
+NOT_FOUND = "Nothing on this in the vault: no note is close enough to this prompt to be evidence."
+
+
+def notices(*, found: bool, degraded: bool, absent_words: Sequence[str]) -> list[str]:
+    """The package's notice lines, in this order: nothing found, degraded, the words no note holds."""
+    lines = []
+    if not found:
+        lines.append(NOT_FOUND)
+    if degraded:
+        lines.append("Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.")
+    if absent_words:
+        lines.append(f"No note in the vault holds: {', '.join(absent_words)}.")
+    return lines
+
+
+def markdown_head(query: str, lines: Sequence[str]) -> str:
+    """The Markdown's title and notice lines, ending in a blank line."""
+    head = f"# Context: {' '.join(query.split())}\n\n"
+    return head + "".join(f"> {line}\n\n" for line in lines)
+
+
+def render_markdown(head: str, blocks: Sequence[Block]) -> str:
+    """``head``, each block with its marker, then the reference list (none when there is no block)."""
+    if not blocks:
+        return head.rstrip() + "\n"
+    body = "".join(_marked(number, block) for number, block in enumerate(blocks, 1))
+    refs = "".join(_reference(number, block.item) + "\n" for number, block in enumerate(blocks, 1))
+    return head + body + REFERENCES + refs
+
+
+def _marked(number: int, block: Block) -> str:
+    return f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]\n\n"
+
+
+def block_overhead(item: Selected, width: int) -> int:
+    """Tokens a block costs beyond its text: its marker (with a cut's " …") and its reference line,
+    numbered with ``width`` digits (an upper bound for any place in the package)."""
+    number = 10 ** (width - 1)
+    marker = f" … [{number}]\n\n"
+    return math.ceil((_utf8(marker) + _utf8(_reference(number, item) + "\n")) / 4)
+
+
+def _reference(number: int, item: Selected) -> str:
+    """One short reference line: the note's wikilink, or for a verbatim turn its block in the session."""
+    target = item.links[0] if item.type == "turn" and item.links else item.stem
+    return f"{number}. [[{target}]]"

@@ -181,6 +181,9 @@ class FunnelStats:
     absent_words: tuple[str, ...]  # the prompt's words that no note holds: the package is the nearest the vault has
     reference_date: str | None
     models: Mapping[str, str] = field(default_factory=dict)
+    found: bool = True  # something cleared the evidence threshold
+    evidence_threshold: float | None = None  # the calibrated relevance a block needed (None: no threshold)
+    below_evidence: int = 0  # survivors of the gate under that threshold: no block
 
     @property
     def degraded(self) -> bool:
@@ -217,6 +220,9 @@ class FunnelStats:
             "absent_words": list(self.absent_words),
             "reference_date": self.reference_date,
             "models": dict(self.models),
+            "found": self.found,
+            "evidence_threshold": self.evidence_threshold,
+            "below_evidence": self.below_evidence,
         }
 
     def walk_line(self) -> str:
@@ -279,6 +285,7 @@ class CandidateTrace:
     cap: bool = False
     expanded_from: str | None = None  # the seed note a hop or feedback candidate came from
     conversation: str | None = None  # the chat it came from (labels for ``gate-calibrate`` copy it)
+    probability: float | None = None  # the fitted gate's calibrated relevance (None: not known)
 
     def to_dict(self) -> dict[str, Any]:
         """One entry of the JSON trace."""
@@ -306,4 +313,5 @@ class CandidateTrace:
             "cap": self.cap,
             "expanded_from": self.expanded_from,
             "conversation": self.conversation,
+            "probability": self.probability,
         }

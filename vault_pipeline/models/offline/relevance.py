@@ -55,13 +55,16 @@ NONNEGATIVE = ("overlap", "phrase")
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """Weights, bias and keep threshold of the fitted gate; ``probability`` >= ``threshold`` keeps."""
+    """Weights, bias and thresholds of the fitted gate: ``probability`` >= ``threshold`` keeps a
+    candidate; a package carries only blocks whose probability reaches ``stop`` (its depth follows
+    the evidence), and one with none says the vault holds nothing on the prompt."""
 
     weights: Mapping[str, float]
     bias: float
     threshold: float
     embedder: str = ""  # the embedder whose cosines the weights were fitted on
     source: str = ""  # where the numbers came from (labels files, or "shipped default")
+    stop: float | None = None  # None: the shipped ``STOP``
 
     def logit(self, signals: Mapping[str, float]) -> float:
         """Bias plus the weighted signals (missing signals count as 0)."""
@@ -88,7 +91,13 @@ class RelevanceModel:
             "threshold": self.threshold,
             "embedder": self.embedder,
             "source": self.source,
+            **({"stop": self.stop} if self.stop is not None else {}),
         }
+
+    @property
+    def evidence(self) -> float:
+        """The stop threshold in force: this model's own, else the shipped one."""
+        return STOP if self.stop is None else self.stop
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RelevanceModel:
@@ -102,16 +111,19 @@ class RelevanceModel:
         try:
             parsed = {str(n): float(v) for n, v in weights.items()}
             bias, threshold = float(data["bias"]), float(data["threshold"])
+            stop = None if data.get("stop") is None else float(data["stop"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"'bias', 'threshold' and every weight must be numbers ({exc})") from None
-        if not all(math.isfinite(v) for v in [*parsed.values(), bias, threshold]) or not 0 <= threshold <= 1:
-            raise ValueError("weights must be finite and the threshold within 0-1")
+            raise ValueError(f"'bias', 'threshold', 'stop' and every weight must be numbers ({exc})") from None
+        limits = [threshold] + ([stop] if stop is not None else [])
+        if not all(math.isfinite(v) for v in [*parsed.values(), bias, *limits]) or not all(0 <= v <= 1 for v in limits):
+            raise ValueError("weights must be finite and the thresholds within 0-1")
         return cls(
             parsed,
             bias,
             threshold,
             str(data.get("embedder") or ""),
             str(data.get("source") or ""),
+            stop,
         )
 
 
@@ -131,6 +143,11 @@ def fit_weights(
             return {n: weights.get(n, 0.0) for n in FEATURES}, bias
         fixed.update(negative)
 
+
+# The evidence threshold: a block below it does not enter a package. Fitted by
+# ``benchmarks/fit_stop.py`` on the labelled package blocks, each query held out
+# (docs/decisions/0070-depth-follows-the-evidence.md).
+STOP = 0.5
 
 # Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
 # vault_example/calibration/traps.jsonl vault_example/calibration/export.jsonl --json` (MiniLM
