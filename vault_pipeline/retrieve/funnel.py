@@ -11,8 +11,9 @@ earlier ones left, adds its part and appends its report to the state's trace:
 4. ``feedback`` and ``hop``: associative recall, through the same floor and gate (``hop.py``);
 5. ``whole_turns`` and ``drop_superseded``: whole turns in place of several of their notes, and
    no turn a superseded note cites (``consolidate.py``);
-6. ``rank_survivors``: similarity x tier weight x recency, then exact duplicates and notes a
-   verbatim turn shows collapse (``rank.py``);
+6. ``rank_survivors``: the survivors that clear the evidence threshold, by similarity x tier
+   weight x recency, then exact duplicates and notes a verbatim turn shows collapse (``rank.py``);
+   ``judge_found``: whether the vault holds anything on the prompt at all (``evidence.py``);
 7. assembly: the token-cap backstop and the tiered budget (``package.py``), with the stats and
    the per-candidate trace (``trace.py``).
 
@@ -28,6 +29,7 @@ from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.consolidate import drop_superseded, whole_turns
 from vault_pipeline.retrieve.deepen import deepen
+from vault_pipeline.retrieve.evidence import judge_found
 from vault_pipeline.retrieve.gate import FailOpen
 from vault_pipeline.retrieve.hop import feedback, hop
 from vault_pipeline.retrieve.lanes import find_absent, retrieve
@@ -61,6 +63,7 @@ STAGES: tuple[Stage, ...] = (
     whole_turns,
     drop_superseded,
     rank_survivors,
+    judge_found,
 )
 
 

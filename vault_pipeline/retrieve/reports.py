@@ -97,7 +97,21 @@ class SupersededReport:
         return {"superseded_turns": self.turns}
 
 
-StageReport = DepthReport | FeedbackReport | HopReport | WholeTurnsReport | SupersededReport
+@dataclass(frozen=True)
+class FoundReport:
+    """Whether the vault holds anything on the prompt: the found model's probability, its threshold
+    and the features it weighed."""
+
+    probability: float
+    threshold: float
+    features: Mapping[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``stats.evidence``."""
+        return {"probability": self.probability, "threshold": self.threshold, "features": dict(self.features)}
+
+
+StageReport = DepthReport | FeedbackReport | HopReport | WholeTurnsReport | SupersededReport | FoundReport
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,7 @@ class Walk:
     hop: HopReport | None = None
     whole_turns: WholeTurnsReport | None = None
     superseded: SupersededReport | None = None
+    found: FoundReport | None = None
 
     @classmethod
     def of(cls, trace: Sequence[StageReport]) -> Walk:
@@ -126,6 +141,8 @@ class Walk:
                     found["whole_turns"] = report
                 case SupersededReport():
                     found["superseded"] = report
+                case FoundReport():
+                    found["found"] = report
                 case _:
                     assert_never(report)
         return cls(**found)  # type: ignore[arg-type]
@@ -223,6 +240,7 @@ class FunnelStats:
             "found": self.found,
             "evidence_threshold": self.evidence_threshold,
             "below_evidence": self.below_evidence,
+            "evidence": self.walk.found.to_dict() if self.walk.found else {},
         }
 
     def walk_line(self) -> str:

@@ -162,15 +162,11 @@ class FunnelState:
     reference: datetime | None = None
     ranked: list[Scored] = field(default_factory=list)
     collapsed: dict[str, str] = field(default_factory=dict)  # loser chunk id -> the chunk id it collapsed into
-    below: list[Candidate] = field(default_factory=list)  # survivors under the evidence threshold: no block
+    below: list[Candidate] = field(default_factory=list)  # survivors that are no evidence: no block
+    found: bool = True  # whether the vault holds anything on the prompt (``evidence.judge_found``)
 
     def __post_init__(self) -> None:
         self.pool = Pool(self.query, evidence_threshold(self.config, self.tools.llm_gate))
-
-    @property
-    def found(self) -> bool:
-        """Whether anything in the vault clears the evidence threshold for this prompt."""
-        return bool(self.ranked)
 
     @property
     def qvec(self) -> np.ndarray:

@@ -65,6 +65,7 @@ class RelevanceModel:
     embedder: str = ""  # the embedder whose cosines the weights were fitted on
     source: str = ""  # where the numbers came from (labels files, or "shipped default")
     stop: float | None = None  # None: the shipped ``STOP``
+    found: FoundModel | None = None  # None: the shipped ``FOUND``
 
     def logit(self, signals: Mapping[str, float]) -> float:
         """Bias plus the weighted signals (missing signals count as 0)."""
@@ -92,6 +93,7 @@ class RelevanceModel:
             "embedder": self.embedder,
             "source": self.source,
             **({"stop": self.stop} if self.stop is not None else {}),
+            **({"found": self.found.to_dict()} if self.found is not None else {}),
         }
 
     @property
@@ -124,6 +126,7 @@ class RelevanceModel:
             str(data.get("embedder") or ""),
             str(data.get("source") or ""),
             stop,
+            FoundModel.from_dict(data["found"]) if data.get("found") is not None else None,
         )
 
 
@@ -144,10 +147,10 @@ def fit_weights(
         fixed.update(negative)
 
 
-# The evidence threshold: a block below it does not enter a package. Fitted by
-# ``benchmarks/fit_stop.py`` on the labelled package blocks, each query held out
-# (docs/decisions/0070-depth-follows-the-evidence.md).
-STOP = 0.5
+# The evidence threshold: a survivor below it is no block. Fitted by ``benchmarks/fit_evidence.py``
+# (best F1 of relevant rows over the labelled pools and package blocks; held out by query: recall
+# 0.906, precision 0.857; docs/decisions/0070-depth-follows-the-evidence.md).
+STOP = 0.562988
 
 # Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
 # vault_example/calibration/traps.jsonl vault_example/calibration/export.jsonl --json` (MiniLM
@@ -172,3 +175,55 @@ DEFAULT = RelevanceModel(
     embedder="minilm-l6-v2-int8",
     source="shipped default: labels.jsonl traps.jsonl export.jsonl",
 )
+
+
+# --------------------------------------------------------------------------- is anything found?
+
+# What a package knows about itself before it is assembled (``retrieve/evidence.py`` computes them):
+FOUND_FEATURES = (
+    "best",  # the highest calibrated relevance among the gate's survivors (0 when none survived)
+    "best_cosine",  # the highest cosine to the prompt among them
+    "absent_share",  # the share of the prompt's content words that no note in the vault holds
+    "name_absent",  # 1 when a name the prompt gives (a capitalised word inside it) is in no note
+)
+
+
+@dataclass(frozen=True)
+class FoundModel:
+    """Whether the vault holds anything on a prompt: a logistic model over ``FOUND_FEATURES``,
+    fitted on prompts labelled answerable or not (``benchmarks/fit_evidence.py``); below
+    ``threshold`` the package says nothing was found and carries no block."""
+
+    weights: Mapping[str, float]
+    bias: float
+    threshold: float
+
+    def probability(self, features: Mapping[str, float]) -> float:
+        """The model's probability that the vault answers the prompt."""
+        return _sigmoid(self.bias + sum(w * float(features.get(n, 0.0)) for n, w in self.weights.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``gate.json``'s ``found``)."""
+        return {"weights": dict(self.weights), "bias": self.bias, "threshold": self.threshold}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FoundModel:
+        """Read ``to_dict``'s form; raises ValueError naming what is wrong."""
+        try:
+            weights = {str(n): float(v) for n, v in dict(data["weights"]).items()}
+            model = cls(weights, float(data["bias"]), float(data["threshold"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"'found' needs numeric weights, bias and threshold ({exc})") from None
+        if set(weights) - set(FOUND_FEATURES) or not 0 <= model.threshold <= 1:
+            raise ValueError(f"'found' weighs only {list(FOUND_FEATURES)}, with a threshold within 0-1")
+        return model
+
+
+def fit_found(
+    rows: Sequence[Mapping[str, float]], answerable: Sequence[bool], *, l2: float = L2
+) -> tuple[dict[str, float], float]:
+    """Logistic weights and bias of the found model over ``FOUND_FEATURES``."""
+    return newton(rows, answerable, FOUND_FEATURES, l2=l2)
+
+
+FOUND = FoundModel(weights=dict.fromkeys(FOUND_FEATURES, 0.0), bias=5.0, threshold=0.5)
