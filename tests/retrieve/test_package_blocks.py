@@ -278,6 +278,38 @@ def test_a_summary_leaves_out_the_turns_another_block_holds():
     assert [(d["chunk_id"], d["repeats"]) for d in assembly.dropped] == [("s#0", "t#1")]
 
 
+def test_no_block_twice_a_transcript_leaves_out_the_turns_its_notes_carry(tmp_path):
+    row, item = _transcript_item(tmp_path, score=0.4, rank=2)
+    *rest, (who, turn_id, said) = TURNS
+    note = Selected("a#0", "a", "inbox/a.md", "chat", "atomic", 0.5, 1, f"[{who}, 8 May 2023] {said}", "",
+                    row.source_conversation, (turn_id,), ())  # fmt: skip
+    blocks = {b.item.chunk_id: b for b in assemble([item, note], budget=2000, window=8000, max_fraction=0.78).blocks}
+    chunk = blocks[row.chunk_id]
+    assert said not in chunk.text and turn_id not in chunk.to_dict()["source"]["messages"]
+    assert all(t in chunk.text for _, _, t in rest)
+    # A transcript every turn of which a note carries is left out, naming a note that holds them.
+    notes = [
+        Selected(
+            f"a#{i}",
+            f"a{i}",
+            f"inbox/a{i}.md",
+            "chat",
+            "atomic",
+            0.5,
+            1,
+            f"[{w}, 8 May 2023] {t}",
+            "",
+            row.source_conversation,
+            (m,),
+            (),
+        )
+        for i, (w, m, t) in enumerate(TURNS)
+    ]
+    assembly = assemble([item, *notes], budget=2000, window=8000, max_fraction=0.78)
+    assert row.chunk_id not in {b.item.chunk_id for b in assembly.blocks}
+    assert [d["chunk_id"] for d in assembly.dropped if d.get("repeats")] == [row.chunk_id]
+
+
 def test_a_transcript_leaves_out_a_turn_a_verbatim_turn_block_shows(tmp_path):
     row, item = _transcript_item(tmp_path, score=0.4, rank=2)
     who, turn_id, said = TURNS[-1]

@@ -658,6 +658,17 @@ def test_json_shape(embedder):
     assert not re.search(r"\d\.\d{7,}", text)  # floats rounded to 6 places
 
 
+def test_tokens_are_the_estimate_of_what_vault_query_prints(embedder, capsys):
+    from vault_pipeline.cli.query import print_package
+
+    for budget in (120, 400, 2000):
+        package = run(garden(embedder), embedder, budget=budget, stop=0.0)
+        print_package(package, json_out=False, explain=False)
+        printed = capsys.readouterr().out
+        assert package.blocks and estimate_tokens(printed.rstrip("\n") + "\n") == package.tokens <= budget
+        assert printed.count("\n[[") == 0 and "\nReferences:\n1. [[" in printed  # one short line a block
+
+
 def test_markdown_cites_every_block_in_a_numbered_reference_list(embedder):
     package = run(garden(embedder), embedder)
     markdown = package.to_markdown()
@@ -954,3 +965,26 @@ def test_the_vaults_fitted_gate_json_decides_what_vault_query_keeps(make_vault, 
     # A vault whose fitted gate keeps nothing: an impossible bias, the shipped weights otherwise.
     save_relevance(vault.root, RelevanceModel(dict(DEFAULT.weights), bias=-1e3, threshold=0.5, source="test"))
     assert gated() and "keep" not in gated()
+
+
+def test_a_package_on_nothing_the_vault_holds_is_empty_and_says_so(embedder):
+    from vault_pipeline.models.offline.relevance import DEFAULT, FoundModel
+
+    spy = FakeRetriever([COSMOLOGY, *GARDEN_ROWS], embedder)
+    query = "How do I descale my Zyxwvut espresso machine?"
+    # A found model that weighs only the share of the prompt's words no note holds.
+    strict = FoundModel({"absent_share": -20.0}, 5.0, 0.5)
+    gate = OfflineBackend(relevance=replace(DEFAULT, found=strict))
+    package = run(spy, embedder, query=query, gate_llm=gate, stop=0.0)
+    data = package.to_dict()
+    assert data["found"] is False and data["blocks"] == [] and data["stats"]["evidence"]["probability"] < 0.5
+    markdown = package.to_markdown()
+    assert "Nothing on this in the vault" in markdown and "References" not in markdown
+    assert package.tokens == estimate_tokens(markdown) < 60
+    # The same vault answers a prompt on what it holds, with the same model.
+    held = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", gate_llm=gate, stop=0.0)
+    assert held.found and held.blocks and held.to_dict()["found"] is True
+    # Below the stop threshold a survivor is no block, and the trace says why.
+    none = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", stop=1.0)
+    assert not none.blocks and not none.found
+    assert any("below the evidence threshold" in t["reason"] for t in traced(none))

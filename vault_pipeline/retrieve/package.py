@@ -14,8 +14,9 @@ gets a level:
   engram, unknown types). Cut first.
 
 After the cuts, nothing is said twice: a transcript chunk leaves out the whole turns a verbatim
-turn block shows, a session summary the turn lines another block of its conversation holds
-(``_transcript_repeats``, ``_summary_repeats``).
+turn block shows or a note block was drawn from (a chunk left with no turn is left out), a session
+summary the turn lines another block of its conversation holds (``_transcript_repeats``,
+``_summary_repeats``).
 
 Cuts land on a sentence boundary, else a word boundary, else a character (valid
 UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
@@ -417,16 +418,17 @@ def _held_turns(paragraphs: list[str], turns: set[str], others: list[tuple[str, 
 
 
 def _transcript_repeats(work: list[_Work]) -> dict[str, str]:
-    """Take out of the kept transcript chunks the turns a kept verbatim turn block already shows whole.
+    """Take out of the kept transcript chunks the turns another kept block already carries: a
+    verbatim turn block that shows it whole, or an atomic note drawn from it (nothing is said twice).
 
     Only whole turns go (a chunk cut inside a turn is left as it is), the chunk then cites only
     the turns it still shows, and a chunk left with none is left out (listed, with ``repeats``).
     """
     kept = [w for w in work if not w.dropped]
-    whole = {  # (conversation, message) -> the uncut verbatim turn block that shows it
+    whole = {  # (conversation, message) -> the uncut verbatim turn block, or the note, that carries it
         (o.item.conversation, m): o.item.chunk_id
         for o in kept
-        if o.item.type == "turn" and not o.truncated
+        if (o.item.type == "turn" and not o.truncated) or o.item.type == "atomic"
         for m in o.item.messages
     }
     repeats: dict[str, str] = {}
