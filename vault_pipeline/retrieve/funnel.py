@@ -106,5 +106,6 @@ def assemble_package(state: FunnelState) -> ContextPackage:
         window=config.window,
         max_fraction=config.max_fraction,
         head=head,
+        structured=config.structured,
     )
     return build_package(state, assembly)

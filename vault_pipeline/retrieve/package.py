@@ -298,19 +298,27 @@ def block_order(level: str, score: float, note_id: str, chunk_id: str) -> tuple:
 
 
 def assemble(
-    selection: Sequence[Selected], *, budget: int, window: int, max_fraction: float, head: str = ""
+    selection: Sequence[Selected],
+    *,
+    budget: int,
+    window: int,
+    max_fraction: float,
+    head: str = "",
+    structured: bool = False,
 ) -> Assembly:
     """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core.
 
     What is counted is the package as returned: ``head`` (the Markdown's title and notices) and,
-    for each block, its text, its marker and its reference line (``block_overhead``). The parts'
-    estimates add up to at least the whole text's, so the Markdown never exceeds the limit."""
+    for each block, its text, its marker and its reference line (``block_overhead``); with
+    ``structured``, also the small structured result the MCP tool returns beside the text (each
+    block's entry). The parts' estimates add up to at least the whole's, so the limit holds."""
     cap = hard_cap(window, max_fraction)
-    limit = min(budget, cap) - (estimate_tokens(head + REFERENCES) if selection else 0)
+    frame = estimate_tokens(head + REFERENCES) + (estimate_tokens(_structured_frame()) if structured else 0)
+    limit = min(budget, cap) - (frame if selection else 0)
     levels = assign_levels(selection)
     width = len(str(len(selection)))
     work = sorted(
-        (_Work(s, levels[s.chunk_id], s.text, extra=block_overhead(s, width)) for s in selection),
+        (_Work(s, levels[s.chunk_id], s.text, extra=block_overhead(s, width, structured)) for s in selection),
         key=lambda w: block_order(w.level, w.item.score, w.item.note_id, w.item.chunk_id),
     )
     total = sum(w.tokens for w in work)
@@ -593,6 +601,18 @@ class ContextPackage:
         reference line per block. ``tokens`` is this text's estimate."""
         return render_markdown(markdown_head(self.query, self.notices()), self.blocks)
 
+    def to_mcp(self) -> tuple[str, dict[str, Any]]:
+        """(text, structured result) as the MCP ``query`` tool returns them: the Markdown, and beside
+        it whether anything was found, the tokens of both together and each block's citation."""
+        text = self.to_markdown()
+        tokens = 0
+        for _ in range(3):  # the count is part of what it counts: settle it (its digits change at most twice)
+            counted = estimate_tokens(text) + estimate_tokens(_compact(structured_result(self, tokens)))
+            if counted == tokens:
+                break
+            tokens = counted
+        return text, structured_result(self, tokens)
+
     def notices(self) -> list[str]:
         """The plain lines a reader needs before the blocks: nothing found, degraded, absent words."""
         stats = self.stats
@@ -639,12 +659,34 @@ def _marked(number: int, block: Block) -> str:
     return f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]\n\n"
 
 
-def block_overhead(item: Selected, width: int) -> int:
+def block_overhead(item: Selected, width: int, structured: bool = False) -> int:
     """Tokens a block costs beyond its text: its marker (with a cut's " …") and its reference line,
-    numbered with ``width`` digits (an upper bound for any place in the package)."""
+    numbered with ``width`` digits (an upper bound for any place in the package); with
+    ``structured``, its entry in the structured result too."""
     number = 10 ** (width - 1)
     marker = f" … [{number}]\n\n"
-    return math.ceil((_utf8(marker) + _utf8(_reference(number, item) + "\n")) / 4)
+    entry = _utf8(_compact(citation(number, item)) + ",") if structured else 0
+    return math.ceil((_utf8(marker) + _utf8(_reference(number, item) + "\n") + entry) / 4)
+
+
+def citation(number: int, item: Selected) -> dict[str, Any]:
+    """A block's entry in the structured result: its number in the text and its note's id."""
+    return {"n": number, "id": item.note_id}
+
+
+def structured_result(package: ContextPackage, tokens: int) -> dict[str, Any]:
+    """The small structured result beside the MCP text: found, the tokens returned, the blocks' citations."""
+    blocks = [citation(n, b.item) for n, b in enumerate(package.blocks, 1)]
+    return {"found": package.found, "tokens": tokens, "blocks": blocks}
+
+
+def _structured_frame() -> str:
+    # The widest frame: "found" false and a five-digit token count.
+    return _compact({"found": False, "tokens": 99999, "blocks": []})
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _reference(number: int, item: Selected) -> str:

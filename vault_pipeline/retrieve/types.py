@@ -74,6 +74,8 @@ class FunnelConfig:
     window: int = Settings.window
     max_fraction: float = Settings.window_share  # the rest of the window stays free for the model's answer
     include_archived: bool = False
+    # The package goes back over MCP: the structured result's entries count against the budget too.
+    structured: bool = False
 
     def __post_init__(self) -> None:
         checks = [
