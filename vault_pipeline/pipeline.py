@@ -19,6 +19,7 @@ from vault_pipeline.ingest.extract import Extraction, extract_conversation
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
 from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
+from vault_pipeline.ingest.people import People, write_people
 from vault_pipeline.ingest.select import Selector, select_units
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import StructuredLLM
@@ -63,6 +64,7 @@ def ingest(
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         hubs: dict[str, set[str]] = defaultdict(set)
+        people = People()
         for conv in _conversations(paths, report, max_record):
             if progress:
                 progress(report.conversations, None, conv.title)
@@ -70,8 +72,10 @@ def ingest(
             if extraction is None:
                 continue
             stem = write_conversation(vault, extraction, report, hubs)
+            people.add(conv, stem)
             sessions[conv.id] = (conv, extraction.summary, stem)
         write_topic_hubs(vault, hubs, report)
+        write_people(vault, people, report)
         write_threads(vault, list(sessions.values()), llm, report)
     report.seconds = time.perf_counter() - started
     return report
