@@ -131,15 +131,19 @@ def packages(
     *,
     budget: int = 1500,
     relevance: RelevanceModel | None = None,
+    intents: list[str | None] | None = None,
     **overrides,
 ) -> list[ContextPackage]:
-    """Each query's package through the whole funnel, in this process, as ``vault query`` builds it."""
+    """Each query's package through the whole funnel, in this process, as ``vault query`` builds it
+    (with ``intents``: each query's intent, as ``--intent`` gives it)."""
     retriever = Index.open(vault, embedder, columns=QUERY_COLUMNS)
     config = FunnelConfig.from_settings(load_settings(vault.root), embedder, budget=budget, **overrides)
     gate = OfflineBackend(relevance=relevance or load_relevance(vault.root))
     return [
-        run_query(q, retriever=retriever, embedder=embedder, llm_plan=OfflineBackend(), llm_gate=gate, config=config)
-        for q in queries
+        run_query(
+            q, retriever=retriever, embedder=embedder, llm_plan=OfflineBackend(), llm_gate=gate, config=config, intent=i
+        )
+        for q, i in zip(queries, intents or [None] * len(queries))
     ]
 
 

@@ -11,8 +11,9 @@ measured with every query held out in turn (leave one query out):
    relevant blocks on the other queries.
 2. **The found model** (``relevance.FoundModel``): a logistic model over what a package knows of
    itself (best relevance, best cosine, the share of the prompt's words no note holds, a name no
-   note holds), on questions labelled answerable or not: the export's (``evidence_sets``) and
-   LoCoMo's tuning conversations' own and other conversations' questions. Its threshold keeps
+   note holds), on questions labelled answerable or not: the export's (``evidence_sets``),
+   LoCoMo's tuning conversations' own and other conversations' questions, and the written sets'
+   questions asked of a vault of their candidates. Its threshold keeps
    97.5 % of the answerable questions of the other queries found.
 
     python benchmarks/fit_evidence.py [--export-vault DIR] [--locomo-out DIR]
@@ -76,7 +77,8 @@ def pool_rows(embedder) -> list[tuple[str, float, bool]]:
 
 
 def package_rows(vault, embedder) -> list[tuple[str, float, bool]]:
-    """(query, held-out probability, relevant) of the labelled package blocks a vault of the export gives now."""
+    """(query, held-out probability, relevant) of the labelled package blocks that a vault of the export
+    still gives as survivors of the gate (read from the trace: the evidence threshold does not cut them)."""
     labels = {(row["query"], row["chunk_id"]): row for row in lines(DATA / "export_package_labels.jsonl")}
     pools = load_label_files([CALIBRATION / n for n in ("labels.jsonl", "traps.jsonl", "export.jsonl")])
     signals = label_signals(pools, embedder)
@@ -84,11 +86,10 @@ def package_rows(vault, embedder) -> list[tuple[str, float, bool]]:
     for query in dict.fromkeys(q for q, _ in labels):
         gate = fit_model([r for r in signals if r.item.query != query])
         (package,) = packages(vault, [query], embedder, relevance=gate, stop=0.0)
-        probability = {t.chunk_id: t.probability for t in package.trace}
-        for block in package.blocks:
-            label = labels.get((query, block.item.chunk_id))
-            if label is not None and probability.get(block.item.chunk_id) is not None:
-                rows.append((query, probability[block.item.chunk_id], label["label"] == "relevant"))
+        for entry in package.trace:  # every survivor of the gate, whether or not it became a block
+            label = labels.get((query, entry.chunk_id))
+            if label is not None and entry.gate == "keep" and entry.probability is not None:
+                rows.append((query, entry.probability, label["label"] == "relevant"))
     return rows
 
 
@@ -117,7 +118,30 @@ def found_rows(export_root: Path, locomo_out: Path, embedder) -> list[dict]:
     for sample, v in locomo_vaults(locomo_out).items():
         if is_tuning(sample):
             rows += _features(v, own_questions(LOCOMO, sample) + cross_questions(LOCOMO, sample), embedder)
-    return rows
+    return rows + written_rows(embedder)
+
+
+def written_rows(embedder) -> list[dict]:
+    """The written sets' questions (``labels.jsonl``, ``traps.jsonl``), each answerable, asked of a vault
+    of all their candidates (``bench_contamination.build``): the traps' relevant notes share few words
+    with their question, so the words alone must not say "nothing"."""
+    import tempfile
+
+    from bench_contamination import LABELS, build
+
+    labels = load_label_files(LABELS)
+    asked = sorted({(item.query, item.intent_domain) for item in labels})
+    with tempfile.TemporaryDirectory(prefix="vault-evidence-written-") as tmp:
+        vault = build(labels, Path(tmp), embedder)
+        try:
+            found = packages(vault, [q for q, _ in asked], embedder, intents=[i for _, i in asked])
+        finally:
+            vault.close()
+    return [
+        {"query": q, "set": "written sets", "answerable": True, **dict(p.stats.walk.found.features)}
+        for (q, _), p in zip(asked, found)
+        if p.stats is not None and p.stats.walk.found is not None
+    ]
 
 
 def _features(vault, asked: list[dict], embedder) -> list[dict]:
