@@ -331,7 +331,7 @@ def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
     body, _, references = markdown.partition("References:")
     for number, block in enumerate(package.blocks, 1):
         assert f"{block.text} [{number}]" in body
-        assert f"{number}. [[{block.item.stem}]]\n" in references  # one short line: the note's link
+        assert f"\n[[{block.item.stem}]] {number}\n" in references  # one short line: the note's link
     source = package.blocks[0].to_dict()["source"]
     assert source["links"] == list(package.blocks[0].item.links) and source["path"] == package.blocks[0].item.path
 
@@ -402,3 +402,35 @@ def test_notes_without_a_place_keep_their_rank_order():
     ranked = [dataclasses.replace(_selected(s, 1.0 - i / 10, i + 1), position=0) for i, s in enumerate(reversed(steps))]
     assembly = assemble(ranked, budget=1000, window=8000, max_fraction=0.78)
     assert [b.item.note_id for b in assembly.blocks] == [s.frontmatter["id"] for s in reversed(steps)]
+
+
+def test_turns_of_one_session_share_one_reference_line_and_the_whole_keeps_to_the_budget():
+    from vault_pipeline.retrieve.package import markdown_head, returned_tokens
+
+    turns = [
+        Selected(
+            f"s#{i}",
+            "s",
+            "sessions/ada-and-ben-session-1-9fc068.md",
+            "chat",
+            "turn",
+            1.0 - i / 10,
+            i,
+            f"[Ada, 8 May 2023] Turn number {i} says something about pottery and glaze.",
+            "",
+            "conv:1",
+            (f"D1:{i}",),
+            (f"ada-and-ben-session-1-9fc068#^m-D1-{i}",),
+        )
+        for i in range(1, 7)
+    ]
+    head = markdown_head("pottery", [])
+    whole = assemble(turns, budget=1000, window=8000, max_fraction=0.78, head=head)
+    package = ContextPackage("pottery", "i", whole.blocks, 0)
+    assert package.to_markdown().endswith("References:\n[[ada-and-ben-session-1-9fc068]] 1, 2, 3, 4, 5, 6\n")
+    for budget in range(40, 160, 7):
+        for structured in (False, True):
+            cut = assemble(turns, budget=budget, window=8000, max_fraction=0.78, head=head, structured=structured)
+            assert returned_tokens(head, cut.blocks, structured) <= budget
+            kept = {b.item.chunk_id for b in cut.blocks}
+            assert kept | {d["chunk_id"] for d in cut.dropped} == {t.chunk_id for t in turns}

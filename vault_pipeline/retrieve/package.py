@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -309,16 +310,23 @@ def assemble(
     """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core.
 
     What is counted is the package as returned: ``head`` (the Markdown's title and notices) and,
-    for each block, its text, its marker and its reference line (``block_overhead``); with
-    ``structured``, also the small structured result the MCP tool returns beside the text (each
-    block's entry). The parts' estimates add up to at least the whole's, so the limit holds."""
+    for each block, its text, its marker and its share of the reference list (``block_overhead``);
+    with ``structured``, also the small structured result the MCP tool returns beside the text.
+    A note's reference line is shared by its blocks, so the cuts count each block's share of it;
+    the rendered whole is then measured, and the last blocks leave until it fits (``_fit_whole``)."""
     cap = hard_cap(window, max_fraction)
     frame = estimate_tokens(head + REFERENCES) + (estimate_tokens(_structured_frame()) if structured else 0)
     limit = min(budget, cap) - (frame if selection else 0)
     levels = assign_levels(selection)
     width = len(str(len(selection)))
+    shared = Counter(reference_target(s) for s in selection)
     work = sorted(
-        (_Work(s, levels[s.chunk_id], s.text, extra=block_overhead(s, width, structured)) for s in selection),
+        (
+            _Work(
+                s, levels[s.chunk_id], s.text, extra=block_overhead(s, width, structured, shared[reference_target(s)])
+            )
+            for s in selection
+        ),
         key=lambda w: block_order(w.level, w.item.score, w.item.note_id, w.item.chunk_id),
     )
     total = sum(w.tokens for w in work)
@@ -328,7 +336,7 @@ def assemble(
     _refill(work, limit)
     repeats = _transcript_repeats(work)
     repeats.update(_summary_repeats(work))
-    blocks = in_source_order([Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped])
+    blocks = _fit_whole(work, min(budget, cap), head, structured)
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
         {
@@ -343,6 +351,30 @@ def assemble(
         if w.dropped
     )
     return Assembly(blocks, outcomes, dropped, sum(b.tokens for b in blocks), budget, cap, cap_fired)
+
+
+def _fit_whole(work: list[_Work], limit: int, head: str, structured: bool) -> tuple[Block, ...]:
+    """The kept blocks in source order, once what they render to (with ``head``, the references and,
+    with ``structured``, the structured result) fits ``limit``: until it does, the last block in
+    cutting order (peripheral, structural, then core, each from the bottom) leaves."""
+    order = [w for level in LEVEL_ORDER for w in reversed(work) if w.level == level]
+    while True:
+        blocks = in_source_order(
+            [Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped]
+        )
+        if not blocks or returned_tokens(head, blocks, structured) <= limit:
+            return blocks
+        next(w for w in order if not w.dropped).drop()
+
+
+def returned_tokens(head: str, blocks: Sequence[Block], structured: bool) -> int:
+    """Tokens of what a package with these blocks returns: its Markdown, and with ``structured`` the
+    structured result beside it (its token count written as five digits: an upper bound)."""
+    tokens = estimate_tokens(render_markdown(head, blocks))
+    if structured:
+        entries = [citation(n, b.item) for n, b in enumerate(blocks, 1)]
+        tokens += estimate_tokens(_compact({"found": True, "tokens": 99999, "blocks": entries}))
+    return tokens
 
 
 def in_source_order(blocks: Sequence[Block]) -> tuple[Block, ...]:
@@ -651,7 +683,10 @@ def render_markdown(head: str, blocks: Sequence[Block]) -> str:
     if not blocks:
         return head.rstrip() + "\n"
     body = "".join(_marked(number, block) for number, block in enumerate(blocks, 1))
-    refs = "".join(_reference(number, block.item) + "\n" for number, block in enumerate(blocks, 1))
+    numbers: dict[str, list[int]] = {}
+    for number, block in enumerate(blocks, 1):
+        numbers.setdefault(reference_target(block.item), []).append(number)
+    refs = "".join(_reference(target, found) + "\n" for target, found in numbers.items())
     return head + body + REFERENCES + refs
 
 
@@ -659,14 +694,15 @@ def _marked(number: int, block: Block) -> str:
     return f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]\n\n"
 
 
-def block_overhead(item: Selected, width: int, structured: bool = False) -> int:
-    """Tokens a block costs beyond its text: its marker (with a cut's " …") and its reference line,
-    numbered with ``width`` digits (an upper bound for any place in the package); with
-    ``structured``, its entry in the structured result too."""
+def block_overhead(item: Selected, width: int, structured: bool = False, shared: int = 1) -> int:
+    """Tokens a block costs beyond its text: its marker (with a cut's " …"), its number in its note's
+    reference line and its share of that line (``shared`` blocks cite the note), numbered with
+    ``width`` digits; with ``structured``, its entry in the structured result too."""
     number = 10 ** (width - 1)
     marker = f" … [{number}]\n\n"
+    line = _utf8(_reference(reference_target(item), [number]) + "\n")
     entry = _utf8(_compact(citation(number, item)) + ",") if structured else 0
-    return math.ceil((_utf8(marker) + _utf8(_reference(number, item) + "\n") + entry) / 4)
+    return math.ceil((_utf8(marker) + len(str(number)) + 2 + line / max(1, shared) + entry) / 4)
 
 
 def citation(number: int, item: Selected) -> dict[str, Any]:
@@ -689,7 +725,11 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _reference(number: int, item: Selected) -> str:
-    """One short reference line: the note's wikilink, or for a verbatim turn its block in the session."""
-    target = item.links[0] if item.type == "turn" and item.links else item.stem
-    return f"{number}. [[{target}]]"
+def reference_target(item: Selected) -> str:
+    """What a block's reference line links: its note (a verbatim turn's is its session note)."""
+    return item.stem
+
+
+def _reference(target: str, numbers: Sequence[int]) -> str:
+    """One short reference line per note: its wikilink and the numbers of its blocks."""
+    return f"[[{target}]] {', '.join(str(n) for n in numbers)}"
