@@ -132,14 +132,24 @@ def _first_found(found: Found, known: set[str]) -> dict[str, tuple[Hit, str]]:
     return unique
 
 
+# A page linking more sessions than this names someone in most of the archive (a LoCoMo speaker,
+# the user): it says nothing about which conversations matter and costs a read of them all
+# (docs/decisions/0072-people-pages.md).
+PERSON_SESSIONS = 8
+
+
 def _people_named(state: FunnelState) -> list[Hit]:
-    """The pages of the people the prompt names (``ingest/people.py``): a question about a person
-    draws on the conversations they take part in, as a topic hub's members."""
+    """The pages of the people the prompt names (``ingest/people.py``) that link at most
+    ``PERSON_SESSIONS`` sessions: a question about a person draws on the conversations they take
+    part in, as a topic hub's members."""
     stems = sorted({person_stem(name) for name in names(state.query)})
     if not stems:
         return []
     pages = state.tools.retriever.rows_by_stem(stems, include_archived=state.config.include_archived)
-    return [row for row in pages if row.type == "topic"]
+    links: dict[str, set[str]] = {}
+    for row in pages:  # a long page is several chunks: count its links over all of them
+        links.setdefault(row.note_id, set()).update(link.target for link in wikilinks(row.text))
+    return [row for row in pages if row.type == "topic" and len(links[row.note_id]) <= PERSON_SESSIONS]
 
 
 def _hub_members(state: FunnelState, hubs: Sequence[Hit]) -> Found:
