@@ -54,6 +54,7 @@ from vault_pipeline.retrieve.calibrate import load_label_files
 from vault_pipeline.retrieve.gatefit import cross_validate, fit_model, label_signals
 
 FOUND_AIM = 0.975  # answerable questions kept found on the training folds (as the gate aims: gatefit.aim)
+SURE_AIM = 0.965  # answerable questions kept whole: 1 % more than the threshold lets go get the closest blocks
 
 
 def f1_threshold(rows: list[tuple[str, float, bool]]) -> float:
@@ -153,12 +154,17 @@ def _features(vault, asked: list[dict], embedder) -> list[dict]:
     ]
 
 
-def fit_found_model(rows: list[dict]) -> tuple[dict[str, float], float, float]:
-    """Weights, bias and threshold on ``rows``: the threshold keeps ``FOUND_AIM`` of the answerable found."""
+def fit_found_model(rows: list[dict]) -> tuple[dict[str, float], float, float, float]:
+    """Weights, bias, threshold and sure level on ``rows``: the threshold keeps ``FOUND_AIM`` of the
+    answerable questions found, the sure level ``SURE_AIM`` of them whole (those between the two get
+    the closest few blocks, marked)."""
     weights, bias = fit_found(rows, [r["answerable"] for r in rows])
     scores = sorted((_p(weights, bias, r) for r in rows if r["answerable"]), reverse=True)
-    threshold = scores[min(len(scores), max(1, math.ceil(FOUND_AIM * len(scores)))) - 1]
-    return weights, bias, math.floor(threshold * 1e6) / 1e6
+
+    def keeping(aim: float) -> float:
+        return math.floor(scores[min(len(scores), max(1, math.ceil(aim * len(scores)))) - 1] * 1e6) / 1e6
+
+    return weights, bias, keeping(FOUND_AIM), keeping(SURE_AIM)
 
 
 def _p(weights: dict[str, float], bias: float, row: dict) -> float:
@@ -167,17 +173,18 @@ def _p(weights: dict[str, float], bias: float, row: dict) -> float:
 
 
 def held_out_found(rows: list[dict]) -> None:
-    """Leave one question out: found or not by the model fitted on the others, per set."""
+    """Leave one question out: found, only the closest blocks, or empty, by the model fitted on the others."""
     verdicts = []
     for i, row in enumerate(rows):
-        weights, bias, threshold = fit_found_model(rows[:i] + rows[i + 1 :])
-        verdicts.append((row, _p(weights, bias, row) >= threshold))
+        weights, bias, threshold, sure = fit_found_model(rows[:i] + rows[i + 1 :])
+        p = _p(weights, bias, row)
+        verdicts.append((row, "found" if p >= sure else "closest" if p >= threshold else "empty"))
     for name in sorted({r["set"] for r in rows}):
         for answerable in (True, False):
-            mine = [found for row, found in verdicts if row["set"] == name and row["answerable"] == answerable]
+            mine = [v for row, v in verdicts if row["set"] == name and row["answerable"] == answerable]
             if mine:
-                what = "answerable, found" if answerable else "absent, not found"
-                print(f"  held out, {name} {what}: {sum(f == answerable for f in mine)} of {len(mine)}")
+                counts = ", ".join(f"{k} {mine.count(k)}" for k in ("found", "closest", "empty"))
+                print(f"  held out, {name} {'answerable' if answerable else 'absent'} ({len(mine)}): {counts}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,13 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         f"found model: {len(found)} questions ({sum(r['answerable'] for r in found)} answerable); features {list(FOUND_FEATURES)}"
     )
     held_out_found(found)
-    weights, bias, threshold = fit_found_model(found)
-    print(
-        "  fitted on all: FOUND = "
-        + json.dumps(
-            {"weights": {n: round(w, 4) for n, w in weights.items()}, "bias": round(bias, 4), "threshold": threshold}
-        )
-    )
+    weights, bias, threshold, sure = fit_found_model(found)
+    rounded = {n: round(w, 4) for n, w in weights.items()}
+    fitted = {"weights": rounded, "bias": round(bias, 4), "threshold": threshold, "sure": sure}
+    print("  fitted on all: FOUND = " + json.dumps(fitted))
     return 0
 
 

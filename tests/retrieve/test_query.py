@@ -990,3 +990,17 @@ def test_a_package_on_nothing_the_vault_holds_is_empty_and_says_so(embedder):
     none = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", stop=1.0)
     assert not none.blocks and not none.found
     assert any("below the evidence threshold" in t["reason"] for t in traced(none))
+
+
+def test_a_package_the_found_model_is_unsure_of_carries_only_the_closest_few_marked(embedder):
+    from vault_pipeline.models.offline.relevance import DEFAULT, FoundModel
+    from vault_pipeline.retrieve.evidence import CLOSEST, CLOSEST_TOKENS
+
+    spy = FakeRetriever([COSMOLOGY, *GARDEN_ROWS], embedder)
+    unsure = FoundModel({}, 0.0, threshold=0.4, sure=0.6)  # every prompt at 0.5: between the two
+    gate = OfflineBackend(relevance=replace(DEFAULT, found=unsure))
+    package = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", gate_llm=gate, stop=0.0)
+    whole = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", stop=0.0)
+    assert not package.found and whole.found and 0 < len(package.blocks) <= min(CLOSEST, len(whole.blocks))
+    assert package.tokens <= CLOSEST_TOKENS and package.to_dict()["stats"]["evidence"]["closest"] is True
+    assert "Nothing in the vault is clearly about this: the closest notes follow" in package.to_markdown()

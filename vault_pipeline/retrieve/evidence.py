@@ -6,7 +6,9 @@ the stop threshold (``Pool.evidence``, applied by ``rank_survivors``). Then the 
 is judged: ``found`` is a small fitted model (``relevance.FoundModel``) over what the funnel knows
 before assembly: the best relevance and cosine among the survivors, the share of the prompt's
 words no note holds, and whether a name the prompt gives is in no note. A package that is not
-found carries no block and says so in one line: a page of look-alikes is worse than none.
+found carries no block and says so in one line: a page of look-alikes is worse than none. Between
+the model's threshold and its ``sure`` level, the package is not found either, but carries the
+closest few blocks (``CLOSEST``, within ``CLOSEST_TOKENS``), marked as possibly not about it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from vault_pipeline.models.offline.relevance import FOUND, FoundModel
 from vault_pipeline.retrieve.reports import FoundReport
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
+
+# A package the found model is unsure of carries at most this many blocks, within ``CLOSEST_TOKENS``.
+CLOSEST, CLOSEST_TOKENS = 3, 200
 
 
 def judge_found(state: FunnelState) -> FunnelState:
@@ -25,11 +30,13 @@ def judge_found(state: FunnelState) -> FunnelState:
         return state
     features = found_features(state)
     p = model.probability(features)
-    state.found = bool(state.ranked) and p >= model.threshold
-    if not state.found:
-        state.below += [s.candidate for s in state.ranked]
-        state.ranked = []
-    state.trace.append(FoundReport(round(p, 6), model.threshold, features))
+    state.found = bool(state.ranked) and p >= max(model.threshold, model.sure)
+    keep = CLOSEST if state.ranked and not state.found and p >= model.threshold else 0
+    if not state.found:  # nothing is clearly about the prompt: the closest few at most, marked as such
+        state.closest = keep > 0
+        state.below += [s.candidate for s in state.ranked[keep:]]
+        state.ranked = state.ranked[:keep]
+    state.trace.append(FoundReport(round(p, 6), model.threshold, features, model.sure, state.closest))
     return state
 
 

@@ -29,7 +29,7 @@ from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.consolidate import drop_superseded, whole_turns
 from vault_pipeline.retrieve.deepen import deepen
-from vault_pipeline.retrieve.evidence import judge_found
+from vault_pipeline.retrieve.evidence import CLOSEST_TOKENS, judge_found
 from vault_pipeline.retrieve.gate import FailOpen
 from vault_pipeline.retrieve.hop import feedback, hop
 from vault_pipeline.retrieve.lanes import find_absent, retrieve
@@ -99,13 +99,13 @@ def assemble_package(state: FunnelState) -> ContextPackage:
     blocks and references), and account for every candidate."""
     config = state.config
     degraded = bool(state.plan_error) or any(isinstance(o, FailOpen) for o in state.pool.outcomes.values())
-    head = markdown_head(state.query, notices(found=state.found, degraded=degraded, absent_words=state.absent_words))
+    lines = notices(found=state.found, closest=state.closest, degraded=degraded, absent_words=state.absent_words)
     assembly = assemble(
         selection(state.ranked, state.query),
-        budget=config.budget,
+        budget=min(config.budget, CLOSEST_TOKENS) if state.closest else config.budget,
         window=config.window,
         max_fraction=config.max_fraction,
-        head=head,
+        head=markdown_head(state.query, lines),
         structured=config.structured,
     )
     return build_package(state, assembly)

@@ -651,6 +651,7 @@ class ContextPackage:
         absent = list(stats.absent_words) if stats is not None else []
         return notices(
             found=self.found,
+            closest=not self.found and bool(self.blocks),
             degraded=stats is not None and stats.degraded,
             absent_words=absent,
         )
@@ -658,13 +659,15 @@ class ContextPackage:
 
 REFERENCES = "References:\n"
 NOT_FOUND = "Nothing on this in the vault: no note is close enough to this prompt to be evidence."
+CLOSEST_ONLY = "Nothing in the vault is clearly about this: the closest notes follow, and may not be about it."
 
 
-def notices(*, found: bool, degraded: bool, absent_words: Sequence[str]) -> list[str]:
-    """The package's notice lines, in this order: nothing found, degraded, the words no note holds."""
+def notices(*, found: bool, degraded: bool, absent_words: Sequence[str], closest: bool = False) -> list[str]:
+    """The package's notice lines, in this order: nothing found (or only the closest notes),
+    degraded, the words no note holds."""
     lines = []
     if not found:
-        lines.append(NOT_FOUND)
+        lines.append(CLOSEST_ONLY if closest else NOT_FOUND)
     if degraded:
         lines.append("Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.")
     if absent_words:

@@ -105,10 +105,18 @@ class FoundReport:
     probability: float
     threshold: float
     features: Mapping[str, float]
+    sure: float = 0.0
+    closest: bool = False  # not found, but the closest few blocks come, marked
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``stats.evidence``."""
-        return {"probability": self.probability, "threshold": self.threshold, "features": dict(self.features)}
+        return {
+            "probability": self.probability,
+            "threshold": self.threshold,
+            "sure": self.sure,
+            "closest": self.closest,
+            "features": dict(self.features),
+        }
 
 
 StageReport = DepthReport | FeedbackReport | HopReport | WholeTurnsReport | SupersededReport | FoundReport

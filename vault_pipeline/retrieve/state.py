@@ -164,6 +164,7 @@ class FunnelState:
     collapsed: dict[str, str] = field(default_factory=dict)  # loser chunk id -> the chunk id it collapsed into
     below: list[Candidate] = field(default_factory=list)  # survivors that are no evidence: no block
     found: bool = True  # whether the vault holds anything on the prompt (``evidence.judge_found``)
+    closest: bool = False  # not found, but the closest few blocks come, marked as such
 
     def __post_init__(self) -> None:
         self.pool = Pool(self.query, evidence_threshold(self.config, self.tools.llm_gate))

@@ -191,12 +191,14 @@ FOUND_FEATURES = (
 @dataclass(frozen=True)
 class FoundModel:
     """Whether the vault holds anything on a prompt: a logistic model over ``FOUND_FEATURES``,
-    fitted on prompts labelled answerable or not (``benchmarks/fit_evidence.py``); below
-    ``threshold`` the package says nothing was found and carries no block."""
+    fitted on prompts labelled answerable or not (``benchmarks/fit_evidence.py``). Below
+    ``threshold`` the package says nothing was found and carries no block; from ``threshold`` to
+    ``sure`` it says nothing is clearly about the prompt and carries only the closest few blocks."""
 
     weights: Mapping[str, float]
     bias: float
     threshold: float
+    sure: float = 0.0  # below it (and at or above ``threshold``): the closest few blocks, marked
 
     def probability(self, features: Mapping[str, float]) -> float:
         """The model's probability that the vault answers the prompt."""
@@ -204,18 +206,18 @@ class FoundModel:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``gate.json``'s ``found``)."""
-        return {"weights": dict(self.weights), "bias": self.bias, "threshold": self.threshold}
+        return {"weights": dict(self.weights), "bias": self.bias, "threshold": self.threshold, "sure": self.sure}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FoundModel:
         """Read ``to_dict``'s form; raises ValueError naming what is wrong."""
         try:
             weights = {str(n): float(v) for n, v in dict(data["weights"]).items()}
-            model = cls(weights, float(data["bias"]), float(data["threshold"]))
+            model = cls(weights, float(data["bias"]), float(data["threshold"]), float(data.get("sure", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"'found' needs numeric weights, bias and threshold ({exc})") from None
-        if set(weights) - set(FOUND_FEATURES) or not 0 <= model.threshold <= 1:
-            raise ValueError(f"'found' weighs only {list(FOUND_FEATURES)}, with a threshold within 0-1")
+        if set(weights) - set(FOUND_FEATURES) or not 0 <= model.threshold <= 1 or not 0 <= model.sure <= 1:
+            raise ValueError(f"'found' weighs only {list(FOUND_FEATURES)}, with thresholds within 0-1")
         return model
 
 
@@ -227,9 +229,11 @@ def fit_found(
 
 
 # Fitted by ``benchmarks/fit_evidence.py`` on 343 questions labelled answerable or not (the export's,
-# LoCoMo's tuning conversations', the written sets'); the threshold keeps 97.5 % of the answerable found.
+# LoCoMo's tuning conversations', the written sets'); the threshold keeps 97.5 % of the answerable found,
+# ``sure`` 96.5 % whole (between the two: the closest few blocks, marked).
 FOUND = FoundModel(
-    weights={"best": 4.9861, "best_cosine": 7.7679, "absent_share": -4.9722, "name_absent": -2.8658},
-    bias=-5.263,
-    threshold=0.567458,
+    weights={"best": 4.9739, "best_cosine": 7.7715, "absent_share": -4.9728, "name_absent": -2.8641},
+    bias=-5.2527,
+    threshold=0.567454,
+    sure=0.768435,
 )
