@@ -144,17 +144,20 @@ def table(rows: list[dict]) -> None:
         if not r["answerable"]:
             groups[("all", False)].append(r)
     for (where, answerable), mine in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0] == "all", kv[0][0])):
-        empty = sum(not r["found"] and not r["blocks"] for r in mine)
-        rest = [r for r in mine if r["found"] or r["blocks"]]
-        small = sum(r["tokens"] <= REST_TOKENS for r in rest)
-        judged = [r["evidence"] for r in mine if r["evidence"] is not None]
-        what = f"{where}, {'answerable' if answerable else 'not in the vault'}"
-        print(
-            f"| {what} | {len(mine)} | {empty} ({empty / len(mine):.1%}) | {small} of {len(rest)} | "
-            f"{statistics.mean(r['tokens'] for r in mine):.0f} | {sum(r['found'] for r in mine) / len(mine):.1%} | "
-            + (f"{sum(judged) / len(judged):.1%} of {len(judged)}" if judged else "-")
-            + " |"
-        )
+        print(_line(f"{where}, {'answerable' if answerable else 'not in the vault'}", mine))
+
+
+def _line(what: str, mine: list[dict]) -> str:
+    empty = sum(not r["found"] and not r["blocks"] for r in mine)
+    rest = [r for r in mine if r["found"] or r["blocks"]]
+    small = sum(r["tokens"] <= REST_TOKENS for r in rest)
+    judged = [r["evidence"] for r in mine if r["evidence"] is not None]
+    evidence = f"{sum(judged) / len(judged):.1%} of {len(judged)}" if judged else "-"
+    return (
+        f"| {what} | {len(mine)} | {empty} ({empty / len(mine):.1%}) | {small} of {len(rest)} | "
+        f"{statistics.mean(r['tokens'] for r in mine):.0f} | {sum(r['found'] for r in mine) / len(mine):.1%} | "
+        f"{evidence} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

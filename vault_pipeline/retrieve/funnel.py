@@ -33,7 +33,8 @@ from vault_pipeline.retrieve.evidence import CLOSEST_TOKENS, judge_found
 from vault_pipeline.retrieve.gate import FailOpen
 from vault_pipeline.retrieve.hop import feedback, hop
 from vault_pipeline.retrieve.lanes import find_absent, retrieve
-from vault_pipeline.retrieve.package import ContextPackage, assemble, markdown_head, notices
+from vault_pipeline.retrieve.markdown import markdown_head, notices
+from vault_pipeline.retrieve.package import ContextPackage, assemble
 from vault_pipeline.retrieve.plan import plan
 from vault_pipeline.retrieve.rank import covered, dedup, rank, reference_time, selection
 from vault_pipeline.retrieve.state import FunnelState, Stage, Tools

@@ -24,8 +24,9 @@ all is listed in ``stats.dropped_for_budget``, never dropped silently.
 Tokens are estimated by one deterministic function: ``ceil(UTF-8 bytes / 4)``,
 the same estimate ``chunk.py`` uses for chunk sizes.
 
-This module knows nothing of the funnel: ``rank.selection`` hands it the items and
-``trace.build_package`` adds the stats and the per-candidate trace.
+This module knows nothing of the funnel: ``rank.selection`` hands it the items (``items.py``)
+and ``trace.build_package`` adds the stats and the per-candidate trace; ``markdown.py`` renders
+the package and counts what it returns.
 """
 
 from __future__ import annotations
@@ -36,13 +37,24 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from vault_pipeline.retrieve.items import Block, Level, Part, Selected, utf8_bytes
+from vault_pipeline.retrieve.markdown import (
+    REFERENCES,
+    block_overhead,
+    compact,
+    markdown_head,
+    notices,
+    reference_target,
+    render_markdown,
+    returned_tokens,
+    structured_frame,
+    structured_result,
+)
 from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats
 from vault_pipeline.text import estimate_tokens
 
-Level = Literal["core", "structural", "peripheral"]
 Cut = Literal["full", "truncated", "dropped"]
 LEVEL_ORDER: dict[str, int] = {"core": 0, "structural": 1, "peripheral": 2}
 STRUCTURAL_TYPES = frozenset({"session", "thread", "resource", "topic"})
@@ -108,16 +120,6 @@ def first_level(text: str) -> str:
 # --------------------------------------------------------------------------- assembly
 
 
-@dataclass(frozen=True)
-class Part:
-    """One turn (or paragraph) of a transcript chunk: what a cut keeps whole or leaves out."""
-
-    text: str
-    messages: tuple[str, ...] = ()  # the turns it holds
-    share: float = 0.0  # how much of the query it carries (0-1); the higher, the later it is cut
-    turn: bool = True  # someone's words; False: the chunk's own framing (a summary's opening line)
-
-
 def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[str, ...]]:
     """(text, cited messages) of the run of whole parts that fits ``room`` tokens around the part
     with the highest ``share`` (ties: a turn before framing, then the earlier), which is kept even
@@ -129,88 +131,18 @@ def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[
         return lead, ()
     best = min(range(len(parts)), key=lambda i: (-parts[i].share, not parts[i].turn, i))
     lo = hi = best
-    size = (_utf8(lead) + 1 if lead else 0) + _utf8(parts[best].text)
+    size = (utf8_bytes(lead) + 1 if lead else 0) + utf8_bytes(parts[best].text)
     while True:
         sides = [i for i in (hi + 1, lo - 1) if 0 <= i < len(parts)]
         sides.sort(key=lambda i: -parts[i].share)  # stable: the following turn first on a tie
-        fits = [i for i in sides if math.ceil((size + _utf8(parts[i].text) + 2) / 4) <= room]
+        fits = [i for i in sides if math.ceil((size + utf8_bytes(parts[i].text) + 2) / 4) <= room]
         if not fits:
             break
         i = fits[0]
-        lo, hi, size = min(lo, i), max(hi, i), size + _utf8(parts[i].text) + 2
+        lo, hi, size = min(lo, i), max(hi, i), size + utf8_bytes(parts[i].text) + 2
     body = "\n\n".join(part.text for part in parts[lo : hi + 1])
     cited = tuple(dict.fromkeys(m for part in parts[lo : hi + 1] for m in part.messages))
     return (f"{lead} {body}" if lead else body), cited
-
-
-def _utf8(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-@dataclass(frozen=True)
-class Selected:
-    """A ranked, gate-kept, deduplicated chunk on its way into the package."""
-
-    chunk_id: str
-    note_id: str
-    path: str
-    tier: str
-    type: str
-    score: float
-    rank: int
-    text: str
-    heading: str = ""
-    conversation: str = ""
-    messages: tuple[str, ...] = ()
-    links: tuple[str, ...] = ()  # the note's own source links (``[[session#^block]]``)
-    lead: str = ""  # a transcript chunk's lead (``[conversation, day]``) before its ``parts``
-    parts: tuple[Part, ...] = ()  # a transcript chunk's turns: ``text`` is the lead and all of them
-    position: int = 0  # an atomic note's place among the notes of its first message (0: not known)
-
-    @property
-    def stem(self) -> str:
-        """The note's file name without ``.md``: what an Obsidian wikilink resolves."""
-        return PurePosixPath(self.path).stem
-
-
-@dataclass(frozen=True)
-class Block:
-    """One chunk as it appears in the package."""
-
-    item: Selected
-    level: Level
-    text: str
-    truncated: bool
-    messages: tuple[str, ...] | None = None  # what a cut transcript chunk still cites; None: the item's
-
-    @property
-    def tokens(self) -> int:
-        """Estimated tokens of the (possibly cut) text."""
-        return estimate_tokens(self.text)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block's JSON shape (``id`` is the note's frontmatter id)."""
-        item = self.item
-        return {
-            "id": item.note_id,
-            "chunk_id": item.chunk_id,
-            "path": item.path,
-            "tier": item.tier,
-            "type": item.type,
-            "level": self.level,
-            "score": item.score,
-            "rank": item.rank,
-            "text": self.text,
-            "tokens": self.tokens,
-            "heading": item.heading,
-            "truncated": self.truncated,
-            "source": {
-                "conversation": item.conversation,
-                "messages": list(item.messages if self.messages is None else self.messages),
-                "path": item.path,
-                "links": list(item.links),
-            },
-        }
 
 
 @dataclass(frozen=True)
@@ -315,7 +247,7 @@ def assemble(
     A note's reference line is shared by its blocks, so the cuts count each block's share of it;
     the rendered whole is then measured, and the last blocks leave until it fits (``_fit_whole``)."""
     cap = hard_cap(window, max_fraction)
-    frame = estimate_tokens(head + REFERENCES) + (estimate_tokens(_structured_frame()) if structured else 0)
+    frame = estimate_tokens(head + REFERENCES) + (estimate_tokens(structured_frame()) if structured else 0)
     limit = min(budget, cap) - (frame if selection else 0)
     levels = assign_levels(selection)
     width = len(str(len(selection)))
@@ -365,16 +297,6 @@ def _fit_whole(work: list[_Work], limit: int, head: str, structured: bool) -> tu
         if not blocks or returned_tokens(head, blocks, structured) <= limit:
             return blocks
         next(w for w in order if not w.dropped).drop()
-
-
-def returned_tokens(head: str, blocks: Sequence[Block], structured: bool) -> int:
-    """Tokens of what a package with these blocks returns: its Markdown, and with ``structured`` the
-    structured result beside it (its token count written as five digits: an upper bound)."""
-    tokens = estimate_tokens(render_markdown(head, blocks))
-    if structured:
-        entries = [citation(n, b.item) for n, b in enumerate(blocks, 1)]
-        tokens += estimate_tokens(_compact({"found": True, "tokens": 99999, "blocks": entries}))
-    return tokens
 
 
 def in_source_order(blocks: Sequence[Block]) -> tuple[Block, ...]:
@@ -639,11 +561,13 @@ class ContextPackage:
         text = self.to_markdown()
         tokens = 0
         for _ in range(3):  # the count is part of what it counts: settle it (its digits change at most twice)
-            counted = estimate_tokens(text) + estimate_tokens(_compact(structured_result(self, tokens)))
+            counted = estimate_tokens(text) + estimate_tokens(
+                compact(structured_result(self.found, self.blocks, tokens))
+            )
             if counted == tokens:
                 break
             tokens = counted
-        return text, structured_result(self, tokens)
+        return text, structured_result(self.found, self.blocks, tokens)
 
     def notices(self) -> list[str]:
         """The plain lines a reader needs before the blocks: nothing found, degraded, absent words."""
@@ -655,84 +579,3 @@ class ContextPackage:
             degraded=stats is not None and stats.degraded,
             absent_words=absent,
         )
-
-
-REFERENCES = "References:\n"
-NOT_FOUND = "Nothing on this in the vault: no note is close enough to this prompt to be evidence."
-CLOSEST_ONLY = "Nothing in the vault is clearly about this: the closest notes follow, and may not be about it."
-
-
-def notices(*, found: bool, degraded: bool, absent_words: Sequence[str], closest: bool = False) -> list[str]:
-    """The package's notice lines, in this order: nothing found (or only the closest notes),
-    degraded, the words no note holds."""
-    lines = []
-    if not found:
-        lines.append(CLOSEST_ONLY if closest else NOT_FOUND)
-    if degraded:
-        lines.append("Degraded package: the fit-gate or decomposition failed open; relevance was not fully checked.")
-    if absent_words:
-        lines.append(f"No note in the vault holds: {', '.join(absent_words)}.")
-    return lines
-
-
-def markdown_head(query: str, lines: Sequence[str]) -> str:
-    """The Markdown's title and notice lines, ending in a blank line."""
-    head = f"# Context: {' '.join(query.split())}\n\n"
-    return head + "".join(f"> {line}\n\n" for line in lines)
-
-
-def render_markdown(head: str, blocks: Sequence[Block]) -> str:
-    """``head``, each block with its marker, then the reference list (none when there is no block)."""
-    if not blocks:
-        return head.rstrip() + "\n"
-    body = "".join(_marked(number, block) for number, block in enumerate(blocks, 1))
-    numbers: dict[str, list[int]] = {}
-    for number, block in enumerate(blocks, 1):
-        numbers.setdefault(reference_target(block.item), []).append(number)
-    refs = "".join(_reference(target, found) + "\n" for target, found in numbers.items())
-    return head + body + REFERENCES + refs
-
-
-def _marked(number: int, block: Block) -> str:
-    return f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]\n\n"
-
-
-def block_overhead(item: Selected, width: int, structured: bool = False, shared: int = 1) -> int:
-    """Tokens a block costs beyond its text: its marker (with a cut's " …"), its number in its note's
-    reference line and its share of that line (``shared`` blocks cite the note), numbered with
-    ``width`` digits; with ``structured``, its entry in the structured result too."""
-    number = 10 ** (width - 1)
-    marker = f" … [{number}]\n\n"
-    line = _utf8(_reference(reference_target(item), [number]) + "\n")
-    entry = _utf8(_compact(citation(number, item)) + ",") if structured else 0
-    return math.ceil((_utf8(marker) + len(str(number)) + 2 + line / max(1, shared) + entry) / 4)
-
-
-def citation(number: int, item: Selected) -> dict[str, Any]:
-    """A block's entry in the structured result: its number in the text and its note's id."""
-    return {"n": number, "id": item.note_id}
-
-
-def structured_result(package: ContextPackage, tokens: int) -> dict[str, Any]:
-    """The small structured result beside the MCP text: found, the tokens returned, the blocks' citations."""
-    blocks = [citation(n, b.item) for n, b in enumerate(package.blocks, 1)]
-    return {"found": package.found, "tokens": tokens, "blocks": blocks}
-
-
-def _structured_frame() -> str:
-    # The widest frame: "found" false and a five-digit token count.
-    return _compact({"found": False, "tokens": 99999, "blocks": []})
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def reference_target(item: Selected) -> str:
-    """What a block's reference line links: its note (a verbatim turn's is its session note)."""
-    return item.stem
-
-
-def _reference(target: str, numbers: Sequence[int]) -> str:
-    """One short reference line per note: its wikilink and the numbers of its blocks."""
-    return f"[[{target}]] {', '.join(str(n) for n in numbers)}"
