@@ -15,6 +15,7 @@ Vaults are built when their folder does not exist yet, so each benchmark runs wi
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from vault_pipeline.vault.files import Vault  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data"
 CALIBRATION = REPO / "vault_example" / "calibration"
-SHARED = REPO.parent / "shared" / "data"
+SHARED = Path(os.environ.get("VAULT_SHARED_DATA", REPO.parent / "shared" / "data"))  # as bench_locomo.py reads it
 EXPORT = SHARED / "exports" / "chatgpt-pkuppens-2023.json"
 LOCOMO = SHARED / "locomo" / "locomo-dev.json"
 CROSS_PER_VAULT = 20  # LoCoMo questions of other conversations asked of each vault
@@ -111,9 +112,7 @@ def export_vault(path: Path, export: Path = EXPORT) -> Vault:
                 [] if args[0] == "init" else ["--vault", str(path)]
             )
             print(f"  $ vault {' '.join(args)}", flush=True)
-            subprocess.run(
-                command, check=True, capture_output=True, env={"PYTHONPATH": str(REPO), **__import__("os").environ}
-            )
+            subprocess.run(command, check=True, capture_output=True, env={"PYTHONPATH": str(REPO), **os.environ})
     return Vault.open(path)
 
 
