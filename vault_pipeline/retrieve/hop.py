@@ -139,17 +139,18 @@ PERSON_SESSIONS = 8
 
 
 def _people_named(state: FunnelState) -> list[Hit]:
-    """The pages of the people the prompt names (``ingest/people.py``) that link at most
-    ``PERSON_SESSIONS`` sessions: a question about a person draws on the conversations they take
-    part in, as a topic hub's members."""
-    stems = sorted({person_stem(name) for name in names(state.query)})
+    """The pages of the people the prompt names (``ingest/people.py``) among the fused candidates
+    (a page holds its person's name, so the full-text lane finds it: no lookup of its own), when
+    a page links at most ``PERSON_SESSIONS`` sessions: a question about a person draws on the
+    conversations they take part in, as a topic hub's members."""
+    stems = {person_stem(name) for name in names(state.query)}
     if not stems:
         return []
-    pages = state.tools.retriever.rows_by_stem(stems, include_archived=state.config.include_archived)
+    pages = [c.row for c in state.fused if c.row.type == "topic" and PurePosixPath(c.row.path).stem in stems]
     links: dict[str, set[str]] = {}
     for row in pages:  # a long page is several chunks: count its links over all of them
         links.setdefault(row.note_id, set()).update(link.target for link in wikilinks(row.text))
-    return [row for row in pages if row.type == "topic" and len(links[row.note_id]) <= PERSON_SESSIONS]
+    return [row for row in pages if len(links[row.note_id]) <= PERSON_SESSIONS]
 
 
 def _hub_members(state: FunnelState, hubs: Sequence[Hit]) -> Found:
