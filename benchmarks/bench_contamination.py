@@ -34,6 +34,7 @@ import argparse
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ from vault_pipeline.models.offline.relevance import RelevanceModel  # noqa: E402
 from vault_pipeline.models.protocol import StructuredLLM  # noqa: E402
 from vault_pipeline.retrieve.calibrate import LabelledCandidate, load_label_files  # noqa: E402
 from vault_pipeline.retrieve.funnel import run_query  # noqa: E402
-from vault_pipeline.retrieve.gatefit import fit_model, label_signals  # noqa: E402
+from vault_pipeline.retrieve.gatefit import cross_validate, fit_model, label_signals  # noqa: E402
 from vault_pipeline.retrieve.package import ContextPackage  # noqa: E402
 from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig  # noqa: E402
 from vault_pipeline.text import estimate_tokens  # noqa: E402
@@ -105,9 +106,19 @@ def verdicts(stems: list[str], query: str, labels: list[LabelledCandidate]) -> C
 
 
 def held_out_gates(labels: list[LabelledCandidate], embedder: Embedder) -> dict[str, RelevanceModel]:
-    """Per query, the offline gate fitted on the other queries' labels (their signals read once)."""
+    """Per query, the offline gate fitted on the other queries' labels (their signals read once),
+    with the evidence threshold (``stop``) fitted on the other queries' held-out probabilities too."""
+    from fit_evidence import f1_threshold
+
     rows = label_signals(labels, embedder)
-    return {query: fit_model([r for r in rows if r.item.query != query]) for query in {r.item.query for r in rows}}
+    held = [(h.query, h.probability, h.relevant) for h in cross_validate(rows)]
+    return {
+        query: replace(
+            fit_model([r for r in rows if r.item.query != query]),
+            stop=f1_threshold([h for h in held if h[0] != query]),
+        )
+        for query in {r.item.query for r in rows}
+    }
 
 
 def held_out_packages(

@@ -88,12 +88,12 @@ def words_of(text: str) -> list[str]:
     return _WORD.findall(str(text).lower())
 
 
-def questions(data: Path, limit: int | None) -> list[dict]:
-    """Questions of categories 1-4 with their gold evidence ids (split on ';') and gold answer."""
+def questions(data: Path, limit: int | None, categories: tuple[int, ...] = (1, 2, 3, 4)) -> list[dict]:
+    """Questions of ``categories`` (1-4 by default) with their gold evidence ids (split on ';') and gold answer."""
     out = []
     for sample in json.loads(data.read_text(encoding="utf-8")):
         for qa in sample["qa"]:
-            if qa.get("category") not in (1, 2, 3, 4):
+            if qa.get("category") not in categories:
                 continue
             gold = {e.strip() for ev in qa.get("evidence", []) for e in str(ev).split(";") if e.strip()}
             if gold:
@@ -101,7 +101,7 @@ def questions(data: Path, limit: int | None) -> list[dict]:
                     {
                         "query": qa["question"],
                         "gold": sorted(gold),
-                        "answer": str(qa.get("answer", "")),
+                        "answer": str(qa.get("answer", qa.get("adversarial_answer", ""))),
                         "sample": sample["sample_id"],
                         "category": qa["category"],
                     }
@@ -173,9 +173,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def build(data: Path, out: Path, embed: str, write_threshold: float | None = None) -> dict[str, Vault]:
+def build(
+    data: Path, out: Path, embed: str, reuse: bool = False, write_threshold: float | None = None
+) -> dict[str, Vault]:
     """One vault per LoCoMo sample under ``out`` (each from a one-sample copy of the data file, kept
-    beside the vaults, outside the repository), ingested offline and indexed."""
+    beside the vaults, outside the repository), ingested offline and indexed; ``reuse``: the vaults
+    an earlier run built there, as they are."""
+    if reuse:
+        names = [sample["sample_id"] for sample in json.loads(data.read_text(encoding="utf-8"))]
+        print(f"reusing the vaults in {out}")
+        return {name: Vault.open(out / name) for name in names}
     vaults = {}
     totals = Counter()
     for sample in json.loads(data.read_text(encoding="utf-8")):
@@ -295,6 +302,27 @@ def topk_baseline(vaults: dict[str, Vault], qs: list[dict], embed: str, budget: 
             )
         results.append(score(blocks, used, q, turn_words))
     return results
+
+
+def adversarial(vaults: dict[str, Vault], data: Path, budget: int, limit: int | None, samples) -> None:
+    """Category 5 (adversarial: the conversation never says it) asked of its own vault: how many
+    packages say nothing was found, and what the rest cost."""
+    qs = [q for q in questions(data, limit, (5,)) if samples is None or q["sample"] in samples]
+    packages = [
+        p
+        for sample, vault in vaults.items()
+        for p in run_cli_batch(vault, [q for q in qs if q["sample"] == sample], budget)
+    ]
+    if not packages:
+        return
+    empty = [p for p in packages if not p.get("found", True)]
+    rest = [p["tokens"] for p in packages if p.get("found", True)]
+    where = "reported part" if samples else "all samples"
+    print(
+        f"category 5 (adversarial), {where}: {len(packages)} questions; found: false {len(empty)} ({len(empty) / len(packages):.1%}); "
+        f"blocks mean {statistics.mean(len(p['blocks']) for p in packages):.1f}; the found packages' tokens mean "
+        f"{statistics.mean(rest) if rest else 0:.0f}"
+    )
 
 
 def block_overhead(vaults: dict[str, Vault], packages: list[dict], qs: list[dict]) -> None:
@@ -452,6 +480,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--reuse", action="store_true", help="reuse the vaults an earlier run built in --out")
     parser.add_argument(
         "--write-threshold", type=float, default=None, help="the selector's write bar (default: the shipped one)"
     )
@@ -469,7 +498,7 @@ def main() -> None:
     turns_by_sample = raw_turns(args.data)
     turn_words = {(sample, t["id"]): t["words"] for sample, turns in turns_by_sample.items() for t in turns}
     print(f"LoCoMo: {len(qs)} questions (categories 1-4) from {args.data}; vaults in {out}; budget {args.budget}")
-    vaults = build(args.data, out, args.embedder, args.write_threshold)
+    vaults = build(args.data, out, args.embedder, args.reuse and args.out is not None, args.write_threshold)
     started = time.perf_counter()
     by_sample = {
         sample: iter(run_cli_batch(vault, [q for q in qs if q["sample"] == sample], args.budget))
@@ -496,6 +525,7 @@ def main() -> None:
         for name, results in methods.items():
             summarise(name, results, qs, samples)
     print()
+    adversarial(vaults, args.data, args.budget, args.limit, REPORTED_SAMPLES if args.dev_split else None)
     block_overhead(vaults, packages, qs)
     times = latency(vaults, qs, args.embedder, args.budget)
     print(

@@ -21,6 +21,7 @@ from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.notes import atomic_id
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
 from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
+from vault_pipeline.ingest.people import People, write_people
 from vault_pipeline.ingest.retire import Retirement
 from vault_pipeline.ingest.select import Selector, select_units
 from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
@@ -77,11 +78,13 @@ def ingest(
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         retirement = Retirement(vault)  # notes of a re-ingested conversation no longer written
         hubs: dict[str, set[str]] = defaultdict(set)
+        people = People()
         extracted = ordered(lambda conv: _extract_call(conv, llm), _conversations(paths, report, max_record), workers)
         for done, (conv, outcome) in enumerate(extracted, 1):
             extraction = _extract(conv, outcome, report, selector)
             if extraction is not None:
                 stem = write_conversation(vault, extraction, report, hubs)
+                people.add(conv, stem)
                 sessions[conv.id] = (conv, extraction.summary, stem)
                 written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
                 report.archived += retirement.retire(conv.kind, conv.id, written)
@@ -89,6 +92,7 @@ def ingest(
                 progress(done, None, conv.title)
         report.archive_run = retirement.finish()
         write_topic_hubs(vault, hubs, report)
+        write_people(vault, people, report)
         write_threads(vault, list(sessions.values()), llm, report, concurrency=workers)
     report.seconds = time.perf_counter() - started
     return report

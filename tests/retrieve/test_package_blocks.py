@@ -11,7 +11,15 @@ from vault_pipeline.ingest.notes import atomic_note, session_note
 from vault_pipeline.ingest.parse.read import read_export
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.blocks import atomic_text, header, parse_atomic, structural_text, transcript_parts
-from vault_pipeline.retrieve.package import ContextPackage, Part, Selected, assemble, pick_parts
+from vault_pipeline.retrieve.package import (
+    REFERENCES,
+    ContextPackage,
+    Part,
+    Selected,
+    assemble,
+    block_overhead,
+    pick_parts,
+)
 from vault_pipeline.retrieve.rank import block_content, transcript_content
 from vault_pipeline.text import estimate_tokens
 
@@ -213,7 +221,9 @@ def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
     _, item = _transcript_item(tmp_path, "When did Ben adopt the rescue dog Pepper?")
     text, messages, lead = item.text, item.messages, item.lead
     room = estimate_tokens(text) - 20
-    (block,) = assemble([item], budget=room, window=8000, max_fraction=0.78).blocks
+    (block,) = assemble(
+        [item], budget=room + block_overhead(item, 1) + estimate_tokens(REFERENCES), window=8000, max_fraction=0.78
+    ).blocks
     assert block.truncated and block.tokens <= room
     source = block.to_dict()["source"]
     assert "D1:6" in source["messages"] and len(source["messages"]) < len(TURNS)
@@ -222,7 +232,12 @@ def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
     for _, turn_id, said in TURNS:
         assert (said in block.text) == (turn_id in source["messages"])
     # The full block, when it fits, cites every turn as before.
-    (whole,) = assemble([item], budget=estimate_tokens(text), window=8000, max_fraction=0.78).blocks
+    (whole,) = assemble(
+        [item],
+        budget=estimate_tokens(text) + block_overhead(item, 1) + estimate_tokens(REFERENCES),
+        window=8000,
+        max_fraction=0.78,
+    ).blocks
     assert not whole.truncated and whole.to_dict()["source"]["messages"] == list(messages)
 
 
@@ -263,6 +278,38 @@ def test_a_summary_leaves_out_the_turns_another_block_holds():
     assert [(d["chunk_id"], d["repeats"]) for d in assembly.dropped] == [("s#0", "t#1")]
 
 
+def test_no_block_twice_a_transcript_leaves_out_the_turns_its_notes_carry(tmp_path):
+    row, item = _transcript_item(tmp_path, score=0.4, rank=2)
+    *rest, (who, turn_id, said) = TURNS
+    note = Selected("a#0", "a", "inbox/a.md", "chat", "atomic", 0.5, 1, f"[{who}, 8 May 2023] {said}", "",
+                    row.source_conversation, (turn_id,), ())  # fmt: skip
+    blocks = {b.item.chunk_id: b for b in assemble([item, note], budget=2000, window=8000, max_fraction=0.78).blocks}
+    chunk = blocks[row.chunk_id]
+    assert said not in chunk.text and turn_id not in chunk.to_dict()["source"]["messages"]
+    assert all(t in chunk.text for _, _, t in rest)
+    # A transcript every turn of which a note carries is left out, naming a note that holds them.
+    notes = [
+        Selected(
+            f"a#{i}",
+            f"a{i}",
+            f"inbox/a{i}.md",
+            "chat",
+            "atomic",
+            0.5,
+            1,
+            f"[{w}, 8 May 2023] {t}",
+            "",
+            row.source_conversation,
+            (m,),
+            (),
+        )
+        for i, (w, m, t) in enumerate(TURNS)
+    ]
+    assembly = assemble([item, *notes], budget=2000, window=8000, max_fraction=0.78)
+    assert row.chunk_id not in {b.item.chunk_id for b in assembly.blocks}
+    assert [d["chunk_id"] for d in assembly.dropped if d.get("repeats")] == [row.chunk_id]
+
+
 def test_a_transcript_leaves_out_a_turn_a_verbatim_turn_block_shows(tmp_path):
     row, item = _transcript_item(tmp_path, score=0.4, rank=2)
     who, turn_id, said = TURNS[-1]
@@ -284,7 +331,7 @@ def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
     body, _, references = markdown.partition("References:")
     for number, block in enumerate(package.blocks, 1):
         assert f"{block.text} [{number}]" in body
-        assert f"{number}. [[{block.item.stem}]] from [[{block.item.links[0]}]]" in references
+        assert f"\n[[{block.item.stem}]] {number}\n" in references  # one short line: the note's link
     source = package.blocks[0].to_dict()["source"]
     assert source["links"] == list(package.blocks[0].item.links) and source["path"] == package.blocks[0].item.path
 
@@ -355,3 +402,35 @@ def test_notes_without_a_place_keep_their_rank_order():
     ranked = [dataclasses.replace(_selected(s, 1.0 - i / 10, i + 1), position=0) for i, s in enumerate(reversed(steps))]
     assembly = assemble(ranked, budget=1000, window=8000, max_fraction=0.78)
     assert [b.item.note_id for b in assembly.blocks] == [s.frontmatter["id"] for s in reversed(steps)]
+
+
+def test_turns_of_one_session_share_one_reference_line_and_the_whole_keeps_to_the_budget():
+    from vault_pipeline.retrieve.package import markdown_head, returned_tokens
+
+    turns = [
+        Selected(
+            f"s#{i}",
+            "s",
+            "sessions/ada-and-ben-session-1-9fc068.md",
+            "chat",
+            "turn",
+            1.0 - i / 10,
+            i,
+            f"[Ada, 8 May 2023] Turn number {i} says something about pottery and glaze.",
+            "",
+            "conv:1",
+            (f"D1:{i}",),
+            (f"ada-and-ben-session-1-9fc068#^m-D1-{i}",),
+        )
+        for i in range(1, 7)
+    ]
+    head = markdown_head("pottery", [])
+    whole = assemble(turns, budget=1000, window=8000, max_fraction=0.78, head=head)
+    package = ContextPackage("pottery", "i", whole.blocks, 0)
+    assert package.to_markdown().endswith("References:\n[[ada-and-ben-session-1-9fc068]] 1, 2, 3, 4, 5, 6\n")
+    for budget in range(40, 160, 7):
+        for structured in (False, True):
+            cut = assemble(turns, budget=budget, window=8000, max_fraction=0.78, head=head, structured=structured)
+            assert returned_tokens(head, cut.blocks, structured) <= budget
+            kept = {b.item.chunk_id for b in cut.blocks}
+            assert kept | {d["chunk_id"] for d in cut.dropped} == {t.chunk_id for t in turns}

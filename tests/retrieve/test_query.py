@@ -45,7 +45,7 @@ from vault_pipeline.models.offline.retrieval import decompose, gate
 from vault_pipeline.retrieve import types as retrieve_types
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.gate import GateVerdicts
-from vault_pipeline.retrieve.package import Selected, assemble, cut_text, first_level
+from vault_pipeline.retrieve.package import REFERENCES, Selected, assemble, block_overhead, cut_text, first_level
 from vault_pipeline.retrieve.rank import dedup, rank, recency
 from vault_pipeline.retrieve.types import QUERY_COLUMNS, Candidate, FunnelConfig, Hit, QueryPlan
 from vault_pipeline.text import estimate_tokens
@@ -537,9 +537,15 @@ def test_levels_and_deterministic_block_order():
     assert not any(b.truncated for b in out.blocks) and not out.dropped and not out.cap_fired
 
 
+def overhead(*items: Selected) -> int:
+    """What the blocks of ``items`` cost beyond their text: marker and reference line each, and the
+    reference list's heading."""
+    return sum(block_overhead(item, 1) for item in items) + estimate_tokens(REFERENCES)
+
+
 def test_budget_cuts_peripheral_then_structural_before_core():
     first = estimate_tokens(first_level(STRUCT.text))
-    budget = estimate_tokens(CORE.text) + first + 2
+    budget = estimate_tokens(CORE.text) + first + 2 + overhead(CORE, STRUCT)
     out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
     blocks = {b.item.note_id: b for b in out.blocks}
     assert blocks["core"].text == CORE.text and not blocks["core"].truncated
@@ -550,7 +556,7 @@ def test_budget_cuts_peripheral_then_structural_before_core():
 
 
 def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
-    budget = estimate_tokens(CORE.text) + estimate_tokens(STRUCT.text) + 25
+    budget = estimate_tokens(CORE.text) + estimate_tokens(STRUCT.text) + 25 + overhead(CORE, STRUCT, PERIPHERAL)
     out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
     web = next(b for b in out.blocks if b.item.note_id == "web")
     assert web.truncated and web.text.endswith(".") and PERIPHERAL.text.startswith(web.text)
@@ -559,7 +565,8 @@ def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
 
 def test_core_is_cut_last_and_only_when_nothing_else_is_left():
     core = replace(CORE, text="Core sentence first. Then a second one, longer than the first.")
-    out = assemble([core, STRUCT, PERIPHERAL], budget=6, window=100_000, max_fraction=0.78)
+    budget = 6 + overhead(core)
+    out = assemble([core, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
     assert [b.item.note_id for b in out.blocks] == ["core"] and out.blocks[0].truncated
     assert out.blocks[0].text == "Core sentence first."
     assert {d["id"] for d in out.dropped} == {"session", "web"} and out.tokens <= 6
@@ -571,7 +578,7 @@ def test_a_block_no_sentence_of_which_fits_is_left_out_not_cut():
     assert out.blocks == () and {d["id"] for d in out.dropped} == {"core", "session", "web"}
     # What the cuts left is filled, in block order, by a later block that fits whole.
     small = Selected("small#0", "small", "engrams/small.md", "engram", "atomic", 0.1, 9, "Short one.")
-    budget = estimate_tokens(CORE.text) + 5
+    budget = estimate_tokens(CORE.text) + 5 + overhead(CORE, small)
     out = assemble([CORE, STRUCT, PERIPHERAL, small], budget=budget, window=100_000, max_fraction=0.78)
     assert [b.item.note_id for b in out.blocks] == ["core", "small"] and out.tokens <= budget
     assert not any(b.truncated for b in out.blocks)
@@ -613,7 +620,7 @@ def test_json_shape(embedder):
     # The trace is for --explain: plain --json (and MCP) leave it out; nothing else differs.
     plain = json.loads(package.to_json())
     data = json.loads(package.to_json(trace=True))
-    assert set(plain) == {"query", "intent", "blocks", "tokens", "stats"} and set(data) == {*plain, "trace"}
+    assert set(plain) == {"query", "intent", "found", "blocks", "tokens", "stats"} and set(data) == {*plain, "trace"}
     assert {k: v for k, v in data.items() if k != "trace"} == plain
     block = data["blocks"][0]
     assert {"id", "path", "tier", "level", "score", "text", "source", "heading", "truncated"} <= set(block)
@@ -656,9 +663,21 @@ def test_json_shape(embedder):
     # A chat export's candidate names its chat (what a labels line copies as `conversation`).
     assert {t["conversation"] for t in data["trace"]} == {"conv-1"}
     assert len(data["trace"]) == data["stats"]["retrieved"]
-    assert data["tokens"] == sum(estimate_tokens(b["text"]) for b in data["blocks"])
+    assert data["tokens"] == estimate_tokens(package.to_markdown())  # the package as returned, references too
     text = json.dumps(data)
     assert not re.search(r"\d\.\d{7,}", text)  # floats rounded to 6 places
+
+
+def test_tokens_are_the_estimate_of_what_vault_query_prints(embedder, capsys):
+    from vault_pipeline.cli.query import print_package
+
+    for budget in (120, 400, 2000):
+        package = run(garden(embedder), embedder, budget=budget, stop=0.0)
+        print_package(package, json_out=False, explain=False)
+        printed = capsys.readouterr().out
+        assert package.blocks and estimate_tokens(printed.rstrip("\n") + "\n") == package.tokens <= budget
+        notes = {b.item.stem for b in package.blocks}
+        assert printed.split("References:\n", 1)[1].count("[[") == len(notes)  # one short line a note
 
 
 def test_markdown_cites_every_block_in_a_numbered_reference_list(embedder):
@@ -668,7 +687,8 @@ def test_markdown_cites_every_block_in_a_numbered_reference_list(embedder):
     assert package.blocks and references
     for number, block in enumerate(package.blocks, 1):
         assert f"{block.text.strip()} [{number}]" in body  # the block, then its reference number
-        assert f"\n{number}. [[{block.item.stem}]]" in "\n" + references.strip()
+        line = next(x for x in references.splitlines() if x.startswith(f"[[{block.item.stem}]] "))
+        assert str(number) in line.split("]] ", 1)[1].split(", ")  # one line per note, its blocks' numbers
     assert "Source:" not in body and "[[" not in body  # no link line per block
 
 
@@ -715,7 +735,8 @@ def test_integration_with_a_real_index(make_vault, embedder):
     with vault.lock("index"):
         sync(vault, embedder)
     retriever = Index.open(vault, embedder)
-    packages = [run(retriever, embedder, floor=0.05, intent=GARDEN_INTENT) for _ in range(2)]
+    # The hash embedder's relevance is not MiniLM's: every survivor is evidence here (stop 0).
+    packages = [run(retriever, embedder, floor=0.05, stop=0.0, intent=GARDEN_INTENT) for _ in range(2)]
     package = packages[0]
     assert packages[0].to_json() == packages[1].to_json()
     ids = block_ids(package)
@@ -957,3 +978,40 @@ def test_the_vaults_fitted_gate_json_decides_what_vault_query_keeps(make_vault, 
     # A vault whose fitted gate keeps nothing: an impossible bias, the shipped weights otherwise.
     save_relevance(vault.root, RelevanceModel(dict(DEFAULT.weights), bias=-1e3, threshold=0.5, source="test"))
     assert gated() and "keep" not in gated()
+
+
+def test_a_package_on_nothing_the_vault_holds_is_empty_and_says_so(embedder):
+    from vault_pipeline.models.offline.relevance import DEFAULT, FoundModel
+
+    spy = FakeRetriever([COSMOLOGY, *GARDEN_ROWS], embedder)
+    query = "How do I descale my Zyxwvut espresso machine?"
+    # A found model that weighs only the share of the prompt's words no note holds.
+    strict = FoundModel({"absent_share": -20.0}, 5.0, 0.5)
+    gate = OfflineBackend(relevance=replace(DEFAULT, found=strict))
+    package = run(spy, embedder, query=query, gate_llm=gate, stop=0.0)
+    data = package.to_dict()
+    assert data["found"] is False and data["blocks"] == [] and data["stats"]["evidence"]["probability"] < 0.5
+    markdown = package.to_markdown()
+    assert "Nothing on this in the vault" in markdown and "References" not in markdown
+    assert package.tokens == estimate_tokens(markdown) < 60
+    # The same vault answers a prompt on what it holds, with the same model.
+    held = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", gate_llm=gate, stop=0.0)
+    assert held.found and held.blocks and held.to_dict()["found"] is True
+    # Below the stop threshold a survivor is no block, and the trace says why.
+    none = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", stop=1.0)
+    assert not none.blocks and not none.found
+    assert any("below the evidence threshold" in t["reason"] for t in traced(none))
+
+
+def test_a_package_the_found_model_is_unsure_of_carries_only_the_closest_few_marked(embedder):
+    from vault_pipeline.models.offline.relevance import DEFAULT, FoundModel
+    from vault_pipeline.retrieve.evidence import CLOSEST, CLOSEST_TOKENS
+
+    spy = FakeRetriever([COSMOLOGY, *GARDEN_ROWS], embedder)
+    unsure = FoundModel({}, 0.0, threshold=0.4, sure=0.6)  # every prompt at 0.5: between the two
+    gate = OfflineBackend(relevance=replace(DEFAULT, found=unsure))
+    package = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", gate_llm=gate, stop=0.0)
+    whole = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", stop=0.0)
+    assert not package.found and whole.found and 0 < len(package.blocks) <= min(CLOSEST, len(whole.blocks))
+    assert package.tokens <= CLOSEST_TOKENS and package.to_dict()["stats"]["evidence"]["closest"] is True
+    assert "Nothing in the vault is clearly about this: the closest notes follow" in package.to_markdown()

@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from vault_pipeline.text import estimate_tokens
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
 
@@ -70,11 +71,19 @@ async def converse(session, root: Path) -> dict:
     answer = await session.call_tool("query", {"prompt": PROMPT})
     assert not answer.is_error, answer.content
     package = answer.structured_content
-    assert package["blocks"], package
-    assert "trace" not in package and "depth" in package["stats"]  # the trace is for `vault query --explain`
-    for block in package["blocks"]:
-        assert (root / block["path"]).is_file(), block["path"]  # every block cites a note of the vault
-    assert answer.content[0].text.startswith(f"# Context: {PROMPT}")  # the Markdown rendering beside it
+    assert package["blocks"] and package["found"] is True, package
+    assert set(package) == {"found", "tokens", "blocks"}  # small: no stats, no trace unless asked
+    text = answer.content[0].text
+    assert text.startswith(f"# Context: {PROMPT}")  # the Markdown rendering beside it
+    returned = estimate_tokens(text) + estimate_tokens(json.dumps(package, ensure_ascii=False, separators=(",", ":")))
+    assert package["tokens"] == returned <= 2000  # text and structured result together keep to the budget
+    for number, block in enumerate(package["blocks"], 1):
+        assert block["n"] == number and f" [{number}]\n" in text and block["id"]  # each block cited by its note
+    nothing = await session.call_tool("query", {"prompt": "How do I descale a Zyxwvut espresso machine?"})
+    assert nothing.structured_content["found"] is False and not nothing.structured_content["blocks"]
+    assert "Nothing on this in the vault" in nothing.content[0].text
+    explained = await session.call_tool("query", {"prompt": PROMPT, "explain": True})
+    assert explained.structured_content["trace"]
 
     remembered = await session.call_tool("remember", {"text": MEMORY})
     assert not remembered.is_error, remembered.content
@@ -91,6 +100,8 @@ async def converse(session, root: Path) -> dict:
     found = await session.call_tool("search", {"text": "PostgreSQL invoices billing", "limit": 5})
     assert not found.is_error, found.content
     assert written[0] in [hit["path"] for hit in found.structured_content["notes"]]
+    absent = await session.call_tool("search", {"text": "ossenhaas zyxwvut"})  # nothing on it: no look-alikes
+    assert not absent.is_error and absent.structured_content["notes"] == []
 
     opened = await session.call_tool("read_note", {"path": written[0]})
     assert not opened.is_error and opened.structured_content["properties"]["source_kind"] == "mcp"
@@ -143,7 +154,8 @@ def test_vault_mcp_over_stdio(served, indexed_example, tmp_path):
 
     seen = anyio.run(talk)
     assert "Traceback" not in (tmp_path / "server.log").read_text(encoding="utf-8")
-    # The package is the one `vault query --json` prints on the same vault (before the memory was added).
+    # The package's blocks are those `vault query --json` prints on the same vault (before the memory was
+    # added), less what the structured result's own cost leaves no room for.
     fresh = tmp_path / "fresh"
     shutil.copytree(indexed_example, fresh)
     cli = subprocess.run(
@@ -155,7 +167,8 @@ def test_vault_mcp_over_stdio(served, indexed_example, tmp_path):
         timeout=600,
     )
     assert cli.returncode == 0, cli.stderr
-    assert json.loads(cli.stdout) == seen["package"]
+    cli_ids = [block["id"] for block in json.loads(cli.stdout)["blocks"]]
+    assert {block["id"] for block in seen["package"]["blocks"]} <= set(cli_ids)
 
 
 # --------------------------------------------------------------------------- streamable HTTP

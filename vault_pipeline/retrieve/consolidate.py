@@ -43,7 +43,9 @@ def whole_turns(state: FunnelState) -> FunnelState:
         if estimate_tokens(block_content(turn)[0]) <= config.whole_turn_cost * cost:
             best = max(notes, key=lambda c: (round(c.similarity, 9), c.row.chunk_id))
             reason = f"whole turn: its {len(notes)} notes passed the floor and the gate ({cost} tokens together)"
-            new.append((Candidate(turn, 0.0, ("turn",), (), best.similarity), reason))
+            known_p = [p for c in notes if (p := pool.probability(c)) is not None]
+            p = max(known_p) if known_p else None  # the turn is as relevant as its best note
+            new.append((Candidate(turn, 0.0, ("turn",), (), best.similarity), reason, p))
             pool.expanded_from[turn.chunk_id] = best.row.note_id
     if new:
         # No judging of its own: the turn says what its surviving notes say, plus the rest of the turn.

@@ -1,8 +1,9 @@
 """Funnel stage 3, deepen: retrieve wider by budget, through the floor and the gate.
 
-The fused candidates go on in widening steps (``wide``, then doubling) until the survivors carry
-the budget, the next ones all fall below the floor, the fused list runs out, or ``max_wide``
-candidates went on. With ``adaptive`` off, ``wide`` candidates go on and no more.
+The fused candidates go on in widening steps (``wide``, then doubling) until the evidence (the
+survivors that clear the evidence threshold, ``Pool.evidence``) carries the budget, a step brings
+no new evidence or all its candidates fall below the floor, the fused list runs out, or
+``max_wide`` candidates went on. With ``adaptive`` off, ``wide`` candidates go on and no more.
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ def deepen(state: FunnelState) -> FunnelState:
     limit = max(config.max_wide, config.wide) if config.adaptive else config.wide
     while not stopped:
         take = fused[depth : min(depth + step, limit)]
+        before = len(state.pool.evidence())
         passed = judge(state, take)
         depth += len(take)
         steps.append(depth)
         tokens = state.pool.tokens()
         stopped = _stop(config, tokens, len(take), passed, depth, len(fused), limit)
+        if not stopped and len(steps) > 1 and len(state.pool.evidence()) == before:
+            stopped = (
+                f"evidence fell off: none of candidates {depth - len(take) + 1}-{depth} cleared the evidence threshold"
+            )
         step = depth
     state.trace.append(DepthReport(depth, tuple(steps), stopped, tokens))
     return state
@@ -36,7 +42,7 @@ def _stop(config: FunnelConfig, tokens: int, taken: int, passed: int, depth: int
     if not config.adaptive:
         return f"fixed depth: wide {config.wide}"
     if tokens >= config.fill * config.budget:
-        return f"budget filled: survivors carry {tokens} tokens, the budget is {config.budget}"
+        return f"budget filled: the evidence carries {tokens} tokens, the budget is {config.budget}"
     if taken and not passed:
         return f"scores fell off: none of candidates {depth - taken + 1}-{depth} reached the floor"
     if depth >= fused:

@@ -11,8 +11,9 @@ earlier ones left, adds its part and appends its report to the state's trace:
 4. ``feedback`` and ``hop``: associative recall, through the same floor and gate (``hop.py``);
 5. ``whole_turns`` and ``drop_superseded``: whole turns in place of several of their notes, and
    no turn a superseded note cites (``consolidate.py``);
-6. ``rank_survivors``: similarity x tier weight x recency, then exact duplicates and notes a
-   verbatim turn shows collapse (``rank.py``);
+6. ``rank_survivors``: the survivors that clear the evidence threshold, by similarity x tier
+   weight x recency, then exact duplicates and notes a verbatim turn shows collapse (``rank.py``);
+   ``judge_found``: whether the vault holds anything on the prompt at all (``evidence.py``);
 7. assembly: the token-cap backstop and the tiered budget (``package.py``), with the stats and
    the per-candidate trace (``trace.py``).
 
@@ -28,20 +29,26 @@ from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.consolidate import drop_superseded, whole_turns
 from vault_pipeline.retrieve.deepen import deepen
+from vault_pipeline.retrieve.evidence import CLOSEST_TOKENS, judge_found
+from vault_pipeline.retrieve.gate import FailOpen
 from vault_pipeline.retrieve.hop import feedback, hop
 from vault_pipeline.retrieve.lanes import find_absent, retrieve
+from vault_pipeline.retrieve.markdown import markdown_head, notices
 from vault_pipeline.retrieve.package import ContextPackage, assemble
 from vault_pipeline.retrieve.plan import plan
 from vault_pipeline.retrieve.rank import covered, dedup, rank, reference_time, selection
+from vault_pipeline.retrieve.reports import degraded_line
 from vault_pipeline.retrieve.state import FunnelState, Stage, Tools
 from vault_pipeline.retrieve.trace import build_package
 from vault_pipeline.retrieve.types import FunnelConfig, Retriever
 
 
 def rank_survivors(state: FunnelState) -> FunnelState:
-    """Rank the survivors, gate first, and collapse exact duplicates and notes a verbatim turn shows."""
+    """Rank the survivors that clear the evidence threshold, gate first, and collapse exact duplicates
+    and notes a verbatim turn shows. Those below the threshold are no block (``state.below``)."""
     state.reference = reference_time(state.pool.considered, state.reference_date)
-    survivors = state.pool.survivors()
+    survivors = state.pool.evidence()
+    state.below = [c for c in state.pool.survivors() if not state.pool.is_evidence(c)]
     if state.config.adaptive:  # a topic hub is a list of links: its members went on in the hop; it is no block
         survivors = [c for c in survivors if c.row.type != "topic"]
     state.ranked, state.collapsed = covered(*dedup(rank(survivors, state.reference, state.config)))
@@ -58,6 +65,7 @@ STAGES: tuple[Stage, ...] = (
     whole_turns,
     drop_superseded,
     rank_survivors,
+    judge_found,
 )
 
 
@@ -89,12 +97,18 @@ def run_query(
 
 
 def assemble_package(state: FunnelState) -> ContextPackage:
-    """Fit the ranked survivors into the budget and account for every candidate."""
+    """Fit the ranked evidence into the budget, counted as the Markdown returns it (title, notices,
+    blocks and references), and account for every candidate."""
     config = state.config
+    failed = [o for o in state.pool.outcomes.values() if isinstance(o, FailOpen)]
+    degraded = degraded_line(len(failed), failed[0].error if failed else None, state.plan_error)
+    lines = notices(found=state.found, closest=state.closest, degraded=degraded, absent_words=state.absent_words)
     assembly = assemble(
         selection(state.ranked, state.query),
-        budget=config.budget,
+        budget=min(config.budget, CLOSEST_TOKENS) if state.closest else config.budget,
         window=config.window,
         max_fraction=config.max_fraction,
+        head=markdown_head(state.query, lines),
+        structured=config.structured,
     )
     return build_package(state, assembly)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal, assert_never
 
@@ -39,6 +39,7 @@ from pydantic import BaseModel, ValidationInfo, model_validator
 
 from vault_pipeline.errors import NEVER_VALIDATED, ModelError
 from vault_pipeline.models.embed import Embedder
+from vault_pipeline.models.offline.relevance import DEFAULT, RelevanceModel
 from vault_pipeline.models.prompts import load_prompt
 from vault_pipeline.models.protocol import OFFLINE_MODEL, BatchKey, StructuredLLM, check_one_per_key, deadline
 from vault_pipeline.models.workers import DaemonPool
@@ -84,6 +85,7 @@ class Keep:
 
     reason: str
     reasoning: str = ""
+    probability: float | None = None  # the fitted gate's calibrated relevance (None: a model gate's verdict)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class Drop:
 
     reason: str
     reasoning: str = ""
+    probability: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,18 @@ def reasoning_of(outcome: GateOutcome) -> str:
             return r
         case FailOpen() | Skipped():
             return ""
+        case _:
+            assert_never(outcome)
+
+
+def probability_of(outcome: GateOutcome) -> float | None:
+    """The calibrated relevance behind a verdict: the fitted offline gate's probability; None for a
+    model's verdict, a failed-open or a skipped candidate."""
+    match outcome:
+        case Keep(probability=p) | Drop(probability=p):
+            return p
+        case FailOpen() | Skipped():
+            return None
         case _:
             assert_never(outcome)
 
@@ -289,7 +304,26 @@ def gate_rows(
         for key, (cid, path, heading, text) in zip(ids, rows)
     ]
     outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout, clock=clock)
+    if signals:  # the fitted gate's probability rides with its verdict: the package's depth follows it
+        model = relevance_of(llm)
+        outcomes = {key: _with_probability(o, model.probability(signals[ids[key]])) for key, o in outcomes.items()}
     return {ids[key]: outcome for key, outcome in outcomes.items()}
+
+
+def relevance_of(llm: StructuredLLM) -> RelevanceModel:
+    """The fitted relevance model an offline gate judges with: the vault's own, else the shipped one."""
+    model = getattr(llm, "relevance", None)
+    return model if isinstance(model, RelevanceModel) else DEFAULT
+
+
+def _with_probability(outcome: GateOutcome, p: float) -> GateOutcome:
+    match outcome:
+        case Keep() | Drop():
+            return replace(outcome, probability=round(p, 6))
+        case FailOpen() | Skipped():
+            return outcome
+        case _:
+            assert_never(outcome)
 
 
 def _short(text: str, limit: int) -> str:

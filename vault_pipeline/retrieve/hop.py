@@ -22,7 +22,9 @@ from pathlib import PurePosixPath
 
 import numpy as np
 
+from vault_pipeline.ingest.people import person_stem
 from vault_pipeline.retrieve.blocks import parse_atomic
+from vault_pipeline.retrieve.evidence import names
 from vault_pipeline.retrieve.expand import asks, feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.judge import judge, stored_vector
 from vault_pipeline.retrieve.lanes import search_lanes
@@ -72,7 +74,7 @@ def hop(state: FunnelState) -> FunnelState:
     start = _seeds(state)
     conversations = {r.source_conversation for r in start.seeds + start.speakers + start.questions}
     rows = state.pool.conversation_rows(state.tools.retriever, conversations, config.include_archived)
-    hubs = [c.row for c in start.kept if c.row.type == "topic"]
+    hubs = [c.row for c in start.kept if c.row.type == "topic"] + _people_named(state)
     linked, related = _related(state, start.kept)
     known = state.pool.known()
     near = _first_found(_neighbours(start, rows, config.radius) + _hub_members(state, hubs) + linked, known)
@@ -128,6 +130,27 @@ def _first_found(found: Found, known: set[str]) -> dict[str, tuple[Hit, str]]:
         if row.chunk_id not in known:
             unique.setdefault(row.chunk_id, (row, seed))
     return unique
+
+
+# A page linking more sessions than this names someone in most of the archive (a LoCoMo speaker,
+# the user): it says nothing about which conversations matter and costs a read of them all
+# (docs/decisions/0072-people-pages.md).
+PERSON_SESSIONS = 8
+
+
+def _people_named(state: FunnelState) -> list[Hit]:
+    """The pages of the people the prompt names (``ingest/people.py``) among the fused candidates
+    (a page holds its person's name, so the full-text lane finds it: no lookup of its own), when
+    a page links at most ``PERSON_SESSIONS`` sessions: a question about a person draws on the
+    conversations they take part in, as a topic hub's members."""
+    stems = {person_stem(name) for name in names(state.query)}
+    if not stems:
+        return []
+    pages = [c.row for c in state.fused if c.row.type == "topic" and PurePosixPath(c.row.path).stem in stems]
+    links: dict[str, set[str]] = {}
+    for row in pages:  # a long page is several chunks: count its links over all of them
+        links.setdefault(row.note_id, set()).update(link.target for link in wikilinks(row.text))
+    return [row for row in pages if len(links[row.note_id]) <= PERSON_SESSIONS]
 
 
 def _hub_members(state: FunnelState, hubs: Sequence[Hit]) -> Found:

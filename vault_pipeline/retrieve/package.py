@@ -14,8 +14,9 @@ gets a level:
   engram, unknown types). Cut first.
 
 After the cuts, nothing is said twice: a transcript chunk leaves out the whole turns a verbatim
-turn block shows, a session summary the turn lines another block of its conversation holds
-(``_transcript_repeats``, ``_summary_repeats``).
+turn block shows or a note block was drawn from (a chunk left with no turn is left out), a session
+summary the turn lines another block of its conversation holds (``_transcript_repeats``,
+``_summary_repeats``).
 
 Cuts land on a sentence boundary, else a word boundary, else a character (valid
 UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
@@ -23,8 +24,9 @@ all is listed in ``stats.dropped_for_budget``, never dropped silently.
 Tokens are estimated by one deterministic function: ``ceil(UTF-8 bytes / 4)``,
 the same estimate ``chunk.py`` uses for chunk sizes.
 
-This module knows nothing of the funnel: ``rank.selection`` hands it the items and
-``trace.build_package`` adds the stats and the per-candidate trace.
+This module knows nothing of the funnel: ``rank.selection`` hands it the items (``items.py``)
+and ``trace.build_package`` adds the stats and the per-candidate trace; ``markdown.py`` renders
+the package and counts what it returns.
 """
 
 from __future__ import annotations
@@ -32,15 +34,27 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from vault_pipeline.retrieve.items import Block, Level, Part, Selected, utf8_bytes
+from vault_pipeline.retrieve.markdown import (
+    REFERENCES,
+    block_overhead,
+    compact,
+    markdown_head,
+    notices,
+    reference_target,
+    render_markdown,
+    returned_tokens,
+    structured_frame,
+    structured_result,
+)
 from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats
 from vault_pipeline.text import estimate_tokens
 
-Level = Literal["core", "structural", "peripheral"]
 Cut = Literal["full", "truncated", "dropped"]
 LEVEL_ORDER: dict[str, int] = {"core": 0, "structural": 1, "peripheral": 2}
 STRUCTURAL_TYPES = frozenset({"session", "thread", "resource", "topic"})
@@ -106,16 +120,6 @@ def first_level(text: str) -> str:
 # --------------------------------------------------------------------------- assembly
 
 
-@dataclass(frozen=True)
-class Part:
-    """One turn (or paragraph) of a transcript chunk: what a cut keeps whole or leaves out."""
-
-    text: str
-    messages: tuple[str, ...] = ()  # the turns it holds
-    share: float = 0.0  # how much of the query it carries (0-1); the higher, the later it is cut
-    turn: bool = True  # someone's words; False: the chunk's own framing (a summary's opening line)
-
-
 def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[str, ...]]:
     """(text, cited messages) of the run of whole parts that fits ``room`` tokens around the part
     with the highest ``share`` (ties: a turn before framing, then the earlier), which is kept even
@@ -127,88 +131,18 @@ def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[
         return lead, ()
     best = min(range(len(parts)), key=lambda i: (-parts[i].share, not parts[i].turn, i))
     lo = hi = best
-    size = (_utf8(lead) + 1 if lead else 0) + _utf8(parts[best].text)
+    size = (utf8_bytes(lead) + 1 if lead else 0) + utf8_bytes(parts[best].text)
     while True:
         sides = [i for i in (hi + 1, lo - 1) if 0 <= i < len(parts)]
         sides.sort(key=lambda i: -parts[i].share)  # stable: the following turn first on a tie
-        fits = [i for i in sides if math.ceil((size + _utf8(parts[i].text) + 2) / 4) <= room]
+        fits = [i for i in sides if math.ceil((size + utf8_bytes(parts[i].text) + 2) / 4) <= room]
         if not fits:
             break
         i = fits[0]
-        lo, hi, size = min(lo, i), max(hi, i), size + _utf8(parts[i].text) + 2
+        lo, hi, size = min(lo, i), max(hi, i), size + utf8_bytes(parts[i].text) + 2
     body = "\n\n".join(part.text for part in parts[lo : hi + 1])
     cited = tuple(dict.fromkeys(m for part in parts[lo : hi + 1] for m in part.messages))
     return (f"{lead} {body}" if lead else body), cited
-
-
-def _utf8(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-@dataclass(frozen=True)
-class Selected:
-    """A ranked, gate-kept, deduplicated chunk on its way into the package."""
-
-    chunk_id: str
-    note_id: str
-    path: str
-    tier: str
-    type: str
-    score: float
-    rank: int
-    text: str
-    heading: str = ""
-    conversation: str = ""
-    messages: tuple[str, ...] = ()
-    links: tuple[str, ...] = ()  # the note's own source links (``[[session#^block]]``)
-    lead: str = ""  # a transcript chunk's lead (``[conversation, day]``) before its ``parts``
-    parts: tuple[Part, ...] = ()  # a transcript chunk's turns: ``text`` is the lead and all of them
-    position: int = 0  # an atomic note's place among the notes of its first message (0: not known)
-
-    @property
-    def stem(self) -> str:
-        """The note's file name without ``.md``: what an Obsidian wikilink resolves."""
-        return PurePosixPath(self.path).stem
-
-
-@dataclass(frozen=True)
-class Block:
-    """One chunk as it appears in the package."""
-
-    item: Selected
-    level: Level
-    text: str
-    truncated: bool
-    messages: tuple[str, ...] | None = None  # what a cut transcript chunk still cites; None: the item's
-
-    @property
-    def tokens(self) -> int:
-        """Estimated tokens of the (possibly cut) text."""
-        return estimate_tokens(self.text)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The block's JSON shape (``id`` is the note's frontmatter id)."""
-        item = self.item
-        return {
-            "id": item.note_id,
-            "chunk_id": item.chunk_id,
-            "path": item.path,
-            "tier": item.tier,
-            "type": item.type,
-            "level": self.level,
-            "score": item.score,
-            "rank": item.rank,
-            "text": self.text,
-            "tokens": self.tokens,
-            "heading": item.heading,
-            "truncated": self.truncated,
-            "source": {
-                "conversation": item.conversation,
-                "messages": list(item.messages if self.messages is None else self.messages),
-                "path": item.path,
-                "links": list(item.links),
-            },
-        }
 
 
 @dataclass(frozen=True)
@@ -241,14 +175,20 @@ class _Work:
     truncated: bool = False
     dropped: bool = False
     messages: tuple[str, ...] | None = None  # narrowed by a cut by parts
+    extra: int = 0  # what the block costs beyond its text in the Markdown: its marker and reference line
     tokens: int = -1  # what this block costs now (0 once dropped); kept in step with ``text``
 
     def __post_init__(self) -> None:
-        self.tokens = estimate_tokens(self.text)
+        self.tokens = estimate_tokens(self.text) + self.extra
+
+    @property
+    def room(self) -> int:
+        """Tokens the block's text may take now (its cost less its marker and reference)."""
+        return self.tokens - self.extra
 
     def set_text(self, text: str) -> None:
         """Replace the text (a cut) and its cost."""
-        self.text, self.truncated, self.tokens = text, True, estimate_tokens(text)
+        self.text, self.truncated, self.tokens = text, True, estimate_tokens(text) + self.extra
 
     def cut_parts(self, room: int) -> None:
         """Cut a transcript chunk to the whole turns that fit ``room`` (at least one; see ``pick_parts``)."""
@@ -290,13 +230,35 @@ def block_order(level: str, score: float, note_id: str, chunk_id: str) -> tuple:
     return (LEVEL_ORDER[level], -round(score, 9), note_id, chunk_id)
 
 
-def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fraction: float) -> Assembly:
-    """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core."""
+def assemble(
+    selection: Sequence[Selected],
+    *,
+    budget: int,
+    window: int,
+    max_fraction: float,
+    head: str = "",
+    structured: bool = False,
+) -> Assembly:
+    """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core.
+
+    What is counted is the package as returned: ``head`` (the Markdown's title and notices) and,
+    for each block, its text, its marker and its share of the reference list (``block_overhead``);
+    with ``structured``, also the small structured result the MCP tool returns beside the text.
+    A note's reference line is shared by its blocks, so the cuts count each block's share of it;
+    the rendered whole is then measured, and the last blocks leave until it fits (``_fit_whole``)."""
     cap = hard_cap(window, max_fraction)
-    limit = min(budget, cap)
+    frame = estimate_tokens(head + REFERENCES) + (estimate_tokens(structured_frame()) if structured else 0)
+    limit = min(budget, cap) - (frame if selection else 0)
     levels = assign_levels(selection)
+    width = len(str(len(selection)))
+    shared = Counter(reference_target(s) for s in selection)
     work = sorted(
-        (_Work(s, levels[s.chunk_id], s.text) for s in selection),
+        (
+            _Work(
+                s, levels[s.chunk_id], s.text, extra=block_overhead(s, width, structured, shared[reference_target(s)])
+            )
+            for s in selection
+        ),
         key=lambda w: block_order(w.level, w.item.score, w.item.note_id, w.item.chunk_id),
     )
     total = sum(w.tokens for w in work)
@@ -306,7 +268,7 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
     _refill(work, limit)
     repeats = _transcript_repeats(work)
     repeats.update(_summary_repeats(work))
-    blocks = in_source_order([Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped])
+    blocks = _fit_whole(work, min(budget, cap), head, structured)
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
         {
@@ -314,13 +276,27 @@ def assemble(selection: Sequence[Selected], *, budget: int, window: int, max_fra
             "chunk_id": w.item.chunk_id,
             "path": w.item.path,
             "level": w.level,
-            "tokens": estimate_tokens(w.item.text),
+            "tokens": estimate_tokens(w.item.text) + w.extra,
             **({"repeats": repeats[w.item.chunk_id]} if w.item.chunk_id in repeats else {}),
         }
         for w in work
         if w.dropped
     )
     return Assembly(blocks, outcomes, dropped, sum(b.tokens for b in blocks), budget, cap, cap_fired)
+
+
+def _fit_whole(work: list[_Work], limit: int, head: str, structured: bool) -> tuple[Block, ...]:
+    """The kept blocks in source order, once what they render to (with ``head``, the references and,
+    with ``structured``, the structured result) fits ``limit``: until it does, the last block in
+    cutting order (peripheral, structural, then core, each from the bottom) leaves."""
+    order = [w for level in LEVEL_ORDER for w in reversed(work) if w.level == level]
+    while True:
+        blocks = in_source_order(
+            [Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped]
+        )
+        if not blocks or returned_tokens(head, blocks, structured) <= limit:
+            return blocks
+        next(w for w in order if not w.dropped).drop()
 
 
 def in_source_order(blocks: Sequence[Block]) -> tuple[Block, ...]:
@@ -404,16 +380,17 @@ def _held_turns(paragraphs: list[str], turns: set[str], others: list[tuple[str, 
 
 
 def _transcript_repeats(work: list[_Work]) -> dict[str, str]:
-    """Take out of the kept transcript chunks the turns a kept verbatim turn block already shows whole.
+    """Take out of the kept transcript chunks the turns another kept block already carries: a
+    verbatim turn block that shows it whole, or an atomic note drawn from it (nothing is said twice).
 
     Only whole turns go (a chunk cut inside a turn is left as it is), the chunk then cites only
     the turns it still shows, and a chunk left with none is left out (listed, with ``repeats``).
     """
     kept = [w for w in work if not w.dropped]
-    whole = {  # (conversation, message) -> the uncut verbatim turn block that shows it
+    whole = {  # (conversation, message) -> the uncut verbatim turn block, or the note, that carries it
         (o.item.conversation, m): o.item.chunk_id
         for o in kept
-        if o.item.type == "turn" and not o.truncated
+        if (o.item.type == "turn" and not o.truncated) or o.item.type == "atomic"
         for m in o.item.messages
     }
     repeats: dict[str, str] = {}
@@ -469,7 +446,7 @@ def _cut_to(work: list[_Work], limit: int) -> None:
         if excess <= 0:
             return
         if w.item.parts:
-            w.cut_parts(w.tokens - excess)
+            w.cut_parts(w.room - excess)
             continue
         short = first_level(w.text)
         if short != w.text.strip():
@@ -486,7 +463,7 @@ def _refill(work: list[_Work], limit: int) -> None:
     total = _total(work)
     for w in work:
         if w.dropped and not w.truncated:  # a cut (``set_text``) marks it truncated; this one is whole
-            tokens = estimate_tokens(w.text)
+            tokens = estimate_tokens(w.text) + w.extra
             if total + tokens <= limit:
                 w.dropped, w.tokens = False, tokens
                 total += tokens
@@ -501,10 +478,10 @@ def _fit(w: _Work, work: list[_Work], limit: int) -> None:
     excess = _total(work) - limit
     if excess <= 0 or w.dropped:
         return
-    room = w.tokens - excess
+    room = w.room - excess
     if w.item.parts and room > 0:
         w.cut_parts(room)
-        if w.tokens <= room:
+        if w.room <= room:
             return
     text = cut_text(w.text, room) if room > 0 else ""
     if not text.strip() or (w.item.parts and _only_a_label(text[len(w.item.lead) :])):
@@ -546,15 +523,17 @@ class ContextPackage:
     query: str
     intent: str
     blocks: tuple[Block, ...]
-    tokens: int
+    tokens: int  # the estimate of ``to_markdown()``: the package as a model reads it, references included
     stats: FunnelStats | None = None
     trace: tuple[CandidateTrace, ...] = ()
+    found: bool = True  # False: nothing in the vault clears the evidence threshold for the prompt
 
     def to_dict(self, *, trace: bool = False) -> dict[str, Any]:
         """The package as plain JSON-ready data (floats rounded); the trace only when asked for."""
         data: dict[str, Any] = {
             "query": self.query,
             "intent": self.intent,
+            "found": self.found,
             "blocks": [b.to_dict() for b in self.blocks],
             "tokens": self.tokens,
             "stats": self.stats.to_dict() if self.stats is not None else {},
@@ -572,25 +551,31 @@ class ContextPackage:
         return json.dumps(self.to_dict(trace=trace), ensure_ascii=False, sort_keys=True, indent=indent) + "\n"
 
     def to_markdown(self) -> str:
-        """Markdown for pasting into a prompt: the blocks, each marked [n], then a numbered reference list."""
-        lines = [f"# Context: {self.query}", "", f"Intent: {self.intent}", ""]
-        if self.stats is not None and self.stats.degraded:
-            lines += [f"> Degraded package: {self.stats.degraded_line()}", ""]
-        if self.stats is not None and self.stats.absent_words:
-            lines += [f"> No note in the vault holds: {', '.join(self.stats.absent_words)}.", ""]
-        if not self.blocks:
-            lines += ["_No notes in the vault fit this query._", ""]
-            return "\n".join(lines).rstrip() + "\n"
-        for number, block in enumerate(self.blocks, 1):
-            lines += [f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]", ""]
-        lines += ["References:", ""]
-        lines += [_reference(number, block) for number, block in enumerate(self.blocks, 1)]
-        return "\n".join(lines).rstrip() + "\n"
+        """Markdown for pasting into a prompt: the notices, the blocks, each marked [n], then one short
+        reference line per block. ``tokens`` is this text's estimate."""
+        return render_markdown(markdown_head(self.query, self.notices()), self.blocks)
 
+    def to_mcp(self) -> tuple[str, dict[str, Any]]:
+        """(text, structured result) as the MCP ``query`` tool returns them: the Markdown, and beside
+        it whether anything was found, the tokens of both together and each block's citation."""
+        text = self.to_markdown()
+        tokens = 0
+        for _ in range(3):  # the count is part of what it counts: settle it (its digits change at most twice)
+            counted = estimate_tokens(text) + estimate_tokens(
+                compact(structured_result(self.found, self.blocks, tokens))
+            )
+            if counted == tokens:
+                break
+            tokens = counted
+        return text, structured_result(self.found, self.blocks, tokens)
 
-def _reference(number: int, block: Block) -> str:
-    """One line of the reference list: the note, its source turns, and how it entered."""
-    item = block.item
-    source = f" from {', '.join(f'[[{link}]]' for link in item.links)}" if item.links else ""
-    cut = ", truncated" if block.truncated else ""
-    return f"{number}. [[{item.stem}]]{source} ({item.tier}, {block.level}, score {item.score:.3f}{cut})"
+    def notices(self) -> list[str]:
+        """The plain lines a reader needs before the blocks: nothing found, degraded, absent words."""
+        stats = self.stats
+        absent = list(stats.absent_words) if stats is not None else []
+        return notices(
+            found=self.found,
+            closest=not self.found and bool(self.blocks),
+            degraded=stats.degraded_line() if stats is not None and stats.degraded else "",
+            absent_words=absent,
+        )

@@ -97,7 +97,29 @@ class SupersededReport:
         return {"superseded_turns": self.turns}
 
 
-StageReport = DepthReport | FeedbackReport | HopReport | WholeTurnsReport | SupersededReport
+@dataclass(frozen=True)
+class FoundReport:
+    """Whether the vault holds anything on the prompt: the found model's probability, its threshold
+    and the features it weighed."""
+
+    probability: float
+    threshold: float
+    features: Mapping[str, float]
+    sure: float = 0.0
+    closest: bool = False  # not found, but the closest few blocks come, marked
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``stats.evidence``."""
+        return {
+            "probability": self.probability,
+            "threshold": self.threshold,
+            "sure": self.sure,
+            "closest": self.closest,
+            "features": dict(self.features),
+        }
+
+
+StageReport = DepthReport | FeedbackReport | HopReport | WholeTurnsReport | SupersededReport | FoundReport
 
 
 @dataclass(frozen=True)
@@ -109,6 +131,7 @@ class Walk:
     hop: HopReport | None = None
     whole_turns: WholeTurnsReport | None = None
     superseded: SupersededReport | None = None
+    found: FoundReport | None = None
 
     @classmethod
     def of(cls, trace: Sequence[StageReport]) -> Walk:
@@ -126,6 +149,8 @@ class Walk:
                     found["whole_turns"] = report
                 case SupersededReport():
                     found["superseded"] = report
+                case FoundReport():
+                    found["found"] = report
                 case _:
                     assert_never(report)
         return cls(**found)  # type: ignore[arg-type]
@@ -182,6 +207,9 @@ class FunnelStats:
     reference_date: str | None
     models: Mapping[str, str] = field(default_factory=dict)
     gate_error: str | None = None  # why the gate failed open (the first cause), when it did
+    found: bool = True  # something cleared the evidence threshold
+    evidence_threshold: float | None = None  # the calibrated relevance a block needed (None: no threshold)
+    below_evidence: int = 0  # survivors of the gate under that threshold: no block
 
     @property
     def degraded(self) -> bool:
@@ -190,13 +218,7 @@ class FunnelStats:
 
     def degraded_line(self) -> str:
         """What failed open, and why, in one line (the Markdown's warning and `vault query`'s error line)."""
-        parts = []
-        if self.gate_fail_open:
-            cause = f" ({self.gate_error})" if self.gate_error else ""
-            parts.append(f"the fit-gate failed open{cause}: {self.gate_fail_open} candidate(s) kept unchecked")
-        if self.plan_error:
-            parts.append(f"decomposition failed ({self.plan_error}): the prompt alone was searched")
-        return "; ".join(parts) + "; relevance was not fully checked." if parts else ""
+        return degraded_line(self.gate_fail_open, self.gate_error, self.plan_error)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``stats``."""
@@ -229,6 +251,10 @@ class FunnelStats:
             "absent_words": list(self.absent_words),
             "reference_date": self.reference_date,
             "models": dict(self.models),
+            "found": self.found,
+            "evidence_threshold": self.evidence_threshold,
+            "below_evidence": self.below_evidence,
+            "evidence": self.walk.found.to_dict() if self.walk.found else {},
         }
 
     def walk_line(self) -> str:
@@ -291,6 +317,7 @@ class CandidateTrace:
     cap: bool = False
     expanded_from: str | None = None  # the seed note a hop or feedback candidate came from
     conversation: str | None = None  # the chat it came from (labels for ``gate-calibrate`` copy it)
+    probability: float | None = None  # the fitted gate's calibrated relevance (None: not known)
 
     def to_dict(self) -> dict[str, Any]:
         """One entry of the JSON trace."""
@@ -318,4 +345,16 @@ class CandidateTrace:
             "cap": self.cap,
             "expanded_from": self.expanded_from,
             "conversation": self.conversation,
+            "probability": self.probability,
         }
+
+
+def degraded_line(gate_fail_open: int, gate_error: str | None, plan_error: str | None) -> str:
+    """What failed open, and why, in one line ("" when nothing did)."""
+    parts = []
+    if gate_fail_open:
+        cause = f" ({gate_error})" if gate_error else ""
+        parts.append(f"the fit-gate failed open{cause}: {gate_fail_open} candidate(s) kept unchecked")
+    if plan_error:
+        parts.append(f"decomposition failed ({plan_error}): the prompt alone was searched")
+    return "; ".join(parts) + "; relevance was not fully checked." if parts else ""

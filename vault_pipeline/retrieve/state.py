@@ -16,7 +16,15 @@ import numpy as np
 
 from vault_pipeline.models.embed import Embedder
 from vault_pipeline.models.protocol import StructuredLLM
-from vault_pipeline.retrieve.gate import GateClock, GateOutcome, Keep, survives
+from vault_pipeline.retrieve.gate import (
+    GateClock,
+    GateOutcome,
+    Keep,
+    probability_of,
+    reads_signals,
+    relevance_of,
+    survives,
+)
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, first_level, pick_parts
 from vault_pipeline.retrieve.rank import block_content, duplicate_key, transcript_content
 from vault_pipeline.retrieve.reports import StageReport
@@ -41,8 +49,9 @@ class Pool:
     superseded messages) and each candidate's block text, so no stage reads or renders twice.
     """
 
-    def __init__(self, query: str):
+    def __init__(self, query: str, stop: float | None = None):
         self.query = query
+        self.stop = stop  # the evidence threshold (None: every survivor counts as evidence)
         self.considered: list[Candidate] = []  # in the order they went on
         self.passed: set[str] = set()  # chunk ids past the floor
         self.outcomes: dict[str, GateOutcome] = {}
@@ -61,24 +70,39 @@ class Pool:
         self.outcomes.update(outcomes)
         self.considered += cands
 
-    def admit(self, cands: Iterable[tuple[Candidate, str]]) -> None:
-        """Let ``cands`` in as judged already (each with the reason): a whole turn whose notes passed."""
-        for c, reason in cands:
+    def admit(self, cands: Iterable[tuple[Candidate, str, float | None]]) -> None:
+        """Let ``cands`` in as judged already (each with the reason and probability): a whole turn
+        whose notes passed."""
+        for c, reason, p in cands:
             self.passed.add(c.row.chunk_id)
-            self.outcomes[c.row.chunk_id] = Keep(reason)
+            self.outcomes[c.row.chunk_id] = Keep(reason, probability=p)
             self.considered.append(c)
 
     def survivors(self) -> list[Candidate]:
         """Candidates past the floor that the gate did not drop, in the order they went on."""
         return [c for c in self.considered if c.row.chunk_id in self.passed and survives(self.outcomes[c.row.chunk_id])]
 
+    def probability(self, c: Candidate) -> float | None:
+        """The gate's calibrated relevance of a candidate taken in (None: not known, a model's verdict)."""
+        outcome = self.outcomes.get(c.row.chunk_id)
+        return None if outcome is None else probability_of(outcome)
+
+    def is_evidence(self, c: Candidate) -> bool:
+        """Whether a survivor clears the evidence threshold (one with no probability does)."""
+        p = self.probability(c)
+        return self.stop is None or p is None or p >= self.stop
+
+    def evidence(self) -> list[Candidate]:
+        """The survivors that clear the evidence threshold: what the package may carry."""
+        return [c for c in self.survivors() if self.is_evidence(c)]
+
     def survived(self, cands: Iterable[Candidate]) -> int:
         """How many of ``cands`` (taken already) passed the floor and the gate."""
         return sum(1 for c in cands if c.row.chunk_id in self.passed and survives(self.outcomes[c.row.chunk_id]))
 
     def tokens(self) -> int:
-        """What the survivors would cost in the package (a structural chunk at its first level)."""
-        texts = dict(self.block(c) for c in self.survivors() if c.row.type != "topic")  # a hub is no block
+        """What the evidence would cost in the package (a structural chunk at its first level)."""
+        texts = dict(self.block(c) for c in self.evidence() if c.row.type != "topic")  # a hub is no block
         return sum(estimate_tokens(t) for t in texts.values())
 
     def block(self, c: Candidate) -> tuple[str, str]:
@@ -147,9 +171,12 @@ class FunnelState:
     reference: datetime | None = None
     ranked: list[Scored] = field(default_factory=list)
     collapsed: dict[str, str] = field(default_factory=dict)  # loser chunk id -> the chunk id it collapsed into
+    below: list[Candidate] = field(default_factory=list)  # survivors that are no evidence: no block
+    found: bool = True  # whether the vault holds anything on the prompt (``evidence.judge_found``)
+    closest: bool = False  # not found, but the closest few blocks come, marked as such
 
     def __post_init__(self) -> None:
-        self.pool = Pool(self.query)
+        self.pool = Pool(self.query, evidence_threshold(self.config, self.tools.llm_gate))
 
     @property
     def qvec(self) -> np.ndarray:
@@ -158,3 +185,12 @@ class FunnelState:
 
 
 Stage = Callable[[FunnelState], FunnelState]
+
+
+def evidence_threshold(config: FunnelConfig, gate: StructuredLLM) -> float | None:
+    """The probability a block needs to enter a package: the config's, else the fitted gate's own
+    (``RelevanceModel.evidence``); None when no calibrated probability exists (the gate off, or a
+    model gate, whose keep is its judgement)."""
+    if not config.gate or not reads_signals(gate):
+        return None
+    return config.stop if config.stop is not None else relevance_of(gate).evidence

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, reason_of, reasoning_of
+from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, probability_of, reason_of, reasoning_of
 from vault_pipeline.retrieve.package import Assembly, ContextPackage
 from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats, QueryRun, Walk
 from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate, Scored
+from vault_pipeline.text import estimate_tokens
 
 
 def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
@@ -26,11 +27,20 @@ def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
     stats = _stats(state, assembly, walk, len(fused))
     ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(state.ranked, 1)}
     beyond = f"beyond the depth reached ({len(went_on)} candidates: {walk.depth.stopped if walk.depth else ''})"
+    below = {c.row.chunk_id for c in state.below}
     entries = []
     for c in fused:
         entry = _placed(_entry(c, state), ranks.get(c.row.chunk_id), assembly)
-        entries.append(_judged(entry, c, state, fused) if c.row.chunk_id in went_on else replace(entry, reason=beyond))
-    return ContextPackage(state.query, state.intent, assembly.blocks, assembly.tokens, stats, tuple(entries))
+        if c.row.chunk_id not in went_on:
+            entries.append(replace(entry, reason=beyond))
+            continue
+        entry = _judged(entry, c, state, fused)
+        if c.row.chunk_id in below:
+            entry = _also(entry, f"relevance below the evidence threshold {state.pool.stop:.2f}: no block")
+        entries.append(entry)
+    package = ContextPackage(state.query, state.intent, assembly.blocks, 0, stats, tuple(entries), state.found)
+    tokens = estimate_tokens(package.to_markdown())  # the package as returned, references included
+    return replace(package, tokens=tokens, stats=replace(stats, tokens=tokens))
 
 
 def _stats(state: FunnelState, assembly: Assembly, walk: Walk, retrieved: int) -> FunnelStats:
@@ -61,6 +71,9 @@ def _stats(state: FunnelState, assembly: Assembly, walk: Walk, retrieved: int) -
         wide=state.config.wide,
         walk=walk,
         absent_words=tuple(state.absent_words),
+        found=state.found,
+        evidence_threshold=state.pool.stop,
+        below_evidence=len(state.below),
         reference_date=state.reference.isoformat() if state.reference else None,
         models={"plan": tools.llm_plan.model, "gate": tools.llm_gate.model, "embedder": tools.embedder.name},
         gate_error=next((o.error for o in outcomes if isinstance(o, FailOpen)), None),
@@ -108,7 +121,13 @@ def _judged(entry: CandidateTrace, c: Candidate, state: FunnelState, fused: list
     entry = replace(entry, wide=True, floor="pass" if passed else "drop")
     outcome = state.pool.outcomes.get(cid)
     if outcome is not None:
-        entry = replace(entry, gate=label(outcome), reason=reason_of(outcome), reasoning=reasoning_of(outcome))
+        entry = replace(
+            entry,
+            gate=label(outcome),
+            reason=reason_of(outcome),
+            reasoning=reasoning_of(outcome),
+            probability=probability_of(outcome),
+        )
     if c.row.type == "topic" and state.config.adaptive and entry.rank is None and passed:
         entry = _also(entry, "a topic hub: its members went on, its links are no block")
     if cid in state.collapsed:

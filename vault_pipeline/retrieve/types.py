@@ -59,6 +59,9 @@ class FunnelConfig:
     feedback_below: int = 3
     feedback_terms: int = 5
     floor: float = MINILM_CALIBRATION.floor
+    # Depth follows the evidence: a survivor whose calibrated relevance (the fitted gate's
+    # probability) is below ``stop`` is no block; None: the fitted gate's own threshold.
+    stop: float | None = None
     gate: bool = Settings.gate_enabled
     gate_batch: int = Settings.gate_batch  # candidates per gate call
     gate_timeout: float = Settings.gate_timeout  # seconds for the whole gate stage; late batches fail open
@@ -71,6 +74,8 @@ class FunnelConfig:
     window: int = Settings.window
     max_fraction: float = Settings.window_share  # the rest of the window stays free for the model's answer
     include_archived: bool = False
+    # The package goes back over MCP: the structured result's entries count against the budget too.
+    structured: bool = False
 
     def __post_init__(self) -> None:
         checks = [
@@ -83,6 +88,7 @@ class FunnelConfig:
                 "max_wide, beam, radius, turns, replies and whole_turn_cost out of range",
             ),
             (self.fill > 0, "fill must be positive"),
+            (self.stop is None or 0 <= self.stop <= 1, "stop must be within 0-1"),
             (self.feedback_below >= 0 and self.feedback_terms >= 0, "feedback settings must not be negative"),
             (self.gate_batch >= 1, "gate_batch must be at least 1"),
             (self.gate_timeout > 0, "gate_timeout must be positive"),

@@ -41,11 +41,13 @@ INSTRUCTIONS = (
 
 QUERY_DOC = (
     "Build a small, precise context package from the user's memory vault for a prompt: the vault's notes "
-    "most relevant to it, each as a cited block (note path, tier, source), already filtered for fit and cut "
-    "to a token budget. Call it before answering a question that may depend on what the user decided, "
-    "said, planned or filed earlier (their projects, preferences, constraints, open questions). Pass the "
-    "user's request as `prompt`; set `intent` to the subject domain when the prompt alone is ambiguous "
-    "(e.g. prompt 'can we talk about peer review for our paper?', intent 'our paper on fit-gating')."
+    "relevant to it, each a block marked [n] with a reference line naming its note, already filtered for "
+    "fit; it stops where the evidence stops and never exceeds the token budget. When the vault holds "
+    "nothing on the prompt, the text says so and there are no blocks (`found` is false): answer without "
+    "the vault then, and do not present other notes as being about it. Call it before answering a question "
+    "that may depend on what the user decided, said, planned or filed earlier. Pass the user's request as "
+    "`prompt`; set `intent` to the subject domain when the prompt alone is ambiguous (e.g. prompt 'can we "
+    "talk about peer review for our paper?', intent 'our paper on fit-gating')."
 )
 SEARCH_DOC = (
     "Find notes in the user's memory vault by words or meaning, best first, one entry per note: path, "
@@ -90,10 +92,15 @@ def build_server(tools: VaultTools) -> MCPServer:
         budget: Annotated[
             int | None, Field(description="Token budget of the package (optional; default: the vault's).", gt=0)
         ] = None,
+        explain: Annotated[
+            bool, Field(description="Also return every candidate's path through the funnel (large; for debugging).")
+        ] = False,
     ) -> CallToolResult:
         async with client_model(ctx, tools, "gate") as (model, note):
             return await anyio.to_thread.run_sync(
-                lambda: _answer(lambda: _package_result(tools.query(prompt, intent, budget, llm_gate=model), note))
+                lambda: _answer(
+                    lambda: _package_result(tools.query(prompt, intent, budget, llm_gate=model), explain, note)
+                )
             )
 
     @server.tool(description=SEARCH_DOC, annotations=READ_ONLY)
@@ -199,13 +206,15 @@ def _result(data: dict[str, Any], text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
-def _package_result(package, note: str | None = None) -> CallToolResult:
-    # The JSON as `vault query --json` prints it (sorted keys, rounded floats), parsed back; a note
-    # (the client's model was asked for but not offered) goes beside it, in both renderings.
-    data = json.loads(package.to_json(indent=None))
+def _package_result(package, explain: bool = False, note: str | None = None) -> CallToolResult:
+    # The package's text and its small structured result (found, tokens, each block's citation); the
+    # trace only when asked for; a note (the client's model was asked for but not offered) beside both.
+    text, data = package.to_mcp()
+    if explain:
+        data = {**data, "trace": json.loads(package.to_json(indent=None, trace=True))["trace"]}
     if note is None:
-        return _result(data, package.to_markdown())
-    return _result({**data, "notes": [note]}, f"> {note}\n\n{package.to_markdown()}")
+        return _result(data, text)
+    return _result({**data, "notes": [note]}, f"> {note}\n\n{text}")
 
 
 def _search_result(hits: list[dict[str, Any]]) -> CallToolResult:

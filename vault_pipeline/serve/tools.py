@@ -110,7 +110,7 @@ class VaultTools:
             raise VaultError("give a prompt to build context for")
         if budget is not None and budget <= 0:
             raise VaultError(f"budget {budget}: give a positive number of tokens")
-        config = self.config if budget is None else replace(self.config, budget=budget)
+        config = replace(self.config, structured=True, **({} if budget is None else {"budget": budget}))
         self._await_index()
         return self._readable(lambda: self._query(prompt, intent, config, llm_gate or self.llm_gate))
 
@@ -132,7 +132,9 @@ class VaultTools:
             vault.close()
 
     def search(self, text: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
-        """Notes matching ``text`` (vector and full text, fused), best first, one entry per note."""
+        """Notes matching ``text`` (vector and full text, fused), best first, one entry per note; only
+        those whose cosine to ``text`` reaches the funnel's similarity floor, and none when the found
+        model says the vault holds nothing on ``text`` (``search_finds``)."""
         if not (text or "").strip():
             raise VaultError("give some text to search for")
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
@@ -142,6 +144,8 @@ class VaultTools:
 
     def _search(self, text: str, limit: int) -> list[dict[str, Any]]:
         from vault_pipeline.index.search import Index
+        from vault_pipeline.models.embed import l2_normalise
+        from vault_pipeline.retrieve.judge import with_original_similarity
         from vault_pipeline.retrieve.lanes import fuse
 
         vault = self._vault()
@@ -152,11 +156,18 @@ class VaultTools:
         vector = self.embedder.embed([text])[0]
         depth = limit * 3  # a long note can fill a lane with its chunks: look deeper, keep one per note
         lists = [
-            ("original", "vector", index.vector_search(vector, depth, with_vectors=False)),
-            ("original", "text", index.text_search(text, depth, vector=vector, with_vectors=False)),
+            ("original", "vector", index.vector_search(vector, depth)),
+            ("original", "text", index.text_search(text, depth, vector=vector)),
         ]
         found: dict[str, dict[str, Any]] = {}
-        for cand in fuse(lists):
+        fused = [
+            c
+            for c in with_original_similarity(fuse(lists), l2_normalise(vector[None, :])[0], self.embedder)
+            if c.similarity >= self.config.floor
+        ]
+        if not fused or not search_finds(text, fused, index):
+            return []
+        for cand in fused:
             if cand.row.note_id not in found:
                 found[cand.row.note_id] = _search_hit(cand)
             if len(found) == limit:
@@ -267,6 +278,26 @@ def _read_capped(full: Path) -> bytes:
 def _reader_pool() -> ThreadPoolExecutor:
     """read_note's reader threads: a read stuck past the timeout holds one of these, never a server worker."""
     return ThreadPoolExecutor(max_workers=4, thread_name_prefix="vault-read-note")
+
+
+def search_finds(text: str, hits, index) -> bool:
+    """Whether the vault holds anything on ``text``: the funnel's found model (``evidence.py``) over
+    the hits' best cosine and the text's words no note holds. No gate runs for a search, so its
+    best relevance counts as certain: only the words and the cosine can say "nothing"."""
+    from vault_pipeline.models.offline.relevance import FOUND
+    from vault_pipeline.retrieve.evidence import content_words, names
+
+    words = content_words(text)
+    texts = [c.row.text.casefold() for c in hits]
+    missing = [w for w in words if not any(w in t for t in texts)]
+    absent = set(index.unknown_words(missing)) if missing else set()
+    features = {
+        "best": 1.0,
+        "best_cosine": max(c.similarity for c in hits),
+        "absent_share": sum(w in absent for w in words) / len(words) if words else 0.0,
+        "name_absent": float(any(n in absent for n in names(text))),
+    }
+    return FOUND.probability(features) >= FOUND.threshold
 
 
 def _search_hit(cand) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from vault_pipeline.vault.state import (
     sha256_bytes,
 )
 
-FOLDERS = ("inbox", "engrams", "sessions", "threads", "topics", "resources", "web", "archive")
+FOLDERS = ("inbox", "engrams", "sessions", "threads", "topics", "people", "resources", "web", "archive")
 STATE_DIR = ".vault_pipeline"
 STATE_DB = "state.sqlite"
 

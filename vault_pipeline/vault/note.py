@@ -28,6 +28,7 @@ _FOLDER_TIERS = {
     "sessions": "chat",
     "threads": "chat",
     "topics": "chat",
+    "people": "chat",
     # Archived copies are ours (duplicates, superseded notes), not the user's own writing.
     "archive": "chat",
 }

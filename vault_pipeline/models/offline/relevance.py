@@ -55,13 +55,17 @@ NONNEGATIVE = ("overlap", "phrase")
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """Weights, bias and keep threshold of the fitted gate; ``probability`` >= ``threshold`` keeps."""
+    """Weights, bias and thresholds of the fitted gate: ``probability`` >= ``threshold`` keeps a
+    candidate; a package carries only blocks whose probability reaches ``stop`` (its depth follows
+    the evidence), and one with none says the vault holds nothing on the prompt."""
 
     weights: Mapping[str, float]
     bias: float
     threshold: float
     embedder: str = ""  # the embedder whose cosines the weights were fitted on
     source: str = ""  # where the numbers came from (labels files, or "shipped default")
+    stop: float | None = None  # None: the shipped ``STOP``
+    found: FoundModel | None = None  # None: the shipped ``FOUND``
 
     def logit(self, signals: Mapping[str, float]) -> float:
         """Bias plus the weighted signals (missing signals count as 0)."""
@@ -88,7 +92,14 @@ class RelevanceModel:
             "threshold": self.threshold,
             "embedder": self.embedder,
             "source": self.source,
+            **({"stop": self.stop} if self.stop is not None else {}),
+            **({"found": self.found.to_dict()} if self.found is not None else {}),
         }
+
+    @property
+    def evidence(self) -> float:
+        """The stop threshold in force: this model's own, else the shipped one."""
+        return STOP if self.stop is None else self.stop
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RelevanceModel:
@@ -102,16 +113,20 @@ class RelevanceModel:
         try:
             parsed = {str(n): float(v) for n, v in weights.items()}
             bias, threshold = float(data["bias"]), float(data["threshold"])
+            stop = None if data.get("stop") is None else float(data["stop"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"'bias', 'threshold' and every weight must be numbers ({exc})") from None
-        if not all(math.isfinite(v) for v in [*parsed.values(), bias, threshold]) or not 0 <= threshold <= 1:
-            raise ValueError("weights must be finite and the threshold within 0-1")
+            raise ValueError(f"'bias', 'threshold', 'stop' and every weight must be numbers ({exc})") from None
+        limits = [threshold] + ([stop] if stop is not None else [])
+        if not all(math.isfinite(v) for v in [*parsed.values(), bias, *limits]) or not all(0 <= v <= 1 for v in limits):
+            raise ValueError("weights must be finite and the thresholds within 0-1")
         return cls(
             parsed,
             bias,
             threshold,
             str(data.get("embedder") or ""),
             str(data.get("source") or ""),
+            stop,
+            FoundModel.from_dict(data["found"]) if data.get("found") is not None else None,
         )
 
 
@@ -131,6 +146,11 @@ def fit_weights(
             return {n: weights.get(n, 0.0) for n in FEATURES}, bias
         fixed.update(negative)
 
+
+# The evidence threshold: a survivor below it is no block. Fitted by ``benchmarks/fit_evidence.py``
+# (best F1 of relevant rows over the labelled pools and package blocks; held out by query: recall
+# 0.909, precision 0.861; docs/decisions/0070-depth-follows-the-evidence.md).
+STOP = 0.562988
 
 # Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
 # vault_example/calibration/traps.jsonl vault_example/calibration/export.jsonl --json` (MiniLM
@@ -154,4 +174,66 @@ DEFAULT = RelevanceModel(
     threshold=0.320513,
     embedder="minilm-l6-v2-int8",
     source="shipped default: labels.jsonl traps.jsonl export.jsonl",
+)
+
+
+# --------------------------------------------------------------------------- is anything found?
+
+# What a package knows about itself before it is assembled (``retrieve/evidence.py`` computes them):
+FOUND_FEATURES = (
+    "best",  # the highest calibrated relevance among the gate's survivors (0 when none survived)
+    "best_cosine",  # the highest cosine to the prompt among them
+    "absent_share",  # the share of the prompt's content words that no note in the vault holds
+    "name_absent",  # 1 when a name the prompt gives (a capitalised word inside it) is in no note
+)
+
+
+@dataclass(frozen=True)
+class FoundModel:
+    """Whether the vault holds anything on a prompt: a logistic model over ``FOUND_FEATURES``,
+    fitted on prompts labelled answerable or not (``benchmarks/fit_evidence.py``). Below
+    ``threshold`` the package says nothing was found and carries no block; from ``threshold`` to
+    ``sure`` it says nothing is clearly about the prompt and carries only the closest few blocks."""
+
+    weights: Mapping[str, float]
+    bias: float
+    threshold: float
+    sure: float = 0.0  # below it (and at or above ``threshold``): the closest few blocks, marked
+
+    def probability(self, features: Mapping[str, float]) -> float:
+        """The model's probability that the vault answers the prompt."""
+        return _sigmoid(self.bias + sum(w * float(features.get(n, 0.0)) for n, w in self.weights.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``gate.json``'s ``found``)."""
+        return {"weights": dict(self.weights), "bias": self.bias, "threshold": self.threshold, "sure": self.sure}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FoundModel:
+        """Read ``to_dict``'s form; raises ValueError naming what is wrong."""
+        try:
+            weights = {str(n): float(v) for n, v in dict(data["weights"]).items()}
+            model = cls(weights, float(data["bias"]), float(data["threshold"]), float(data.get("sure", 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"'found' needs numeric weights, bias and threshold ({exc})") from None
+        if set(weights) - set(FOUND_FEATURES) or not 0 <= model.threshold <= 1 or not 0 <= model.sure <= 1:
+            raise ValueError(f"'found' weighs only {list(FOUND_FEATURES)}, with thresholds within 0-1")
+        return model
+
+
+def fit_found(
+    rows: Sequence[Mapping[str, float]], answerable: Sequence[bool], *, l2: float = L2
+) -> tuple[dict[str, float], float]:
+    """Logistic weights and bias of the found model over ``FOUND_FEATURES``."""
+    return newton(rows, answerable, FOUND_FEATURES, l2=l2)
+
+
+# Fitted by ``benchmarks/fit_evidence.py`` on 343 questions labelled answerable or not (the export's,
+# LoCoMo's tuning conversations', the written sets'); the threshold keeps 97.5 % of the answerable found,
+# ``sure`` 96.5 % whole (between the two: the closest few blocks, marked).
+FOUND = FoundModel(
+    weights={"best": 4.9739, "best_cosine": 7.7715, "absent_share": -4.9728, "name_absent": -2.8641},
+    bias=-5.2527,
+    threshold=0.567454,
+    sure=0.768435,
 )

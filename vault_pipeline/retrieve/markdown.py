@@ -1,0 +1,104 @@
+"""The package as returned: its Markdown (title, notices, blocks with their markers, one reference
+line per note) and the small structured result the MCP tool returns beside it. ``tokens`` is the
+estimate of this text, and assembly counts with the same functions (``block_overhead``,
+``returned_tokens``), so the budget holds for what is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from vault_pipeline.retrieve.items import Block, Selected, utf8_bytes
+from vault_pipeline.text import estimate_tokens
+
+REFERENCES = "References:\n"
+NOT_FOUND = "Nothing on this in the vault: no note is close enough to this prompt to be evidence."
+CLOSEST_ONLY = "Nothing in the vault is clearly about this: the closest notes follow, and may not be about it."
+
+
+def notices(*, found: bool, degraded: str, absent_words: Sequence[str], closest: bool = False) -> list[str]:
+    """The package's notice lines, in this order: nothing found (or only the closest notes),
+    degraded (what failed open and why, "" when nothing did), the words no note holds."""
+    lines = []
+    if not found:
+        lines.append(CLOSEST_ONLY if closest else NOT_FOUND)
+    if degraded:
+        lines.append(f"Degraded package: {degraded}")
+    if absent_words:
+        lines.append(f"No note in the vault holds: {', '.join(absent_words)}.")
+    return lines
+
+
+def markdown_head(query: str, lines: Sequence[str]) -> str:
+    """The Markdown's title and notice lines, ending in a blank line."""
+    head = f"# Context: {' '.join(query.split())}\n\n"
+    return head + "".join(f"> {line}\n\n" for line in lines)
+
+
+def render_markdown(head: str, blocks: Sequence[Block]) -> str:
+    """``head``, each block with its marker, then the reference list (none when there is no block)."""
+    if not blocks:
+        return head.rstrip() + "\n"
+    body = "".join(_marked(number, block) for number, block in enumerate(blocks, 1))
+    numbers: dict[str, list[int]] = {}
+    for number, block in enumerate(blocks, 1):
+        numbers.setdefault(reference_target(block.item), []).append(number)
+    refs = "".join(_reference(target, found) + "\n" for target, found in numbers.items())
+    return head + body + REFERENCES + refs
+
+
+def _marked(number: int, block: Block) -> str:
+    return f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]\n\n"
+
+
+def block_overhead(item: Selected, width: int, structured: bool = False, shared: int = 1) -> int:
+    """Tokens a block costs beyond its text: its marker (with a cut's " …"), its number in its note's
+    reference line and its share of that line (``shared`` blocks cite the note), numbered with
+    ``width`` digits; with ``structured``, its entry in the structured result too."""
+    number = 10 ** (width - 1)
+    marker = f" … [{number}]\n\n"
+    line = utf8_bytes(_reference(reference_target(item), [number]) + "\n")
+    entry = utf8_bytes(compact(citation(number, item)) + ",") if structured else 0
+    return math.ceil((utf8_bytes(marker) + len(str(number)) + 2 + line / max(1, shared) + entry) / 4)
+
+
+def citation(number: int, item: Selected) -> dict[str, Any]:
+    """A block's entry in the structured result: its number in the text and its note's id."""
+    return {"n": number, "id": item.note_id}
+
+
+def structured_result(found: bool, blocks: Sequence[Block], tokens: int) -> dict[str, Any]:
+    """The small structured result beside the MCP text: found, the tokens returned, the blocks' citations."""
+    return {"found": found, "tokens": tokens, "blocks": [citation(n, b.item) for n, b in enumerate(blocks, 1)]}
+
+
+def structured_frame() -> str:
+    # The widest frame: "found" false and a five-digit token count.
+    return compact({"found": False, "tokens": 99999, "blocks": []})
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def reference_target(item: Selected) -> str:
+    """What a block's reference line links: its note (a verbatim turn's is its session note)."""
+    return item.stem
+
+
+def _reference(target: str, numbers: Sequence[int]) -> str:
+    """One short reference line per note: its wikilink and the numbers of its blocks."""
+    return f"[[{target}]] {', '.join(str(n) for n in numbers)}"
+
+
+def returned_tokens(head: str, blocks: Sequence[Block], structured: bool) -> int:
+    """Tokens of what a package with these blocks returns: its Markdown, and with ``structured`` the
+    structured result beside it (its token count written as five digits: an upper bound)."""
+    tokens = estimate_tokens(render_markdown(head, blocks))
+    if structured:
+        entries = [citation(n, b.item) for n, b in enumerate(blocks, 1)]
+        tokens += estimate_tokens(compact({"found": True, "tokens": 99999, "blocks": entries}))
+    return tokens
