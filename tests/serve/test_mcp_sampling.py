@@ -76,7 +76,7 @@ async def talk(params, log_path, callback=None) -> dict:
         ):
             with anyio.fail_after(600):
                 await session.initialize()
-                package = await session.call_tool("query", {"prompt": PROMPT})
+                package = await session.call_tool("query", {"prompt": PROMPT, "explain": True})
                 remembered = await session.call_tool("remember", {"text": MEMORY})
     return {"package": package, "remembered": remembered}
 

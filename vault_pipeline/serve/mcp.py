@@ -93,7 +93,10 @@ def build_server(tools: VaultTools) -> MCPServer:
             int | None, Field(description="Token budget of the package (optional; default: the vault's).", gt=0)
         ] = None,
         explain: Annotated[
-            bool, Field(description="Also return every candidate's path through the funnel (large; for debugging).")
+            bool,
+            Field(
+                description="Also return the funnel's stats and every candidate's path through it (large; for debugging)."
+            ),
         ] = False,
     ) -> CallToolResult:
         async with client_model(ctx, tools, "gate") as (model, note):
@@ -208,10 +211,12 @@ def _result(data: dict[str, Any], text: str) -> CallToolResult:
 
 def _package_result(package, explain: bool = False, note: str | None = None) -> CallToolResult:
     # The package's text and its small structured result (found, tokens, each block's citation); the
-    # trace only when asked for; a note (the client's model was asked for but not offered) beside both.
+    # funnel's stats and trace only when asked for; a note (the client's model was asked for but not
+    # offered) beside both.
     text, data = package.to_mcp()
     if explain:
-        data = {**data, "trace": json.loads(package.to_json(indent=None, trace=True))["trace"]}
+        full = json.loads(package.to_json(indent=None, trace=True))
+        data = {**data, "stats": full["stats"], "trace": full["trace"]}
     if note is None:
         return _result(data, text)
     return _result({**data, "notes": [note]}, f"> {note}\n\n{text}")
