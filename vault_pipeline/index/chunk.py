@@ -26,7 +26,9 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
@@ -39,7 +41,7 @@ from vault_pipeline.text import estimate_tokens, grapheme_safe
 # transcript message; 3: a heading inside a message no longer ends the transcript; 4: an escaped
 # look-alike ("\^m-x" in a message's text) no longer ends a message; 5: every piece of a message
 # over the cap cites it (an added anchor line), and a speaker's label alone is no piece.
-CHUNKING_VERSION = 5
+CHUNKING_VERSION = 6
 HARD_CAP_TOKENS = 1500
 SPLIT_LEVELS = 4  # H1-H4 split; H5/H6 stay inside their section
 BULLET_CEILING = 4  # more bullets than this under one heading is more than one governing idea
@@ -72,6 +74,7 @@ class Chunk:
     synopsis: bool = False
     prefix_chars: int = 0
     suffix_chars: int = 0  # an added anchor line: a piece of a long message cites that message
+    columns: Mapping[str, Any] | None = None  # row columns of its own (a statement: its type, speaker, message)
 
     @property
     def source_text(self) -> str:

@@ -32,6 +32,7 @@ from vault_pipeline.index.chunk import CHUNKING_VERSION, Chunk, chunks_for_note
 from vault_pipeline.index.damage import describe, is_damage, probe, set_aside
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
 from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest
+from vault_pipeline.index.statements import statement_chunks
 from vault_pipeline.index.table import (
     INDEX_DIR,
     SCHEMA_VERSION,
@@ -359,6 +360,7 @@ class _Run:
         self._claim(relpath, note_id)
         kind, replaces, reuse = self._replaced(relpath, note_id, kind, "" if frontmatter.get("id") else sha)
         chunks = chunks_for_note(note_id, body)
+        chunks += statement_chunks(note_id, relpath, frontmatter, body, len(chunks))
         entry = ManifestEntry(relpath, note_id, sha, st.st_size, st.st_mtime_ns, len(chunks))
         return _Note(entry, note_columns(frontmatter, relpath), chunks, kind, replaces, reuse)
 

@@ -324,6 +324,7 @@ def rows_table(
             chunk_id = f"{entry.note_id}:{ordinal}"
             values = {
                 **shared,
+                **(chunk.columns or {}),
                 "chunk_id": chunk_id,
                 "note_id": entry.note_id,
                 "path": entry.relpath,

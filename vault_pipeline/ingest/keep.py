@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES, MAX_VERBATIM_WORDS, MAX_WORDS
-from vault_pipeline.ingest.notes import MESSAGE_ID, TRANSCRIPT_HEADING, block_id
+from vault_pipeline.ingest.notes import block_id, transcript_turns
 from vault_pipeline.ingest.quality import hard_problems, unfaithful
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
 from vault_pipeline.ingest.select import Candidate, Scored, Selector, score, shipped
@@ -217,18 +216,10 @@ def _has_source(frontmatter: Mapping[str, Any]) -> bool:
 
 # --------------------------------------------------------------------------- sources
 
-_NOTES_LINE = re.compile(r"^Notes: \[\[.*$", re.M)  # links back to atomic notes: not the message
-_SPEAKER_LABEL = re.compile(r"^\s*\*\*[^*\n]+:\*\*[ \t]*\n?")  # "**Assistant:** ": the transcript's, not the message's
-
 
 def transcript_messages(body: str) -> dict[str, str]:
     """Block id -> message text of a session note's transcript (as ``render_transcript`` writes it)."""
-    text = body.split(f"\n## {TRANSCRIPT_HEADING}\n", 1)[-1]
-    messages, start = {}, 0
-    for match in MESSAGE_ID.finditer(text):
-        messages[match[1]] = _SPEAKER_LABEL.sub("", _NOTES_LINE.sub("", text[start : match.start()]).lstrip("\n"))
-        start = match.end()
-    return messages
+    return {block: text for block, (_, text) in transcript_turns(body).items()}
 
 
 class SourceTexts:

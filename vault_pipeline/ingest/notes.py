@@ -274,6 +274,25 @@ def render_transcript(messages: Sequence[Any], links: Mapping[str, Sequence[str]
     return "\n\n".join(parts) + "\n"
 
 
+_NOTES_LINE = re.compile(r"^Notes: \[\[.*$", re.M)  # links back to atomic notes: not the message
+_SPEAKER_LABEL = re.compile(
+    r"^\s*\*\*([^*\n]+):\*\*[ \t]*\n?"
+)  # "**Assistant:** ": the transcript's, not the message's
+
+
+def transcript_turns(body: str) -> dict[str, tuple[str, str]]:
+    """Block id -> (speaker label, message text) of a session note's transcript, as ``render_transcript``
+    writes it: the label and the links back to atomic notes are the transcript's, not the message's."""
+    text = body.split(f"\n## {TRANSCRIPT_HEADING}\n", 1)[-1]
+    turns, start = {}, 0
+    for match in MESSAGE_ID.finditer(text):
+        raw = _NOTES_LINE.sub("", text[start : match.start()]).lstrip("\n")
+        label = _SPEAKER_LABEL.match(raw)
+        turns[match[1]] = (label[1].strip() if label else "", raw[label.end() :] if label else raw)
+        start = match.end()
+    return turns
+
+
 def _render_message(message: Any) -> str:
     lines, plain = _message_lines(str(message.text or ""))
     label = f"**{_speaker(message)}:**"

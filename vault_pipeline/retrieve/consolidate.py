@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from vault_pipeline.retrieve.blocks import cited_messages
+from vault_pipeline.retrieve.blocks import cited_messages, is_statement
 from vault_pipeline.retrieve.expand import turn_rows
 from vault_pipeline.retrieve.gate import Drop
 from vault_pipeline.retrieve.rank import block_content
@@ -76,10 +76,10 @@ def _note_groups(pool: Pool) -> dict[TurnKey, list[Candidate]]:
 
 
 def drop_superseded(state: FunnelState) -> FunnelState:
-    """Drop each surviving verbatim turn that a superseded note cites (known from the hop's read of
-    its session, else one lookup)."""
+    """Drop each surviving verbatim turn, or statement of a turn (the index's rows of a session's
+    sentences), that a superseded note cites (known from the hop's read of its session, else one lookup)."""
     pool = state.pool
-    turns = [c for c in pool.survivors() if c.row.type == "turn"]
+    turns = [c for c in pool.survivors() if c.row.type == "turn" or is_statement(c.row)]
     if not turns:
         return state
     gone = pool.superseded_messages(state.tools.retriever, {c.row.source_conversation for c in turns})
