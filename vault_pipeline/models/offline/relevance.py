@@ -149,8 +149,8 @@ def fit_weights(
 
 # The evidence threshold: a survivor below it is no block. Fitted by ``benchmarks/fit_evidence.py``
 # (best F1 of relevant rows over the labelled pools and package blocks; held out by query: recall
-# 0.909, precision 0.861; docs/decisions/0070-depth-follows-the-evidence.md).
-STOP = 0.562988
+# 0.913, precision 0.842; docs/decisions/0070-depth-follows-the-evidence.md).
+STOP = 0.493271
 
 # Fitted by `vault gate-calibrate --fit vault_example/calibration/labels.jsonl
 # vault_example/calibration/traps.jsonl vault_example/calibration/export.jsonl --json` (MiniLM
@@ -232,8 +232,8 @@ def fit_found(
 # LoCoMo's tuning conversations', the written sets'); the threshold keeps 97.5 % of the answerable found,
 # ``sure`` 96.5 % whole (between the two: the closest few blocks, marked).
 FOUND = FoundModel(
-    weights={"best": 4.9739, "best_cosine": 7.7715, "absent_share": -4.9728, "name_absent": -2.8641},
-    bias=-5.2527,
-    threshold=0.567454,
-    sure=0.768435,
+    weights={"best": 5.1471, "best_cosine": 7.1019, "absent_share": -4.8151, "name_absent": -2.8218},
+    bias=-5.4804,
+    threshold=0.511635,
+    sure=0.765823,
 )
