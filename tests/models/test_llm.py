@@ -147,3 +147,18 @@ def test_offline_path_does_not_import_litellm():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False False"
+
+
+def test_check_names_real_looking_keys_not_a_tutorials_placeholders():
+    from vault_pipeline.models.calllog import holds_secret
+
+    assert holds_secret("my key is sk-proj-msgsecret1234567890abcdef")
+    assert holds_secret('headers = {"Authorization": "Bearer eyJhbGciOiJIUzI1NiJ9.abc123"}')
+    for placeholder in (
+        '"Authorization": "Bearer YOUR_API_KEY"',
+        'openai.api_key = "your_openai_api_key_here"',
+        'openai.api_key = os.environ["OPENAI_API_KEY"]',
+        "Implement authorization Configure and apply Django REST permissions",
+        "api_key = sk-...<your key>",
+    ):
+        assert not holds_secret(placeholder), placeholder

@@ -4,8 +4,9 @@ Reports notes whose frontmatter does not parse, wikilinks, block links (``[[note
 heading links (``[[note#Heading]]``) that resolve to nothing (names match without regard to
 case, as in Obsidian), ids used by more than one file (reported once, as one problem), index
 rows whose file changed or vanished, an index whose files cannot be read back (``damage.probe``),
-temp files left by an interrupted write, and notes holding text shaped like a secret (the call
-log's redaction patterns: the note keeps it, the user decides). ``fix=True`` repairs only what is ours to repair: it
+temp files left by an interrupted write, and notes holding what looks like a real key or token
+(the call log's redaction patterns, placeholders such as ``YOUR_API_KEY`` left out: the note keeps
+it, the user decides). ``fix=True`` repairs only what is ours to repair: it
 removes stale temp files, gives each copy of a note (an Obsidian "Make a copy" keeps the ``id``)
 an id of its own so it can be indexed, and re-syncs the index with every file re-hashed (an
 unreadable index is set aside and rebuilt).
@@ -27,7 +28,7 @@ from vault_pipeline.index.manifest import MANIFEST_FILE, opened_manifest
 from vault_pipeline.index.sync import sync
 from vault_pipeline.index.table import INDEX_DIR
 from vault_pipeline.ingest.notes import literal_lines, markdown_blocks
-from vault_pipeline.models.calllog import redact
+from vault_pipeline.models.calllog import holds_secret
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -119,7 +120,7 @@ def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> 
     except (FrontmatterError, UnicodeDecodeError, OSError) as exc:
         report.invalid.append((relpath, str(getattr(exc, "reason", exc))))
         return
-    if redact(text) != text:
+    if holds_secret(text):
         report.secrets.append(relpath)
     if frontmatter.get("id"):
         scan.ids[str(frontmatter["id"])].append(relpath)

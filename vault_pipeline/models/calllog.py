@@ -29,6 +29,21 @@ def redact(text: str) -> str:
     return _SECRET.sub("[redacted]", text)
 
 
+# A placeholder in a tutorial ("YOUR_API_KEY", "your_openai_api_key_here", os.environ[...]) has no
+# digit; a real key or token almost surely has letters and digits mixed.
+_PLACEHOLDER = re.compile(r"your|example|xxxx|placeholder|here|<|\.\.\.", re.IGNORECASE)
+
+
+def holds_secret(text: str) -> bool:
+    """Whether ``text`` holds something that looks like a real key or token, not a placeholder:
+    ``redact``'s shapes whose value mixes letters and digits and names no placeholder."""
+    for match in _SECRET.finditer(text):
+        value = re.split(r"[\"'=: ]+", match.group(0))[-1]
+        if re.search(r"\d", value) and re.search(r"[A-Za-z]", value) and not _PLACEHOLDER.search(value):
+            return True
+    return False
+
+
 class _RedactLogs(logging.Filter):
     """Scrub key-shaped text from library log records (instructor logs each failed attempt's error)."""
 
