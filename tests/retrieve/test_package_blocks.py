@@ -434,3 +434,33 @@ def test_turns_of_one_session_share_one_reference_line_and_the_whole_keeps_to_th
             assert returned_tokens(head, cut.blocks, structured) <= budget
             kept = {b.item.chunk_id for b in cut.blocks}
             assert kept | {d["chunk_id"] for d in cut.dropped} == {t.chunk_id for t in turns}
+
+
+def test_a_sessions_statement_links_its_message_and_keeps_to_the_budget():
+    from vault_pipeline.retrieve.package import markdown_head, returned_tokens
+
+    def statement(i: int) -> Selected:
+        return Selected(
+            f"s:{10 + i}",
+            "s-1",
+            "sessions/ada-and-ben-session-1-9fc068.md",
+            "chat",
+            "atomic",
+            1.0 - i / 10,
+            i,
+            f"[Ada, 8 May 2023] Sentence {i} of the session says something about pottery.",
+            "",
+            "conv:1",
+            (f"D1:{i}",),
+            (f"ada-and-ben-session-1-9fc068#^m-D1-{i}",),
+        )
+
+    head = markdown_head("pottery", [])
+    whole = assemble([statement(1), statement(2)], budget=1000, window=8000, max_fraction=0.78, head=head)
+    package = ContextPackage("pottery", "i", whole.blocks, 0)
+    assert package.to_markdown().endswith(
+        "References:\n[[ada-and-ben-session-1-9fc068#^m-D1-1]] 1\n[[ada-and-ben-session-1-9fc068#^m-D1-2]] 2\n"
+    )
+    for budget in range(40, 120, 9):
+        cut = assemble([statement(1), statement(2)], budget=budget, window=8000, max_fraction=0.78, head=head)
+        assert returned_tokens(head, cut.blocks, False) <= budget

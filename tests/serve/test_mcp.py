@@ -318,3 +318,27 @@ def test_tools_rebuild_an_unreadable_index_and_answer(tools, kind):
     damage_index(tools.root, kind)
     result = call(tools, "query", {"prompt": "what does raked gravel stand for?"})
     assert not result.is_error and "gravel" in result.content[0].text
+
+
+def test_search_lists_a_written_sentence_once_not_again_as_its_sessions_statement(make_vault, tmp_path):
+    from tests.index.test_statements import _session
+    from tests.support.fakes import HashEmbedder
+    from vault_pipeline import pipeline
+    from vault_pipeline.models.build import build_llm
+    from vault_pipeline.retrieve.types import FunnelConfig
+    from vault_pipeline.serve.tools import VaultTools
+
+    _, session = _session(tmp_path)
+    sentence = "My manager approved the transfer to Lisbon."
+    vault = make_vault(notes={session.relpath: session.text(), "engrams/lisbon.md": ("e-lisbon", sentence, {})})
+    embedder = HashEmbedder(dim=64)
+    pipeline.index(vault, embedder)
+    llm = build_llm("offline")
+    tools = VaultTools(
+        vault.root, embedder=embedder, llm_extract=llm, llm_plan=llm, llm_gate=llm, config=FunnelConfig()
+    )
+
+    hits = tools.search("manager approved the transfer to Lisbon")
+    firsts = [hit["text"].split("\n")[0] for hit in hits]
+    assert hits[0]["path"] == "engrams/lisbon.md"
+    assert firsts.count(sentence) == 1 and len(set(firsts)) == len(firsts)

@@ -85,7 +85,10 @@ def compact(value: Any) -> str:
 
 
 def reference_target(item: Selected) -> str:
-    """What a block's reference line links: its note (a verbatim turn's is its session note)."""
+    """What a block's reference line links: its note (a verbatim turn's is its session note); a
+    statement of a session (an index row, no file of its own) links its message in the session."""
+    if item.type == "atomic" and item.note_id.startswith("s-") and item.links:
+        return item.links[0]
     return item.stem
 
 

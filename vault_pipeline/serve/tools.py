@@ -145,6 +145,7 @@ class VaultTools:
     def _search(self, text: str, limit: int) -> list[dict[str, Any]]:
         from vault_pipeline.index.search import Index
         from vault_pipeline.models.embed import l2_normalise
+        from vault_pipeline.retrieve.blocks import is_statement
         from vault_pipeline.retrieve.judge import with_original_similarity
         from vault_pipeline.retrieve.lanes import fuse
 
@@ -167,7 +168,12 @@ class VaultTools:
         ]
         if not fused or not search_finds(text, fused, index):
             return []
+        # A statement row (index/statements.py) repeats the sentence of the note written from it: the
+        # note stands for both.
+        noted = {_sentence(c.row) for c in fused if c.row.type == "atomic" and not is_statement(c.row)}
         for cand in fused:
+            if is_statement(cand.row) and _sentence(cand.row) in noted:
+                continue
             if cand.row.note_id not in found:
                 found[cand.row.note_id] = _search_hit(cand)
             if len(found) == limit:
@@ -298,6 +304,10 @@ def search_finds(text: str, hits, index) -> bool:
         "name_absent": float(any(n in absent for n in names(text))),
     }
     return FOUND.probability(features) >= FOUND.threshold
+
+
+def _sentence(row) -> str:
+    return row.text.split("\n", 1)[0].strip().casefold()
 
 
 def _search_hit(cand) -> dict[str, Any]:
