@@ -464,3 +464,21 @@ def test_a_sessions_statement_links_its_message_and_keeps_to_the_budget():
     for budget in range(40, 120, 9):
         cut = assemble([statement(1), statement(2)], budget=budget, window=8000, max_fraction=0.78, head=head)
         assert returned_tokens(head, cut.blocks, False) <= budget
+
+
+def test_a_sessions_statement_another_block_shows_is_left_out_as_a_repeat():
+    path = "sessions/ada-and-ben-session-1-9fc068.md"
+
+    def item(chunk_id: str, kind: str, score: float, text: str, message: str) -> Selected:
+        link = f"ada-and-ben-session-1-9fc068#^m-{message}"
+        return Selected(chunk_id, "s-1", path, "chat", kind, score, 1, text, "", "conv:1", (message,), (link,))
+
+    turn = item(
+        "s-1:3", "turn", 0.8, "[Ada, 8 May 2023] I finished the course. My manager approved the move to Lisbon.", "D1:3"
+    )
+    said = item("s-1:12", "atomic", 0.9, "[Ada, 8 May 2023] My manager approved the move to Lisbon (a job).", "D1:3")
+    own = item("s-1:13", "atomic", 0.7, "[Ben, 8 May 2023] We adopted a rescue dog called Pepper.", "D1:6")
+    whole = assemble([said, turn, own], budget=1000, window=8000, max_fraction=0.78)
+    assert [b.item.chunk_id for b in whole.blocks] == ["s-1:3", "s-1:13"]
+    (left,) = whole.dropped
+    assert left["chunk_id"] == "s-1:12" and left["repeats"] == "s-1:3"

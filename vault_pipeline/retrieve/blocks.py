@@ -230,9 +230,3 @@ def _parse_cited(raw: Any) -> list[str]:
     except (TypeError, ValueError):
         return [str(raw)]
     return [str(m) for m in value] if isinstance(value, list) else [str(value)]
-
-
-def is_statement(row: Any) -> bool:
-    """Whether a row is one of the index's statements of a session (an atomic-shaped row the session
-    note owns, ``index/statements.py``) rather than an atomic note of its own."""
-    return row.type == "atomic" and str(row.note_id).startswith("s-")

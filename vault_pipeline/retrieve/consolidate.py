@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
-from vault_pipeline.retrieve.blocks import cited_messages, is_statement
+from vault_pipeline.retrieve.blocks import cited_messages
 from vault_pipeline.retrieve.expand import turn_rows
 from vault_pipeline.retrieve.gate import Drop
+from vault_pipeline.retrieve.items import is_statement
 from vault_pipeline.retrieve.rank import block_content
 from vault_pipeline.retrieve.reports import SupersededReport, WholeTurnsReport
 from vault_pipeline.retrieve.state import FunnelState, Pool

@@ -92,3 +92,9 @@ class Block:
                 "links": list(item.links),
             },
         }
+
+
+def is_statement(row: Any) -> bool:
+    """Whether a row is one of the index's statements of a session (an atomic-shaped row the session
+    note owns, ``index/statements.py``) rather than an atomic note of its own."""
+    return row.type == "atomic" and str(row.note_id).startswith("s-")

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from vault_pipeline.retrieve.items import Block, Selected, utf8_bytes
+from vault_pipeline.retrieve.items import Block, Selected, is_statement, utf8_bytes
 from vault_pipeline.text import estimate_tokens
 
 REFERENCES = "References:\n"
@@ -87,7 +87,7 @@ def compact(value: Any) -> str:
 def reference_target(item: Selected) -> str:
     """What a block's reference line links: its note (a verbatim turn's is its session note); a
     statement of a session (an index row, no file of its own) links its message in the session."""
-    if item.type == "atomic" and item.note_id.startswith("s-") and item.links:
+    if is_statement(item) and item.links:
         return item.links[0]
     return item.stem
 

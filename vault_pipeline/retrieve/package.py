@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vault_pipeline.retrieve.items import Block, Level, Part, Selected, utf8_bytes
+from vault_pipeline.retrieve.items import Block, Level, Part, Selected, is_statement, utf8_bytes
 from vault_pipeline.retrieve.markdown import (
     REFERENCES,
     block_overhead,
@@ -268,6 +268,7 @@ def assemble(
     _refill(work, limit)
     repeats = _transcript_repeats(work)
     repeats.update(_summary_repeats(work))
+    repeats.update(_statement_repeats(work))
     blocks = _fit_whole(work, min(budget, cap), head, structured)
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
@@ -379,6 +380,46 @@ def _held_turns(paragraphs: list[str], turns: set[str], others: list[tuple[str, 
     return holder
 
 
+def _statement_repeats(work: list[_Work]) -> dict[str, str]:
+    """Leave out each statement of a session (an index row: one sentence of one turn) whose words
+    another kept block of its conversation holds: the turn shown whole, a summary or transcript
+    chunk showing it, a note written from it or carrying it as context. Returns its chunk id -> the
+    chunk id of that block."""
+    kept = [w for w in work if not w.dropped]
+    repeats: dict[str, str] = {}
+    for w in kept:
+        said = _statement_words(w) if is_statement(w.item) else ""
+        if len(said.split()) < 3:
+            continue
+        holder = next(
+            (
+                o
+                for o in kept
+                if o is not w
+                and not o.dropped
+                and o.item.conversation == w.item.conversation
+                and f" {said} " in f" {_words(o.text)} "
+            ),
+            None,
+        )
+        if holder is not None:
+            w.drop()
+            repeats[w.item.chunk_id] = holder.item.chunk_id
+    return repeats
+
+
+_LEAD = re.compile(r"^\[[^\]]*\]\s*")  # a block's "[speaker, day]" header
+
+
+def _statement_words(w: _Work) -> str:
+    """The words of a statement block's sentence: its header left out, and the added context in
+    brackets at its end (``atomic_text``) too."""
+    sentence = _LEAD.sub("", w.text.strip(), count=1)
+    if sentence.endswith(").") and " (" in sentence:
+        sentence = sentence[: sentence.rindex(" (")]
+    return _words(sentence)
+
+
 def _transcript_repeats(work: list[_Work]) -> dict[str, str]:
     """Take out of the kept transcript chunks the turns another kept block already carries: a
     verbatim turn block that shows it whole, or an atomic note drawn from it (nothing is said twice).
@@ -390,7 +431,7 @@ def _transcript_repeats(work: list[_Work]) -> dict[str, str]:
     whole = {  # (conversation, message) -> the uncut verbatim turn block, or the note, that carries it
         (o.item.conversation, m): o.item.chunk_id
         for o in kept
-        if (o.item.type == "turn" and not o.truncated) or o.item.type == "atomic"
+        if (o.item.type == "turn" and not o.truncated) or (o.item.type == "atomic" and not is_statement(o.item))
         for m in o.item.messages
     }
     repeats: dict[str, str] = {}

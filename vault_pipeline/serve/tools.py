@@ -145,7 +145,7 @@ class VaultTools:
     def _search(self, text: str, limit: int) -> list[dict[str, Any]]:
         from vault_pipeline.index.search import Index
         from vault_pipeline.models.embed import l2_normalise
-        from vault_pipeline.retrieve.blocks import is_statement
+        from vault_pipeline.retrieve.items import is_statement
         from vault_pipeline.retrieve.judge import with_original_similarity
         from vault_pipeline.retrieve.lanes import fuse
 
