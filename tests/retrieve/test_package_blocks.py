@@ -482,3 +482,39 @@ def test_a_sessions_statement_another_block_shows_is_left_out_as_a_repeat():
     assert [b.item.chunk_id for b in whole.blocks] == ["s-1:3", "s-1:13"]
     (left,) = whole.dropped
     assert left["chunk_id"] == "s-1:12" and left["repeats"] == "s-1:3"
+
+
+def test_the_room_a_repeat_frees_takes_back_a_block_left_out_for_the_budget():
+    from vault_pipeline.retrieve.items import Block
+    from vault_pipeline.retrieve.package import markdown_head, returned_tokens
+
+    path = "sessions/ada-and-ben-session-1-9fc068.md"
+
+    def item(chunk_id: str, kind: str, score: float, text: str, message: str) -> Selected:
+        link = f"ada-and-ben-session-1-9fc068#^m-{message}"
+        return Selected(chunk_id, "s-1", path, "chat", kind, score, 1, text, "", "conv:1", (message,), (link,))
+
+    said = item("s-1:12", "atomic", 0.9, "[Ada, 8 May 2023] My manager approved the move to Lisbon in June.", "D1:3")
+    turn = item(
+        "s-1:3",
+        "turn",
+        0.8,
+        "[Ada, 8 May 2023] I finished the course. My manager approved the move to Lisbon in June.",
+        "D1:3",
+    )
+    own = item(
+        "s-1:13",
+        "atomic",
+        0.7,
+        "[Ben, 8 May 2023] We adopted a rescue dog called Pepper from the shelter by the harbour last spring.",
+        "D1:6",
+    )
+    head = markdown_head("Lisbon", [])
+    everything = assemble([said, turn, own], budget=5000, window=100000, max_fraction=0.78, head=head)
+    wanted = [b for b in everything.blocks if b.item.chunk_id != "s-1:12"]
+    budget = returned_tokens(head, wanted, False) + 4  # the cuts estimate each block's share with some slack
+    shown = (*everything.blocks, Block(said, "core", said.text, False))
+    assert budget < returned_tokens(head, shown, False)  # all three do not fit
+    fitted = assemble([said, turn, own], budget=budget, window=100000, max_fraction=0.78, head=head)
+    assert [b.item.chunk_id for b in fitted.blocks] == ["s-1:3", "s-1:13"]
+    assert [d.get("repeats") for d in fitted.dropped] == ["s-1:3"]

@@ -266,9 +266,7 @@ def assemble(
     cap_fired = total > cap and cap < budget
     _cut_to(work, limit)
     _refill(work, limit)
-    repeats = _transcript_repeats(work)
-    repeats.update(_summary_repeats(work))
-    repeats.update(_statement_repeats(work))
+    repeats = _leave_out_repeats(work, limit)
     blocks = _fit_whole(work, min(budget, cap), head, structured)
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
@@ -378,6 +376,22 @@ def _held_turns(paragraphs: list[str], turns: set[str], others: list[tuple[str, 
         if found:
             holder[i] = found
     return holder
+
+
+def _leave_out_repeats(work: list[_Work], limit: int) -> dict[str, str]:
+    """Leave out what another kept block already says (transcript turns, summary turns, a session's
+    statements); the room that frees takes back blocks left out for the budget, which may repeat
+    something in turn. Ends when a refill takes nothing back: a block once found to repeat stays out,
+    so each round leaves fewer blocks to take back. Returns chunk id -> the block it repeats."""
+    repeats: dict[str, str] = {}
+    while True:
+        repeats.update(_transcript_repeats(work))
+        repeats.update(_summary_repeats(work))
+        repeats.update(_statement_repeats(work))
+        before = [w.dropped for w in work]
+        _refill(work, limit, skip=repeats)
+        if [w.dropped for w in work] == before:
+            return repeats
 
 
 def _statement_repeats(work: list[_Work]) -> dict[str, str]:
@@ -496,14 +510,14 @@ def _cut_to(work: list[_Work], limit: int) -> None:
         _fit(w, work, limit)
 
 
-def _refill(work: list[_Work], limit: int) -> None:
+def _refill(work: list[_Work], limit: int, skip: Mapping[str, str] | None = None) -> None:
     """Put back, in block order, each block left out whole that fits whole in what the cuts left.
 
     Cutting goes from the last block up, so a block that could not be cut to a sentence is left
     out; a shorter one after it may still fit (first fit, deterministic)."""
     total = _total(work)
     for w in work:
-        if w.dropped and not w.truncated:  # a cut (``set_text``) marks it truncated; this one is whole
+        if w.dropped and not w.truncated and not (skip and w.item.chunk_id in skip):  # a cut marks it truncated
             tokens = estimate_tokens(w.text) + w.extra
             if total + tokens <= limit:
                 w.dropped, w.tokens = False, tokens
