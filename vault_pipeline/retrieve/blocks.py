@@ -28,7 +28,8 @@ from typing import Any
 
 from vault_pipeline.ingest.context import MONTHS
 from vault_pipeline.ingest.notes import block_id
-from vault_pipeline.retrieve.package import SPEAKER, Part
+from vault_pipeline.retrieve.package import Part
+from vault_pipeline.retrieve.repeats import SPEAKER
 from vault_pipeline.text import idf_overlap, query_runs, stem_runs
 
 _CONTEXT = "context:"
