@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 
-from tests.support.fakes import HashEmbedder, write_file
+from tests.support.fakes import HashEmbedder, locomo_conversation, write_file
 from vault_pipeline.index.search import Index
 from vault_pipeline.index.statements import statement_chunks
 from vault_pipeline.index.sync import sync
 from vault_pipeline.index.table import INDEX_DIR, TABLE, connect
 from vault_pipeline.ingest.notes import block_id, session_note
-from vault_pipeline.ingest.parse import read_export
 from vault_pipeline.vault.files import STATE_DIR
 
 TURNS = [
@@ -22,18 +21,7 @@ TURNS = [
 
 
 def _session(tmp_path):
-    sample = {
-        "sample_id": "conv-s",
-        "conversation": {
-            "speaker_a": "Ada",
-            "speaker_b": "Ben",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"speaker": s, "dia_id": i, "text": t} for s, i, t in TURNS],
-        },
-    }
-    path = tmp_path / "sample.json"
-    path.write_text(json.dumps([sample]), encoding="utf-8")
-    (conv,) = list(read_export(path))
+    conv = locomo_conversation(tmp_path, TURNS, "conv-s")
     return conv, session_note(conv, "Ada and Ben talked.")
 
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
-from tests.support.fakes import fake_row
+from tests.support.fakes import fake_row, locomo_conversation
 from vault_pipeline.ingest.extract import extract_conversation
 from vault_pipeline.ingest.notes import atomic_note, session_note
-from vault_pipeline.ingest.parse.read import read_export
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.blocks import atomic_text, header, parse_atomic, structural_text, transcript_parts
 from vault_pipeline.retrieve.package import (
@@ -35,18 +33,7 @@ TURNS = [
 
 
 def _notes(tmp_path):
-    sample = {
-        "sample_id": "conv-x",
-        "conversation": {
-            "speaker_a": "Ada",
-            "speaker_b": "Ben",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"speaker": s, "dia_id": i, "text": t} for s, i, t in TURNS],
-        },
-    }
-    path = tmp_path / "sample.json"
-    path.write_text(json.dumps([sample]), encoding="utf-8")
-    (conv,) = list(read_export(path))
+    conv = locomo_conversation(tmp_path, TURNS)
     extraction = extract_conversation(conv, OfflineBackend())
     session = session_note(conv, extraction.summary)
     atomic = [atomic_note(u, conv, session.stem, "2023-05-08T13:56:00+00:00") for u in extraction.units]

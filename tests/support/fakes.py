@@ -437,3 +437,25 @@ def run_vault(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 # A selector that writes and keeps every candidate (probability 0.5 against thresholds of 0): for tests
 # of what ingest and keep do with notes, not of which notes they choose.
 EVERY_CANDIDATE = Selector({}, 0.0, write=0.0, keep=0.0)
+
+
+def locomo_conversation(tmp_path: Path, turns: Sequence[tuple[str, str, str]], sample_id: str = "conv-x"):
+    """One Conversation read, as an ingest reads it, from a LoCoMo-shaped sample of one session on 8 May
+    2023 between Ada and Ben: ``turns`` are (speaker, dia_id, text), written for the test."""
+    import json
+
+    from vault_pipeline.ingest.parse import read_export
+
+    sample = {
+        "sample_id": sample_id,
+        "conversation": {
+            "speaker_a": "Ada",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": s, "dia_id": i, "text": t} for s, i, t in turns],
+        },
+    }
+    path = tmp_path / f"{sample_id}.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    (conv,) = list(read_export(path))
+    return conv
