@@ -95,9 +95,10 @@ def statement_repeats(work: Sequence[Kept]) -> dict[str, str]:
     chunk showing it, a note written from it or carrying it as context. Returns its chunk id -> the
     chunk id of that block."""
     kept = [w for w in work if not w.dropped]
+    said_by = {o.item.chunk_id: f" {words(o.text)} " for o in kept}  # texts do not change here, only drops
     repeats: dict[str, str] = {}
     for w in kept:
-        said = _statementwords(w) if is_statement(w.item) else ""
+        said = _statement_words(w) if is_statement(w.item) else ""
         if len(said.split()) < 3:
             continue
         holder = next(
@@ -107,7 +108,7 @@ def statement_repeats(work: Sequence[Kept]) -> dict[str, str]:
                 if o is not w
                 and not o.dropped
                 and o.item.conversation == w.item.conversation
-                and f" {said} " in f" {words(o.text)} "
+                and f" {said} " in said_by[o.item.chunk_id]
             ),
             None,
         )
@@ -120,7 +121,7 @@ def statement_repeats(work: Sequence[Kept]) -> dict[str, str]:
 _LEAD = re.compile(r"^\[[^\]]*\]\s*")  # a block's "[speaker, day]" header
 
 
-def _statementwords(w: Kept) -> str:
+def _statement_words(w: Kept) -> str:
     """The words of a statement block's sentence: its header left out, and the added context in
     brackets at its end (``atomic_text``) too."""
     sentence = _LEAD.sub("", w.text.strip(), count=1)
