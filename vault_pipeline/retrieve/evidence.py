@@ -34,7 +34,7 @@ def judge_found(state: FunnelState) -> FunnelState:
     keep = CLOSEST if state.ranked and not state.found and p >= model.threshold else 0
     if not state.found:  # nothing is clearly about the prompt: the closest few at most, marked as such
         state.closest = keep > 0
-        state.below += [s.candidate for s in state.ranked[keep:]]
+        state.unfound = [s.candidate for s in state.ranked[keep:]]
         state.ranked = state.ranked[:keep]
     state.trace.append(FoundReport(round(p, 6), model.threshold, features, model.sure, state.closest))
     return state
@@ -56,13 +56,19 @@ def found_features(state: FunnelState) -> dict[str, float]:
     survivors = pool.survivors()
     probabilities = [p for c in survivors if (p := pool.probability(c)) is not None]
     cosines = [c.similarity for c in survivors if c.similarity == c.similarity]  # not NaN
-    words = content_words(state.query)
-    absent = set(state.absent_words)
     return {
         "best": max(probabilities, default=0.0),
         "best_cosine": max(cosines, default=0.0),
+        **absence_features(state.query, set(state.absent_words)),
+    }
+
+
+def absence_features(query: str, absent: set[str]) -> dict[str, float]:
+    """The found model's features of the prompt's words no note holds (``lanes.absent_words``)."""
+    words = content_words(query)
+    return {
         "absent_share": sum(w in absent for w in words) / len(words) if words else 0.0,
-        "name_absent": float(any(name in absent for name in names(state.query))),
+        "name_absent": float(any(name in absent for name in names(query))),
     }
 
 

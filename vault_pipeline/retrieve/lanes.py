@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from vault_pipeline.models.embed import l2_normalise
+from vault_pipeline.retrieve.evidence import content_words
 from vault_pipeline.retrieve.expand import as_turn
 from vault_pipeline.retrieve.gate import reads_signals
 from vault_pipeline.retrieve.state import FunnelState, Tools
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Retriever
-from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
 
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
 LANE_ORDER = ("vector", "text")
@@ -130,10 +130,7 @@ def absent_words(query: str, fused: Sequence[Candidate], retriever: Retriever) -
     its candidates costs nothing. A package for such a prompt is the nearest the vault has, not
     notes about that word, and says so (``benchmarks/bench_absent.py``).
     """
-    own = prompt_stopwords(query)
-    words = [
-        w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS and w not in QUERY_STOPWORDS and w not in own
-    ]
+    words = content_words(query)
     texts = [c.row.text.casefold() for c in fused]
     missing = [w for w in words if not any(w in text for text in texts)]
     return retriever.unknown_words(missing) if missing else []

@@ -291,18 +291,11 @@ def search_finds(text: str, hits, index) -> bool:
     the hits' best cosine and the text's words no note holds. No gate runs for a search, so its
     best relevance counts as certain: only the words and the cosine can say "nothing"."""
     from vault_pipeline.models.offline.relevance import FOUND
-    from vault_pipeline.retrieve.evidence import content_words, names
+    from vault_pipeline.retrieve.evidence import absence_features
+    from vault_pipeline.retrieve.lanes import absent_words
 
-    words = content_words(text)
-    texts = [c.row.text.casefold() for c in hits]
-    missing = [w for w in words if not any(w in t for t in texts)]
-    absent = set(index.unknown_words(missing)) if missing else set()
-    features = {
-        "best": 1.0,
-        "best_cosine": max(c.similarity for c in hits),
-        "absent_share": sum(w in absent for w in words) / len(words) if words else 0.0,
-        "name_absent": float(any(n in absent for n in names(text))),
-    }
+    absent = set(absent_words(text, hits, index))
+    features = {"best": 1.0, "best_cosine": max(c.similarity for c in hits), **absence_features(text, absent)}
     return FOUND.probability(features) >= FOUND.threshold
 
 
