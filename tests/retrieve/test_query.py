@@ -1003,6 +1003,20 @@ def test_a_package_on_nothing_the_vault_holds_is_empty_and_says_so(embedder):
     assert any("below the evidence threshold" in t["reason"] for t in traced(none))
 
 
+def test_evidence_left_out_because_nothing_was_found_is_traced_as_such(embedder):
+    from vault_pipeline.models.offline.relevance import DEFAULT, FoundModel
+
+    spy = FakeRetriever([COSMOLOGY, *GARDEN_ROWS], embedder)
+    strict = FoundModel({"absent_share": -20.0}, 5.0, 0.5)  # found only when few of the prompt's words are absent
+    gate = OfflineBackend(relevance=replace(DEFAULT, found=strict))
+    query = "Why is emptiness designed in a Japanese garden by Zyxwvut Qwertyx?"
+    package = run(spy, embedder, query=query, gate_llm=gate, stop=0.0)
+    assert not package.found and not package.blocks
+    reasons = [t["reason"] for t in traced(package)]
+    assert any("nothing in the vault is clearly about the prompt: no block" in r for r in reasons)
+    assert not any("below the evidence threshold" in r for r in reasons)  # stop 0.0: every survivor cleared it
+
+
 def test_a_package_the_found_model_is_unsure_of_carries_only_the_closest_few_marked(embedder):
     from vault_pipeline.models.offline.relevance import DEFAULT, FoundModel
     from vault_pipeline.retrieve.evidence import CLOSEST, CLOSEST_TOKENS

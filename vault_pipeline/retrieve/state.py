@@ -172,6 +172,7 @@ class FunnelState:
     ranked: list[Scored] = field(default_factory=list)
     collapsed: dict[str, str] = field(default_factory=dict)  # loser chunk id -> the chunk id it collapsed into
     below: list[Candidate] = field(default_factory=list)  # survivors that are no evidence: no block
+    unfound: list[Candidate] = field(default_factory=list)  # evidence left out: nothing was found
     found: bool = True  # whether the vault holds anything on the prompt (``evidence.judge_found``)
     closest: bool = False  # not found, but the closest few blocks come, marked as such
 

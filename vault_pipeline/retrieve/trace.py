@@ -28,6 +28,7 @@ def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
     ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(state.ranked, 1)}
     beyond = f"beyond the depth reached ({len(went_on)} candidates: {walk.depth.stopped if walk.depth else ''})"
     below = {c.row.chunk_id for c in state.below}
+    unfound = {c.row.chunk_id for c in state.unfound}
     entries = []
     for c in fused:
         entry = _placed(_entry(c, state), ranks.get(c.row.chunk_id), assembly)
@@ -37,6 +38,8 @@ def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
         entry = _judged(entry, c, state, fused)
         if c.row.chunk_id in below:
             entry = _also(entry, f"relevance below the evidence threshold {state.pool.stop:.2f}: no block")
+        elif c.row.chunk_id in unfound:
+            entry = _also(entry, "nothing in the vault is clearly about the prompt: no block")
         entries.append(entry)
     package = ContextPackage(state.query, state.intent, assembly.blocks, 0, stats, tuple(entries), state.found)
     tokens = estimate_tokens(package.to_markdown())  # the package as returned, references included
