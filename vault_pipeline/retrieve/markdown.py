@@ -99,9 +99,9 @@ def _reference(target: str, numbers: Sequence[int]) -> str:
 
 def returned_tokens(head: str, blocks: Sequence[Block], structured: bool) -> int:
     """Tokens of what a package with these blocks returns: its Markdown, and with ``structured`` the
-    structured result beside it (its token count written as five digits: an upper bound)."""
+    structured result beside it (``found`` written as the longer ``false`` and the token count as five
+    digits: an upper bound)."""
     tokens = estimate_tokens(render_markdown(head, blocks))
     if structured:
-        entries = [citation(n, b.item) for n, b in enumerate(blocks, 1)]
-        tokens += estimate_tokens(compact({"found": True, "tokens": 99999, "blocks": entries}))
+        tokens += estimate_tokens(compact(structured_result(False, blocks, 99999)))
     return tokens
