@@ -15,12 +15,11 @@ from datetime import date
 from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
-from vault_pipeline.ingest.extract import CATEGORIES, MAX_VERBATIM_WORDS, MAX_WORDS
+from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.ingest.notes import block_id, transcript_turns
-from vault_pipeline.ingest.quality import hard_problems, unfaithful
+from vault_pipeline.ingest.quality import hard_problems, unfaithful, word_limit
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
 from vault_pipeline.ingest.select import Candidate, Scored, Selector, score, shipped
-from vault_pipeline.models.offline.statements import is_verbatim
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import link_target, normalise_text, sentence_count
 from vault_pipeline.vault.files import Vault
@@ -158,8 +157,7 @@ def quality_problems(
 def _sentence_problems(sentence: str, category: str, source: str | None, judged: Sequence[str] | None) -> list[str]:
     """The hard rules' problems with a note's sentence (the verbatim word limit for a sentence that
     is its source's own words), then a quality model's where it judged the sentence."""
-    limit = MAX_VERBATIM_WORDS if source is not None and is_verbatim(sentence, source) else MAX_WORDS
-    problems = hard_problems(sentence, category, limit=limit)
+    problems = hard_problems(sentence, category, limit=word_limit(sentence, source))
     if judged is not None:
         problems += [p for p in judged if p not in problems]
     return problems

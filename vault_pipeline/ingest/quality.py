@@ -20,7 +20,8 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
-from vault_pipeline.ingest.extract import MAX_WORDS
+from vault_pipeline.ingest.extract import MAX_VERBATIM_WORDS, MAX_WORDS
+from vault_pipeline.models.offline.statements import is_verbatim
 from vault_pipeline.text import (
     PLEASANTRY,
     TEMPLATE_LEADS,
@@ -509,6 +510,11 @@ def meaning_vectors(sentences: Sequence[str]) -> list[list[float]]:
 
 
 # --------------------------------------------------------------------------- hard rules
+
+
+def word_limit(sentence: str, source: str | None) -> int:
+    """A note's word limit: the longer verbatim one for a sentence that is its source's own words."""
+    return MAX_VERBATIM_WORDS if source is not None and is_verbatim(sentence, source) else MAX_WORDS
 
 
 def hard_problems(sentence: str, category: str, *, limit: int = MAX_WORDS) -> list[str]:

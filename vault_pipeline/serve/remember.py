@@ -21,16 +21,13 @@ from typing import cast
 from vault_pipeline.errors import VaultError
 from vault_pipeline.ingest.extract import (
     CATEGORIES,
-    MAX_VERBATIM_WORDS,
-    MAX_WORDS,
     AtomicUnit,
     extract_conversation,
     shorten,
 )
 from vault_pipeline.ingest.notes import atomic_note, positions, session_note
 from vault_pipeline.ingest.parse.types import Conversation, Kind, Message
-from vault_pipeline.ingest.quality import hard_problems
-from vault_pipeline.models.offline.statements import is_verbatim
+from vault_pipeline.ingest.quality import hard_problems, word_limit
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import normalise_text
 from vault_pipeline.vault.files import Vault
@@ -85,8 +82,7 @@ def remember(
         if unit.category == "topic" and kind != "topic":
             continue  # what the text is about names a topic hub in an ingest; a memory makes no hub
         unit = unit if kind is None else unit.model_copy(update={"category": kind})
-        limit = MAX_VERBATIM_WORDS if is_verbatim(unit.text, text) else MAX_WORDS
-        problems = hard_problems(unit.text, unit.category, limit=limit)
+        problems = hard_problems(unit.text, unit.category, limit=word_limit(unit.text, text))
         if problems:
             report.refused.append((unit.text, problems))
         else:
