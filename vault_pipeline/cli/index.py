@@ -89,10 +89,10 @@ def print_index(report: IndexReport, console: Console) -> None:
     console.print(table("index", rows, ("", "count")))
 
 
-def repair_index(vault: Vault, embedder: Embedder, exc: BaseException) -> None:
-    """Rebuild an index that a read (query, status) found unreadable, with a one-line notice on stderr."""
-    from vault_pipeline.index.damage import describe
+def repair_index(vault: Vault, embedder: Embedder, what: str) -> None:
+    """Rebuild an index that a read (query, status) found unreadable (``what``: how), with a one-line
+    notice on stderr."""
     from vault_pipeline.index.sync import repair
 
-    report = repair(vault, embedder, describe(exc))
+    report = repair(vault, embedder, what)
     err.print(f"{report.rebuild_reason}; rebuilt it from the notes ({report.rows} rows)", markup=False)

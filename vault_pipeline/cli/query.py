@@ -128,15 +128,10 @@ def query(
             printed[0] += 1
             printed[1] += say_degraded(package, batch is not None)
 
-    try:
-        answer(queries)
-    except Exception as exc:
-        from vault_pipeline.index.damage import is_damage
+    from vault_pipeline.index.damage import read_repairing
 
-        if not is_damage(exc):
-            raise
-        repair_index(vault, embedder, exc)  # the index is derived: rebuild it, then answer what is left
-        answer(queries[printed[0] :])
+    # The index is derived: when it is unreadable, rebuild it, then answer what is left.
+    read_repairing(lambda: answer(queries[printed[0] :]), lambda what: repair_index(vault, embedder, what))
     if printed[1]:
         raise typer.Exit(EXIT_INCOMPLETE)
 

@@ -35,15 +35,14 @@ def status(
     \b
     Example:  vault status --vault ~/notes"""
     from vault_pipeline import pipeline
-    from vault_pipeline.index.damage import IndexDamagedError
+    from vault_pipeline.index.damage import read_repairing
 
     vault, settings, _ = open_vault(vault_path)
     models = where_models_run(settings)
-    try:
-        result = pipeline.status(vault, lint=lint, models=models)
-    except IndexDamagedError as exc:
-        repair_index(vault, build_embedder(settings), exc)  # derived: rebuild it, then report
-        result = pipeline.status(vault, lint=lint, models=models)
+    result = read_repairing(  # the index is derived: when it is unreadable, rebuild it, then report
+        lambda: pipeline.status(vault, lint=lint, models=models),
+        lambda what: repair_index(vault, build_embedder(settings), what),
+    )
     if json_out:
         print_json(result.to_dict(), EXIT_OK)
     else:

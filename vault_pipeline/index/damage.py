@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +43,20 @@ def is_damage(exc: BaseException) -> bool:
     # LanceDB raises RuntimeError("lance error: LanceError(IO): ..."), or ValueError for a file that
     # is no Lance file at all ("invalid magic"); pyarrow's own errors carry no such word.
     return isinstance(exc, (RuntimeError, OSError, ValueError, pa.ArrowException)) and "lance" in str(exc).lower()
+
+
+T = TypeVar("T")
+
+
+def read_repairing(read: Callable[[], T], rebuild: Callable[[str], object]) -> T:
+    """``read()``; when it finds the index unreadable, ``rebuild(how)`` once (``describe``) and read again."""
+    try:
+        return read()
+    except Exception as exc:
+        if not is_damage(exc):
+            raise
+        rebuild(describe(exc))
+    return read()
 
 
 def describe(exc: BaseException) -> str:

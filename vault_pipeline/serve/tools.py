@@ -80,21 +80,18 @@ class VaultTools:
 
     def _readable(self, read: Callable[[], T]) -> T:
         """``read()``; when it finds the index unreadable, rebuild the index from the vault once and read again."""
-        from vault_pipeline.index.damage import describe, is_damage
+        from vault_pipeline.index.damage import read_repairing
         from vault_pipeline.index.sync import repair
 
-        try:
-            return read()
-        except Exception as exc:
-            if not is_damage(exc):
-                raise
+        def rebuild(what: str) -> None:
             vault = self._vault()
             try:
-                report = repair(vault, self.embedder, describe(exc), wait=self.lock_wait)
+                report = repair(vault, self.embedder, what, wait=self.lock_wait)
             finally:
                 vault.close()
             log.warning("%s; rebuilt it from the notes (%d rows)", report.rebuild_reason, report.rows)
-        return read()
+
+        return read_repairing(read, rebuild)
 
     def query(
         self,
