@@ -55,3 +55,23 @@ def test_a_first_ingest_archives_nothing(tmp_path: Path):
     report = pipeline.ingest(vault, [EXPORT], OfflineBackend())
     assert report.archived == [] and report.archive_run == ""
     assert report.to_dict()["archived"] == [] and report.to_dict()["archive_run"] == ""
+
+
+def test_a_note_the_user_edits_while_it_is_retired_keeps_the_users_bytes_through_undo(tmp_path: Path, monkeypatch):
+    vault = Vault.init(tmp_path / "v")
+    pipeline.ingest(vault, [EXPORT], OfflineBackend(), selector=EVERY_CANDIDATE)
+    racing = sorted((vault.root / "inbox").glob("*.md"))[0]
+    mine = racing.read_text(encoding="utf-8") + "\nWritten while the ingest ran.\n"
+    original = Vault.update_frontmatter
+
+    def user_saves_first(self, relpath, changes, **kwargs):
+        if relpath == f"inbox/{racing.name}":
+            racing.write_text(mine, encoding="utf-8")  # the user's save lands between the read and the edit
+        return original(self, relpath, changes, **kwargs)
+
+    monkeypatch.setattr(Vault, "update_frontmatter", user_saves_first)
+    again = pipeline.ingest(Vault.open(vault.root), [EXPORT], OfflineBackend(), selector=NOTHING)
+    monkeypatch.undo()
+    assert f"archive/{racing.name}" not in again.archived and racing.read_text(encoding="utf-8") == mine
+    undo(Vault.open(vault.root), again.archive_run)
+    assert racing.read_text(encoding="utf-8") == mine  # undo restores only what the run changed

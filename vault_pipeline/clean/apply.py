@@ -25,7 +25,7 @@ from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import source_messages, source_properties
 from vault_pipeline.vault.journal import Journal
-from vault_pipeline.vault.state import edit_frontmatter_text, sha256_bytes
+from vault_pipeline.vault.state import sha256_bytes
 
 
 @dataclass
@@ -157,20 +157,9 @@ def _perform(vault: Vault, step: _Step, action: Action, live: dict[str, _Live]) 
 
 def _edit(vault: Vault, step: _Step, note_id: str, note: _Live, changes: dict[str, Any], folder: str = "") -> None:
     """Change named frontmatter keys (and move), journaling the bytes first (one entry per action and note)."""
-    journal, key = step.journal, f"{step.n}:{note_id}"
-    journal.before(key, note.path, note.data, note_id=note_id, action=step.n)
-    new_sha = sha256_bytes(edit_frontmatter_text(note.data.decode("utf-8"), changes, note.path).encode("utf-8"))
-    moved = f"{folder}/{PurePosixPath(note.path).name}" if folder else note.path
-    # A crash before ``after`` leaves the file edited in place or edited and moved: undo accepts both.
-    journal.expect(key, [(note.path, new_sha), (moved, new_sha)])
-    # Refused (the user's bytes are there): nothing of ours to record, so undo leaves it alone.
-    vault.update_frontmatter(note.path, changes, expected_sha256=note.sha)
-    path = note.path
-    try:
-        if folder:
-            path = vault.move(note.path, folder)
-    finally:  # the edit happened even if the move did not: undo must know the new bytes
-        journal.after(key, path)
+    step.journal.edit(
+        f"{step.n}:{note_id}", note.path, note.data, changes, note_id=note_id, action=step.n, folder=folder
+    )
 
 
 def _wikilink(relpath: str) -> str:

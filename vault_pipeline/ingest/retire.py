@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from vault_pipeline.errors import VaultError
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.journal import Journal
-from vault_pipeline.vault.state import edit_frontmatter_text, sha256_bytes
 
 INBOX, ARCHIVE = "inbox", "archive"
 
@@ -81,14 +80,7 @@ class Retirement:
             "archived_by": f"ingest {journal.stamp} — no longer written by the extractor "
             f"(undo: vault clean --undo {journal.run_id})",
         }
-        journal.before(note_id, relpath, data, note_id=note_id)
-        new_sha = sha256_bytes(edit_frontmatter_text(data.decode("utf-8"), changes, relpath).encode("utf-8"))
-        journal.expect(note_id, [(relpath, new_sha), (moved, new_sha)])
         try:
-            self.vault.update_frontmatter(relpath, changes, expected_sha256=sha256_bytes(data))
-            path = self.vault.move(relpath, ARCHIVE)
+            return journal.edit(note_id, relpath, data, changes, note_id=note_id, folder=ARCHIVE)
         except VaultError:
-            journal.after(note_id, relpath)
-            return None
-        journal.after(note_id, path)
-        return path
+            return None  # changed by the user meanwhile, or the move refused: it stays where it is

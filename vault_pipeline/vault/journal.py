@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vault_pipeline.errors import VaultError
 from vault_pipeline.vault.files import STATE_DIR, Vault
-from vault_pipeline.vault.state import atomic_write, sha256_bytes
+from vault_pipeline.vault.state import atomic_write, edit_frontmatter_text, sha256_bytes
 
 JOURNAL_DIR = "journal"
 
@@ -96,6 +96,35 @@ class Journal:
         self.entries[key].pop("pending", None)
         self._append(key)
         return sha
+
+    def edit(
+        self,
+        key: str,
+        relpath: str,
+        data: bytes,
+        changes: dict[str, Any],
+        *,
+        note_id: str,
+        action: int = 0,
+        folder: str = "",
+    ) -> str:
+        """Change named frontmatter keys of the file whose bytes are ``data`` (and move it into
+        ``folder``), journaled: its bytes first, the bytes it will have, then where it ended; returns
+        its path. A file the user changed since ``data`` is refused (``DirtyFileError``): nothing of
+        ours to record, so undo leaves it alone."""
+        self.before(key, relpath, data, note_id=note_id, action=action)
+        new_sha = sha256_bytes(edit_frontmatter_text(data.decode("utf-8"), changes, relpath).encode("utf-8"))
+        moved = f"{folder}/{PurePosixPath(relpath).name}" if folder else relpath
+        # A crash before ``after`` leaves the file edited in place or edited and moved: undo accepts both.
+        self.expect(key, [(relpath, new_sha), (moved, new_sha)])
+        self.vault.update_frontmatter(relpath, changes, expected_sha256=sha256_bytes(data))
+        path = relpath
+        try:
+            if folder:
+                path = self.vault.move(relpath, folder)
+        finally:  # the edit happened even if the move did not: undo must know the new bytes
+            self.after(key, path)
+        return path
 
     def _append(self, key: str) -> None:
         with open(self.dir / "files.jsonl", "a", encoding="utf-8") as fh:
