@@ -22,13 +22,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from vault_pipeline.ingest.extract import MAX_VERBATIM_CONTEXT_WORDS, MAX_VERBATIM_WORDS
 from vault_pipeline.ingest.quality import FEATURES, features, is_dutch, meaning_vectors
-from vault_pipeline.models.offline.statements import Reading, Statement, key, read_message
+from vault_pipeline.models.logistic import newton, sigmoid
+from vault_pipeline.models.offline.statements import Reading, Statement, is_verbatim, key, read_message
 from vault_pipeline.text import content_stems, word_count
-
-# Limits of the selected statement: the source's own sentence (or clause) and its context line.
-MAX_WORDS = 25
-MAX_CONTEXT_WORDS = 25
 
 # Sign -> what a user reads when it counts against a note. Order is the order of the model's inputs.
 SIGNS: dict[str, str] = {
@@ -113,7 +111,7 @@ def locate(sentence: str, source: str | None) -> tuple[Statement | None, Reading
 @lru_cache(maxsize=64)
 def _reading(source: str) -> Reading:
     """A message read once for all its candidates."""
-    return read_message(source, MAX_WORDS, MAX_CONTEXT_WORDS)
+    return read_message(source, MAX_VERBATIM_WORDS, MAX_VERBATIM_CONTEXT_WORDS)
 
 
 def signs(c: Candidate) -> dict[str, float]:
@@ -204,7 +202,7 @@ class Selector:
         z = self.bias + math.fsum(self.weights.get(k, 0.0) * v for k, v in on.items())
         if self.meaning and vector is not None:
             z += math.fsum(w * float(x) for w, x in zip(self.meaning, vector))
-        return 1.0 / (1.0 + math.exp(-z))
+        return sigmoid(z)
 
     def reasons(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> list[str]:
         """The signs that count most against a note, heaviest first (at most three)."""
@@ -269,8 +267,6 @@ def fit(
     meaning_scale: float = 1.0,
 ) -> Selector:
     """Fit the weights (L2-regularised logistic regression); thresholds are set by the caller."""
-    from vault_pipeline.models.logistic import newton
-
     design = [dict(r) for r in rows]
     dims = [f"meaning:{i}" for i in range(len(vectors[0]) if vectors else 0)]
     for row, vector in zip(design, vectors or ()):
@@ -313,7 +309,6 @@ class Selection:
 def select_units(conversation: Any, units: Sequence[Any], model: Selector | None = None) -> Selection:
     """Score a conversation's verbatim units and keep those at or above the write threshold; topic
     units and a model's own (rewritten) units pass as they are."""
-    from vault_pipeline.models.offline.statements import is_verbatim
 
     model = model or _shipped()
     texts = {m.id: m.text for m in conversation.messages}

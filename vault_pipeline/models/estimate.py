@@ -15,6 +15,7 @@ import typing
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -75,9 +76,15 @@ class DryRunLLM:
         cached = self.answers is not None and self.answers.has(
             answer_key(self.model, self.api_base, prompt, variables, response_model, context)
         )
-        schema = len(json.dumps(response_model.model_json_schema()))
+        schema = _schema_chars(response_model)
         self.calls.append(PlannedCall(prompt.name, tuple(prompt.render(variables)), schema, cached))
         return empty(response_model)
+
+
+@cache
+def _schema_chars(response_model: type[BaseModel]) -> int:
+    """Characters of an answer's JSON schema, as a request carries it (the same for every call)."""
+    return len(json.dumps(response_model.model_json_schema()))
 
 
 def empty(response_model: type[T]) -> T:

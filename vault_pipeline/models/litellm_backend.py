@@ -47,7 +47,6 @@ OUTPUT_MODES: tuple[str, ...] = get_args(OutputMode)
 # LiteLLM providers that speak to a server the user runs; each takes a JSON schema response format.
 _SELF_HOSTED = frozenset({"openai", "hosted_vllm", "ollama", "ollama_chat", "lm_studio", "llamafile", "openai_like"})
 LOCAL_KEY = "no-key-needed"  # sent to a loopback server when no key is configured
-MAX_RETRY_AFTER = 120.0  # seconds: a longer Retry-After is a quota, not a pause: give up
 _SCHEMA_WORDS = re.compile(r"response_format|json_schema|structured output|\btools?\b", re.I)
 
 

@@ -7,6 +7,7 @@ L2-regularised, with numpy only (no model library for six numbers).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 
@@ -38,3 +39,8 @@ def newton(
         if float(np.abs(step).max()) < tolerance:
             break
     return {n: float(v) for n, v in zip(names, w[1:])}, float(w[0])
+
+
+def sigmoid(x: float) -> float:
+    """The logistic function, without overflow for a large negative ``x``."""
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))

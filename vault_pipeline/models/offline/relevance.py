@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vault_pipeline.models.logistic import newton
+from vault_pipeline.models.logistic import newton, sigmoid
 
 FEATURES = (
     "cos_query",
@@ -73,7 +73,7 @@ class RelevanceModel:
 
     def probability(self, signals: Mapping[str, float]) -> float:
         """The model's probability that the candidate is relevant."""
-        return _sigmoid(self.logit(signals))
+        return sigmoid(self.logit(signals))
 
     def keeps(self, signals: Mapping[str, float]) -> bool:
         """True when the probability reaches the threshold."""
@@ -128,10 +128,6 @@ class RelevanceModel:
             stop,
             FoundModel.from_dict(data["found"]) if data.get("found") is not None else None,
         )
-
-
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
 def fit_weights(
@@ -202,7 +198,7 @@ class FoundModel:
 
     def probability(self, features: Mapping[str, float]) -> float:
         """The model's probability that the vault answers the prompt."""
-        return _sigmoid(self.bias + sum(w * float(features.get(n, 0.0)) for n, w in self.weights.items()))
+        return sigmoid(self.bias + sum(w * float(features.get(n, 0.0)) for n, w in self.weights.items()))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``gate.json``'s ``found``)."""

@@ -66,10 +66,6 @@ class Statement:
     before: str | None = None  # the sentence before it in its block: what a pointing word points at
 
     @property
-    def words(self) -> int:
-        return word_count(self.text)
-
-    @property
     def points_back(self) -> bool:
         """Whether it opens with a word that points at something said before it ("This method ...")."""
         return points_back(self.text)
