@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -120,16 +120,10 @@ def _first_rows(table) -> None:
         table.take_offsets(starts).to_arrow()
 
 
-def _batches(table, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """Every row's ``columns``, a batch at a time."""
-    reader = table.search().select(columns).limit(None).to_batches(SCAN_BATCH)
-    yield from reader
-
-
 def _read_back(table) -> str:
     """Read every row back: '' when each matches its stored check, else how many do not."""
     bad: dict[str, str] = {}
-    for batch in _batches(table, list(CONTENT_COLUMNS)):
+    for batch in table.search().select(list(CONTENT_COLUMNS)).limit(None).to_batches(SCAN_BATCH):
         bad.update(content_faults(pa.Table.from_batches([batch])))
     if not bad:
         return ""

@@ -14,6 +14,7 @@ closest few blocks (``CLOSEST``, within ``CLOSEST_TOKENS``), marked as possibly 
 from __future__ import annotations
 
 from vault_pipeline.models.offline.relevance import FOUND, FoundModel
+from vault_pipeline.retrieve.gate import relevance_of
 from vault_pipeline.retrieve.reports import FoundReport
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
@@ -45,9 +46,7 @@ def found_model(state: FunnelState) -> FoundModel | None:
     None when there is no calibrated relevance to weigh."""
     if state.pool.stop is None:
         return None
-    own = getattr(state.tools.llm_gate, "relevance", None)
-    found = getattr(own, "found", None)
-    return found if isinstance(found, FoundModel) else FOUND
+    return relevance_of(state.tools.llm_gate).found or FOUND
 
 
 def found_features(state: FunnelState) -> dict[str, float]:
