@@ -20,8 +20,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from vault_pipeline.ingest.parse import Conversation
-from vault_pipeline.ingest.write import IngestReport, write_note
-from vault_pipeline.text import normalise_text, wikilinks
+from vault_pipeline.ingest.write import IngestReport, existing_links, write_note
+from vault_pipeline.text import normalise_text
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.note import Note, note_id, safe_stem, wikilink
 
@@ -84,10 +84,5 @@ def person_page(name: str, session_stems: Iterable[str]) -> Note:
 def write_people(vault: Vault, people: People, report: IngestReport) -> None:
     """Write each person's page, its links merged with those its file already holds."""
     for name in sorted(people.sessions):
-        probe = person_page(name, [])
-        relpath = vault.locate(probe.id)
-        existing: set[str] = set()
-        if relpath is not None:
-            _, body, _ = vault.read(relpath)
-            existing = {link.target for link in wikilinks(body) if link.target != probe.stem}
+        existing = existing_links(vault, person_page(name, []))
         write_note(vault, person_page(name, people.sessions[name] | existing), report)

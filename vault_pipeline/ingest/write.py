@@ -167,12 +167,12 @@ def _topic_name(sentence: str) -> str:
 def write_topic_hubs(vault: Vault, hubs: dict[str, set[str]], report: IngestReport) -> None:
     """Write each topic hub, its links merged with those its file already holds."""
     for topic in sorted(hubs):
-        existing = _existing_hub_links(vault, topic)
+        existing = existing_links(vault, topic_hub(topic, []))
         write_note(vault, topic_hub(topic, sorted(hubs[topic] | existing)), report)
 
 
-def _existing_hub_links(vault: Vault, topic: str) -> set[str]:
-    probe = topic_hub(topic, [])
+def existing_links(vault: Vault, probe: Note) -> set[str]:
+    """The notes a hub's file already links (the user may have added some), found by the hub's id."""
     relpath = vault.locate(probe.id)
     if relpath is None:
         return set()
