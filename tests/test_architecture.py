@@ -37,6 +37,9 @@ TOP = ("pipeline", "serve", "cli")
 TOP_FOLDERS = frozenset({"serve", "cli"})  # top layers that are folders: they may import every stage and pipeline
 MAX_TOP_LEVEL = 10
 OFFLINE = ("models", "offline")  # the offline backend: models/offline/ imports only models/ and common
+# Earlier layers a stage may still not import: retrieval reads the vault's formats from
+# vault/format.py, never from the ingest stage (which would load every export parser with it).
+SKIPPED = {"retrieve": frozenset({"ingest"})}
 
 IMPORT_CALLS = {"import_module", "__import__"}
 
@@ -256,6 +259,16 @@ def offline_violations(s: Scan) -> list[str]:
     return sorted(wrong)
 
 
+def skipped_layer_violations(s: Scan) -> list[str]:
+    """Edges from a stage to an earlier stage it must reach only through a lower one (``SKIPPED``)."""
+    wrong = []
+    for edge in s.edges:
+        src, dst = s.place(edge.src), s.place(edge.dst)
+        if src is not None and dst is not None and dst.layer in SKIPPED.get(src.layer, ()):
+            wrong.append(_describe(s, edge, f"{src.layer}/ may not import {dst.layer}/ (its formats are in vault/)"))
+    return sorted(wrong)
+
+
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's SCCs of size > 1 (or with a self-loop), iteratively; each sorted, the list sorted."""
     index: dict[str, int] = {}
@@ -368,6 +381,11 @@ def test_modules_import_only_their_folder_earlier_folders_and_the_common_layer()
     assert not problems, _fail("import(s) against the flow", problems)
 
 
+def test_retrieve_imports_nothing_of_ingest():
+    problems = skipped_layer_violations(real())
+    assert not problems, _fail("import(s) of a stage that must be skipped", problems)
+
+
 def test_common_layer_errors_imports_nothing_config_only_errors_text_nothing():
     s = real()
     problems = [v for v in layer_violations(s) if ": common-layer " in v]
@@ -447,6 +465,10 @@ def _fake_package(root: Path) -> Path:
         ),
         "index/d.py": "import fakepkg.index.gone\n",
         "index/e.py": "from fakepkg.serve import api\n",  # a stage importing the serving layer
+        "retrieve/__init__.py": "",
+        "retrieve/f.py": "from fakepkg.ingest import g\n",  # retrieval reaching into ingest
+        "ingest/__init__.py": "",
+        "ingest/g.py": "",
         "serve/__init__.py": "",
         "serve/api.py": "from fakepkg.index import b\n",
         "stray.py": "",
@@ -469,6 +491,9 @@ def test_checker_catches_violations(tmp_path: Path):
     assert not any("fakepkg.vault.store imports fakepkg.errors" in v for v in layers), layers  # relative, allowed
     assert any("fakepkg.index.e imports fakepkg.serve.api" in v and "'serve'" in v for v in layers), layers
     assert not any(v.startswith("fakepkg/serve/") for v in layers), layers  # serve may import the stages
+
+    skipped = skipped_layer_violations(s)
+    assert skipped and all("fakepkg.retrieve.f imports fakepkg.ingest" in v for v in skipped), skipped
 
     offline = offline_violations(s)
     assert len(offline) == 1 and "fakepkg.models.offline imports fakepkg.vault.store (registry string)" in offline[0]

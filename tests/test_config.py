@@ -223,8 +223,8 @@ def test_the_funnel_knobs_a_user_may_tune_reach_the_funnel(tmp_path):
         "window_share = 0.5\nrecency_half_life_days = 7\nrecency_weight = 0\n"
     )
     config = FunnelConfig.from_settings(settings_from(tmp_path, toml))
-    assert (config.gate_timeout, config.gate_batch, config.gate_chars, config.max_wide) == (2.5, 4, 300, 60)
-    assert (config.max_fraction, config.half_life_days, config.recency_weight) == (0.5, 7.0, 0.0)
+    assert (config.gate_timeout, config.gate_batch, config.gate_text_chars, config.max_candidates) == (2.5, 4, 300, 60)
+    assert (config.window_share, config.recency_half_life_days, config.recency_weight) == (0.5, 7.0, 0.0)
     # Unset, they are the funnel's own defaults: one number in one place.
     assert FunnelConfig.from_settings(Settings()) == FunnelConfig()
 
@@ -257,3 +257,35 @@ def test_vault_help_does_not_import_pydantic():
 
     code = "import sys, vault_pipeline.cli; assert 'pydantic' not in sys.modules, 'pydantic imported'"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+
+def test_every_setting_keeps_its_name_in_the_funnel_config():
+    """One name per setting from vault.toml to the code: a funnel setting is the FunnelConfig field of its name."""
+    from dataclasses import fields
+
+    from vault_pipeline.config import settings_schema
+    from vault_pipeline.retrieve.types import FunnelConfig
+
+    names = {f.name for f in fields(FunnelConfig)}
+    funnel = [s for s in settings_schema() if s.spec.funnel]
+    assert len(funnel) >= 12
+    assert [(s.name, s.spec.funnel) for s in funnel if s.spec.funnel != s.name] == []
+    assert [s.name for s in funnel if s.name not in names] == []
+
+
+def test_the_cli_options_of_settings_read_their_help_bounds_and_default_from_the_schema():
+    import typer.main
+
+    from vault_pipeline.cli.app import app
+    from vault_pipeline.config import setting
+
+    command = typer.main.get_command(app)
+    for sub, option, name in (
+        ("query", "budget", "budget"),
+        ("query", "wide", "wide"),
+        ("ingest", "concurrency", "concurrency"),
+    ):
+        (param,) = [p for p in command.commands[sub].params if p.name == option]  # type: ignore[attr-defined]
+        entry = setting(name)
+        assert param.help == entry.help and param.show_default == entry.show_default
+        assert (param.min, param.max) == entry.bounds  # type: ignore[attr-defined]

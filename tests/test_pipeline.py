@@ -186,7 +186,7 @@ def test_gate_removes_the_cosmology_contaminant(demo_vault):
     vault, _, embedder = demo_vault
     question, intent = "What does the empty space between the stones mean?", "an essay on Japanese garden aesthetics"
     gated = run_query(vault, embedder, question, intent)
-    ungated = run_query(vault, embedder, question, intent, gate=False)
+    ungated = run_query(vault, embedder, question, intent, gate_enabled=False)
     paths = lambda package: {b["path"] for b in package.to_dict()["blocks"]}  # noqa: E731
     assert "engrams/hubbles-law-empty-space.md" in paths(ungated)
     assert "engrams/hubbles-law-empty-space.md" not in paths(gated)

@@ -185,7 +185,7 @@ class Settings:
         "a number above 0, at most 1",
         gt=0,
         le=1,
-        funnel="max_fraction",
+        funnel="window_share",
     )
     variants: bool = _setting(True, "retrieval", "Multi-query decomposition.", _SWITCH, funnel="variants")
     max_candidates: int = _setting(
@@ -195,9 +195,11 @@ class Settings:
         "an integer from 1 to 10,000",
         ge=1,
         le=10_000,
-        funnel="max_wide",
+        funnel="max_candidates",
     )
-    gate_enabled: bool = _setting(True, "retrieval", "The fit-gate (false: the floor alone).", _SWITCH, funnel="gate")
+    gate_enabled: bool = _setting(
+        True, "retrieval", "The fit-gate (false: the floor alone).", _SWITCH, funnel="gate_enabled"
+    )
     gate_batch: int = _setting(
         10,
         "retrieval",
@@ -226,7 +228,7 @@ class Settings:
         "an integer from 100 to 100,000",
         ge=100,
         le=100_000,
-        funnel="gate_chars",
+        funnel="gate_text_chars",
     )
     recency_half_life_days: float = _setting(
         30.0,
@@ -235,7 +237,7 @@ class Settings:
         "a number of days above 0, at most 36,500",
         gt=0,
         le=36_500,
-        funnel="half_life_days",
+        funnel="recency_half_life_days",
     )
     recency_weight: float = _setting(
         0.15,

@@ -156,7 +156,7 @@ def test_the_funnel_is_a_list_of_stages_each_taking_the_state_and_reporting_to_i
     from vault_pipeline.retrieve.state import FunnelState, Tools
 
     tools = Tools(conversation(embedder), embedder, OfflineBackend(), OfflineBackend())
-    config = FunnelConfig(variants=False, gate=False, floor=-1.0, beam=1, radius=1, turns=0, wide=1, per_list=1)
+    config = FunnelConfig(variants=False, gate_enabled=False, floor=-1.0, beam=1, radius=1, turns=0, wide=1, per_list=1)
     state = FunnelState(query="pottery class glaze kiln", config=config, tools=tools)
     for stage in funnel.STAGES:
         assert stage(state) is state, stage.__name__
@@ -344,7 +344,7 @@ def test_feedback_widens_the_query_when_few_survive(embedder):
 
 def test_expansion_is_deterministic(embedder):
     outputs = {
-        run(conversation(HashEmbedder(dim=512)), HashEmbedder(dim=512), floor=-1.0, gate=True).to_json()
+        run(conversation(HashEmbedder(dim=512)), HashEmbedder(dim=512), floor=-1.0, gate_enabled=True).to_json()
         for _ in range(5)
     }
     assert len(outputs) == 1
@@ -486,7 +486,7 @@ def test_a_verbatim_turn_is_gated_with_its_seed_notes_vector_not_embedded_again(
     counting = Counting(dim=512)
     retriever = conversation(counting)
     seen.clear()
-    package = run(retriever, counting, floor=-1.0, beam=0, turns=1, wide=1, per_list=1, gate=True)
+    package = run(retriever, counting, floor=-1.0, beam=0, turns=1, wide=1, per_list=1, gate_enabled=True)
     assert [b.item.type for b in package.blocks if b.item.type == "turn"] == ["turn"]
     assert not [t for t in seen if TURN in t]  # the turn's text never went to the embedder
 

@@ -209,7 +209,7 @@ def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
     text, messages, lead = item.text, item.messages, item.lead
     room = estimate_tokens(text) - 20
     (block,) = assemble(
-        [item], budget=room + block_overhead(item, 1) + estimate_tokens(REFERENCES), window=8000, max_fraction=0.78
+        [item], budget=room + block_overhead(item, 1) + estimate_tokens(REFERENCES), window=8000, window_share=0.78
     ).blocks
     assert block.truncated and block.tokens <= room
     source = block.to_dict()["source"]
@@ -223,7 +223,7 @@ def test_assembly_cuts_a_transcript_to_the_turns_the_query_matches(tmp_path):
         [item],
         budget=estimate_tokens(text) + block_overhead(item, 1) + estimate_tokens(REFERENCES),
         window=8000,
-        max_fraction=0.78,
+        window_share=0.78,
     ).blocks
     assert not whole.truncated and whole.to_dict()["source"]["messages"] == list(messages)
 
@@ -233,13 +233,13 @@ def test_a_transcript_cut_to_its_speaker_label_is_left_out():
     text = f"[T, 4 May 2023] {parts[0].text}"
     item = Selected("c1", "n1", "sessions/t.md", "chat", "session", 0.5, 1, text, "T > Transcript",
                     "conv", ("m1",), (), "[T, 4 May 2023]", parts)  # fmt: skip
-    assembly = assemble([item], budget=12, window=8000, max_fraction=0.78)
+    assembly = assemble([item], budget=12, window=8000, window_share=0.78)
     assert assembly.blocks == () and [d["chunk_id"] for d in assembly.dropped] == ["c1"]
     # A lead that ends a sentence ("Length., ...") is no place to cut to either.
     dotted = dataclasses.replace(item, lead="[Longest String Length., 31 March 2023]",
                                  text=f"[Longest String Length., 31 March 2023] {parts[0].text}")  # fmt: skip
-    assert assemble([dotted], budget=14, window=8000, max_fraction=0.78).blocks == ()
-    (kept,) = assemble([item], budget=40, window=8000, max_fraction=0.78).blocks  # a sentence fits: kept
+    assert assemble([dotted], budget=14, window=8000, window_share=0.78).blocks == ()
+    (kept,) = assemble([item], budget=40, window=8000, window_share=0.78).blocks  # a sentence fits: kept
     assert kept.truncated and kept.text.startswith("[T, 4 May 2023] assistant: A long answer")
 
 
@@ -251,16 +251,16 @@ def test_a_summary_leaves_out_the_turns_another_block_holds():
                     "Pottery > Summary", "conv:1", (), (), lead, parts)  # fmt: skip
     turn = Selected("t#1", "t", "sessions/s.md", "chat", "turn", 0.5, 1, "[Ada, 8 May 2023] I glazed a bowl.", "",
                     "conv:1", ("D1:1",), ())  # fmt: skip
-    blocks = {b.item.chunk_id: b for b in assemble([item, turn], budget=500, window=8000, max_fraction=0.78).blocks}
+    blocks = {b.item.chunk_id: b for b in assemble([item, turn], budget=500, window=8000, window_share=0.78).blocks}
     assert blocks["s#0"].text == f"{lead} Session “Pottery”: 2 turns.\n\nBen: Nice work on the glaze."
     # Another conversation's words, or another summary's, hold nothing for it.
     elsewhere = dataclasses.replace(turn, conversation="conv:2")
-    alone = assemble([item, elsewhere], budget=500, window=8000, max_fraction=0.78).blocks
+    alone = assemble([item, elsewhere], budget=500, window=8000, window_share=0.78).blocks
     assert any(b.item.chunk_id == "s#0" and "Ada: I glazed a bowl." in b.text for b in alone)
     # A summary whose every turn another block holds is left out, and says which block holds them.
     reply = Selected("t#2", "t2", "sessions/s.md", "chat", "turn", 0.45, 3, "[Ben, 8 May 2023] Nice work on the glaze.",
                      "", "conv:1", ("D1:2",), ())  # fmt: skip
-    assembly = assemble([item, turn, reply], budget=500, window=8000, max_fraction=0.78)
+    assembly = assemble([item, turn, reply], budget=500, window=8000, window_share=0.78)
     assert "s#0" not in {b.item.chunk_id for b in assembly.blocks}
     assert [(d["chunk_id"], d["repeats"]) for d in assembly.dropped] == [("s#0", "t#1")]
 
@@ -270,7 +270,7 @@ def test_no_block_twice_a_transcript_leaves_out_the_turns_its_notes_carry(tmp_pa
     *rest, (who, turn_id, said) = TURNS
     note = Selected("a#0", "a", "inbox/a.md", "chat", "atomic", 0.5, 1, f"[{who}, 8 May 2023] {said}", "",
                     row.source_conversation, (turn_id,), ())  # fmt: skip
-    blocks = {b.item.chunk_id: b for b in assemble([item, note], budget=2000, window=8000, max_fraction=0.78).blocks}
+    blocks = {b.item.chunk_id: b for b in assemble([item, note], budget=2000, window=8000, window_share=0.78).blocks}
     chunk = blocks[row.chunk_id]
     assert said not in chunk.text and turn_id not in chunk.to_dict()["source"]["messages"]
     assert all(t in chunk.text for _, _, t in rest)
@@ -292,7 +292,7 @@ def test_no_block_twice_a_transcript_leaves_out_the_turns_its_notes_carry(tmp_pa
         )
         for i, (w, m, t) in enumerate(TURNS)
     ]
-    assembly = assemble([item, *notes], budget=2000, window=8000, max_fraction=0.78)
+    assembly = assemble([item, *notes], budget=2000, window=8000, window_share=0.78)
     assert row.chunk_id not in {b.item.chunk_id for b in assembly.blocks}
     assert [d["chunk_id"] for d in assembly.dropped if d.get("repeats")] == [row.chunk_id]
 
@@ -302,7 +302,7 @@ def test_a_transcript_leaves_out_a_turn_a_verbatim_turn_block_shows(tmp_path):
     who, turn_id, said = TURNS[-1]
     turn = Selected("t#1", "t", row.path, "chat", "turn", 0.5, 1, f"[{who}, 8 May 2023] {said}", "",
                     row.source_conversation, (turn_id,), ())  # fmt: skip
-    blocks = {b.item.chunk_id: b for b in assemble([item, turn], budget=2000, window=8000, max_fraction=0.78).blocks}
+    blocks = {b.item.chunk_id: b for b in assemble([item, turn], budget=2000, window=8000, window_share=0.78).blocks}
     chunk = blocks[row.chunk_id]
     assert said not in chunk.text and chunk.to_dict()["source"]["messages"] == [i for _, i, _ in TURNS[:-1]]
     assert all(t in chunk.text for _, _, t in TURNS[:-1]) and blocks["t#1"].text.endswith(said)
@@ -312,7 +312,7 @@ def test_markdown_puts_citations_in_a_numbered_reference_list(tmp_path):
     _, _, atomic = _notes(tmp_path)
 
     items = [_selected(note, 1.0 / rank, rank) for rank, note in enumerate(atomic[:3], 1)]
-    assembly = assemble(items, budget=1000, window=8000, max_fraction=0.78)
+    assembly = assemble(items, budget=1000, window=8000, window_share=0.78)
     package = ContextPackage("q", "i", assembly.blocks, assembly.tokens)
     markdown = package.to_markdown()
     body, _, references = markdown.partition("References:")
@@ -378,7 +378,7 @@ def test_a_procedure_reads_in_its_source_order_at_its_best_steps_place():
     lone = Selected(other.chunk_id, other.note_id, other.path, "chat", "atomic", 0.95, 1, other.text)
     # The unrelated note first, then the steps out of order: third, first, fourth, second.
     ranked = [lone, *(_selected(steps[i], 0.9 - r / 10, r + 2) for r, i in enumerate((2, 0, 3, 1)))]
-    assembly = assemble(ranked, budget=1000, window=8000, max_fraction=0.78)
+    assembly = assemble(ranked, budget=1000, window=8000, window_share=0.78)
     order = [b.item.note_id for b in assembly.blocks]
     assert order == ["a-other", *(s.frontmatter["id"] for s in steps)]
     assert [b.item.rank for b in assembly.blocks] == [1, 3, 5, 2, 4]  # ranks kept: a script can sort by them
@@ -387,7 +387,7 @@ def test_a_procedure_reads_in_its_source_order_at_its_best_steps_place():
 def test_notes_without_a_place_keep_their_rank_order():
     steps = [n for n in _procedure_notes() if n.frontmatter["source_messages"] == ["a1"]]
     ranked = [dataclasses.replace(_selected(s, 1.0 - i / 10, i + 1), position=0) for i, s in enumerate(reversed(steps))]
-    assembly = assemble(ranked, budget=1000, window=8000, max_fraction=0.78)
+    assembly = assemble(ranked, budget=1000, window=8000, window_share=0.78)
     assert [b.item.note_id for b in assembly.blocks] == [s.frontmatter["id"] for s in reversed(steps)]
 
 
@@ -412,12 +412,12 @@ def test_turns_of_one_session_share_one_reference_line_and_the_whole_keeps_to_th
         for i in range(1, 7)
     ]
     head = markdown_head("pottery", [])
-    whole = assemble(turns, budget=1000, window=8000, max_fraction=0.78, head=head)
+    whole = assemble(turns, budget=1000, window=8000, window_share=0.78, head=head)
     package = ContextPackage("pottery", "i", whole.blocks, 0)
     assert package.to_markdown().endswith("References:\n[[ada-and-ben-session-1-9fc068]] 1, 2, 3, 4, 5, 6\n")
     for budget in range(40, 160, 7):
         for structured in (False, True):
-            cut = assemble(turns, budget=budget, window=8000, max_fraction=0.78, head=head, structured=structured)
+            cut = assemble(turns, budget=budget, window=8000, window_share=0.78, head=head, structured=structured)
             assert returned_tokens(head, cut.blocks, structured) <= budget
             kept = {b.item.chunk_id for b in cut.blocks}
             assert kept | {d["chunk_id"] for d in cut.dropped} == {t.chunk_id for t in turns}
@@ -443,13 +443,13 @@ def test_a_sessions_statement_links_its_message_and_keeps_to_the_budget():
         )
 
     head = markdown_head("pottery", [])
-    whole = assemble([statement(1), statement(2)], budget=1000, window=8000, max_fraction=0.78, head=head)
+    whole = assemble([statement(1), statement(2)], budget=1000, window=8000, window_share=0.78, head=head)
     package = ContextPackage("pottery", "i", whole.blocks, 0)
     assert package.to_markdown().endswith(
         "References:\n[[ada-and-ben-session-1-9fc068#^m-D1-1]] 1\n[[ada-and-ben-session-1-9fc068#^m-D1-2]] 2\n"
     )
     for budget in range(40, 120, 9):
-        cut = assemble([statement(1), statement(2)], budget=budget, window=8000, max_fraction=0.78, head=head)
+        cut = assemble([statement(1), statement(2)], budget=budget, window=8000, window_share=0.78, head=head)
         assert returned_tokens(head, cut.blocks, False) <= budget
 
 
@@ -465,7 +465,7 @@ def test_a_sessions_statement_another_block_shows_is_left_out_as_a_repeat():
     )
     said = item("s-1:12", "atomic", 0.9, "[Ada, 8 May 2023] My manager approved the move to Lisbon (a job).", "D1:3")
     own = item("s-1:13", "atomic", 0.7, "[Ben, 8 May 2023] We adopted a rescue dog called Pepper.", "D1:6")
-    whole = assemble([said, turn, own], budget=1000, window=8000, max_fraction=0.78)
+    whole = assemble([said, turn, own], budget=1000, window=8000, window_share=0.78)
     assert [b.item.chunk_id for b in whole.blocks] == ["s-1:3", "s-1:13"]
     (left,) = whole.dropped
     assert left["chunk_id"] == "s-1:12" and left["repeats"] == "s-1:3"
@@ -497,11 +497,11 @@ def test_the_room_a_repeat_frees_takes_back_a_block_left_out_for_the_budget():
         "D1:6",
     )
     head = markdown_head("Lisbon", [])
-    everything = assemble([said, turn, own], budget=5000, window=100000, max_fraction=0.78, head=head)
+    everything = assemble([said, turn, own], budget=5000, window=100000, window_share=0.78, head=head)
     wanted = [b for b in everything.blocks if b.item.chunk_id != "s-1:12"]
     budget = returned_tokens(head, wanted, False) + 4  # the cuts estimate each block's share with some slack
     shown = (*everything.blocks, Block(said, "core", said.text, False))
     assert budget < returned_tokens(head, shown, False)  # all three do not fit
-    fitted = assemble([said, turn, own], budget=budget, window=100000, max_fraction=0.78, head=head)
+    fitted = assemble([said, turn, own], budget=budget, window=100000, window_share=0.78, head=head)
     assert [b.item.chunk_id for b in fitted.blocks] == ["s-1:3", "s-1:13"]
     assert [d.get("repeats") for d in fitted.dropped] == ["s-1:3"]

@@ -174,7 +174,7 @@ def test_gate_removes_the_cosmology_contaminant(embedder):
 
 
 def test_without_the_gate_the_contaminant_ranks_high(embedder):
-    package = run(garden(embedder), embedder, gate=False)
+    package = run(garden(embedder), embedder, gate_enabled=False)
     entry = trace_of(package, "hubble-law")
     assert entry["gate"] == "skipped" and entry["reason"] == "gate disabled"
     assert entry["rank"] is not None and entry["rank"] <= 2
@@ -183,7 +183,7 @@ def test_without_the_gate_the_contaminant_ranks_high(embedder):
 
 def test_gate_first_rank_never_lets_a_dropped_engram_outrank_a_kept_chunk(embedder, scripted_llm):
     gated = run(garden(embedder), embedder, gate_llm=scripted_llm(drop_if("Hubble")))
-    ungated = run(garden(embedder), embedder, gate=False)
+    ungated = run(garden(embedder), embedder, gate_enabled=False)
     assert trace_of(ungated, "hubble-law")["rank"] == 1  # provenance x similarity puts it on top
     ranked = sorted((t for t in traced(gated) if t["rank"] is not None), key=lambda t: t["rank"])
     assert ranked[0]["id"] != "hubble-law" and all(t["gate"] == "keep" for t in ranked)
@@ -404,7 +404,7 @@ def test_offline_gate_judges_by_the_fitted_model_over_the_signals():
 
 
 def test_floor_drops_low_similarity_candidates(embedder):
-    package = run(garden(embedder), embedder, floor=0.2, gate=False)
+    package = run(garden(embedder), embedder, floor=0.2, gate_enabled=False)
     tax = trace_of(package, "tax-deadline")
     assert tax["similarity"] < 0.2 and tax["floor"] == "drop" and tax["gate"] == "skipped"
     assert "below floor" in tax["reason"] and tax["rank"] is None
@@ -448,7 +448,7 @@ def cand(note_id, tier="engram", similarity=0.5, created="2024-01-01", text=None
 
 
 def test_recency_decays_only_the_chat_tier():
-    config = FunnelConfig(half_life_days=30, recency_weight=0.15)
+    config = FunnelConfig(recency_half_life_days=30, recency_weight=0.15)
     ref = datetime(2024, 7, 1, tzinfo=UTC)
     assert recency("engram", "2020-01-01", ref, config) == 1.0
     assert recency("resource", "2020-01-01", ref, config) == 1.0
@@ -492,7 +492,7 @@ def test_dedup_keeps_the_highest_provenance_copy(embedder):
             type="resource",
         ),
     ]
-    package = run(garden(embedder, copies), embedder, gate=False, floor=0.0)
+    package = run(garden(embedder, copies), embedder, gate_enabled=False, floor=0.0)
     assert "corner-resource" in block_ids(package)
     assert not {"corner-web", "corner-chat"} & set(block_ids(package))
     for loser in ("corner-web", "corner-chat"):
@@ -528,7 +528,7 @@ PERIPHERAL = Selected(
 
 
 def test_levels_and_deterministic_block_order():
-    out = assemble([PERIPHERAL, STRUCT, CORE], budget=10_000, window=100_000, max_fraction=0.78)
+    out = assemble([PERIPHERAL, STRUCT, CORE], budget=10_000, window=100_000, window_share=0.78)
     assert [(b.item.note_id, b.level) for b in out.blocks] == [
         ("core", "core"),
         ("session", "structural"),
@@ -546,7 +546,7 @@ def overhead(*items: Selected) -> int:
 def test_budget_cuts_peripheral_then_structural_before_core():
     first = estimate_tokens(first_level(STRUCT.text))
     budget = estimate_tokens(CORE.text) + first + 2 + overhead(CORE, STRUCT)
-    out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
+    out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, window_share=0.78)
     blocks = {b.item.note_id: b for b in out.blocks}
     assert blocks["core"].text == CORE.text and not blocks["core"].truncated
     assert blocks["session"].truncated and blocks["session"].text == first_level(STRUCT.text)
@@ -557,7 +557,7 @@ def test_budget_cuts_peripheral_then_structural_before_core():
 
 def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
     budget = estimate_tokens(CORE.text) + estimate_tokens(STRUCT.text) + 25 + overhead(CORE, STRUCT, PERIPHERAL)
-    out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
+    out = assemble([CORE, STRUCT, PERIPHERAL], budget=budget, window=100_000, window_share=0.78)
     web = next(b for b in out.blocks if b.item.note_id == "web")
     assert web.truncated and web.text.endswith(".") and PERIPHERAL.text.startswith(web.text)
     assert out.tokens <= budget and not out.dropped
@@ -566,7 +566,7 @@ def test_budget_cut_lands_on_a_sentence_boundary_and_is_marked():
 def test_core_is_cut_last_and_only_when_nothing_else_is_left():
     core = replace(CORE, text="Core sentence first. Then a second one, longer than the first.")
     budget = 6 + overhead(core)
-    out = assemble([core, STRUCT, PERIPHERAL], budget=budget, window=100_000, max_fraction=0.78)
+    out = assemble([core, STRUCT, PERIPHERAL], budget=budget, window=100_000, window_share=0.78)
     assert [b.item.note_id for b in out.blocks] == ["core"] and out.blocks[0].truncated
     assert out.blocks[0].text == "Core sentence first."
     assert {d["id"] for d in out.dropped} == {"session", "web"} and out.tokens <= 6
@@ -574,12 +574,12 @@ def test_core_is_cut_last_and_only_when_nothing_else_is_left():
 
 def test_a_block_no_sentence_of_which_fits_is_left_out_not_cut():
     # A one-sentence note cut to its first words ("This means that the") is a fragment.
-    out = assemble([CORE, STRUCT, PERIPHERAL], budget=6, window=100_000, max_fraction=0.78)
+    out = assemble([CORE, STRUCT, PERIPHERAL], budget=6, window=100_000, window_share=0.78)
     assert out.blocks == () and {d["id"] for d in out.dropped} == {"core", "session", "web"}
     # What the cuts left is filled, in block order, by a later block that fits whole.
     small = Selected("small#0", "small", "engrams/small.md", "engram", "atomic", 0.1, 9, "Short one.")
     budget = estimate_tokens(CORE.text) + 5 + overhead(CORE, small)
-    out = assemble([CORE, STRUCT, PERIPHERAL, small], budget=budget, window=100_000, max_fraction=0.78)
+    out = assemble([CORE, STRUCT, PERIPHERAL, small], budget=budget, window=100_000, window_share=0.78)
     assert [b.item.note_id for b in out.blocks] == ["core", "small"] and out.tokens <= budget
     assert not any(b.truncated for b in out.blocks)
 
@@ -599,11 +599,11 @@ def test_cut_text_ends_a_sentence_and_respects_utf8_boundaries():
 
 
 def test_cap_backstop_fires_when_forced(embedder):
-    package = run(garden(embedder), embedder, gate=False, budget=2000, window=40)
+    package = run(garden(embedder), embedder, gate_enabled=False, budget=2000, window=40)
     assert stats_of(package)["cap_fired"] is True and stats_of(package)["cap"] == 31
     assert package.tokens <= 31 and stats_of(package)["dropped_for_budget"]
     assert any(t["cap"] for t in traced(package))
-    normal = run(garden(embedder), embedder, gate=False)
+    normal = run(garden(embedder), embedder, gate_enabled=False)
     assert stats_of(normal)["cap_fired"] is False and not any(t["cap"] for t in traced(normal))
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from vault_pipeline.errors import VaultError
 from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.format import parse_atomic_body
 from vault_pipeline.vault.frontmatter import source_messages
 from vault_pipeline.vault.note import TIER_WEIGHTS, note_tier
 
@@ -59,13 +60,8 @@ class SweepNote:
 
 def _claim(body: str) -> tuple[str, str]:
     """The claim sentence and the Context: qualifier of an atomic note's body."""
-    sentence, context = "", ""
-    for line in (raw.strip() for raw in body.splitlines()):
-        if line.lower().startswith("context:"):
-            context = context or line.split(":", 1)[1].strip()
-        elif line and not sentence and not line.lower().startswith("source:") and not line.startswith("#"):
-            sentence = line
-    return sentence, context
+    parsed = parse_atomic_body(body)
+    return parsed.sentence, parsed.context
 
 
 def _sweep_note(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from vault_pipeline.config import CONFIG_FILE
+from vault_pipeline.config import CONFIG_FILE, setting
 from vault_pipeline.errors import ConfigError, VaultError
 
 if TYPE_CHECKING:
@@ -50,6 +50,14 @@ def exit_code(exc: VaultError) -> int:
 
 
 # --------------------------------------------------------------------------- options
+
+
+def schema_option(name: str, metavar: str) -> Any:
+    """A command-line option for the setting ``name``: its help, bounds and default as the settings
+    schema (``config.Settings``) declares them, so the CLI never retypes them."""
+    entry = setting(name)
+    low, high = entry.bounds
+    return typer.Option(metavar=metavar, min=low, max=high, show_default=entry.show_default, help=entry.help)
 
 
 def set_verbose(ctx: typer.Context, value: bool) -> bool:

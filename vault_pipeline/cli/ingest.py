@@ -22,6 +22,7 @@ from vault_pipeline.cli.common import (
     open_vault,
     out,
     print_json,
+    schema_option,
     table,
 )
 from vault_pipeline.cli.progress import progress
@@ -50,16 +51,7 @@ def ingest(
             "--estimate", help="Print the model calls, tokens and cost the ingest would take; call and write nothing."
         ),
     ] = False,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            min=1,
-            max=64,
-            show_default="vault.toml [models] concurrency, else 4",
-            help="Model requests in flight at once.",
-        ),
-    ] = None,
+    concurrency: Annotated[int | None, schema_option("concurrency", "N")] = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Turn chat exports into atomic notes, session notes, topic hubs and thread maps.

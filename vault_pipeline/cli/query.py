@@ -26,9 +26,9 @@ from vault_pipeline.cli.common import (
     err,
     open_vault,
     out,
+    schema_option,
 )
 from vault_pipeline.cli.index import repair_index
-from vault_pipeline.config import BUDGET_RANGE, WIDE_RANGE, Settings
 from vault_pipeline.errors import VaultError
 
 if TYPE_CHECKING:
@@ -49,16 +49,7 @@ def query(
     intent: Annotated[
         str | None, typer.Option(metavar="TEXT", help="The subject domain the gate judges against.")
     ] = None,
-    budget: Annotated[
-        int | None,
-        typer.Option(
-            metavar="TOKENS",
-            min=BUDGET_RANGE[0],
-            max=BUDGET_RANGE[1],
-            show_default=f"vault.toml [retrieval] budget, else {Settings.budget}",
-            help="Token budget of the package.",
-        ),
-    ] = None,
+    budget: Annotated[int | None, schema_option("budget", "TOKENS")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the package as JSON.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show every candidate's path through the funnel.")] = False,
     batch: Annotated[
@@ -66,26 +57,8 @@ def query(
     ] = None,
     no_gate: Annotated[bool, typer.Option("--no-gate", help="Skip the fit-gate (recall-only path).")] = False,
     no_variants: Annotated[bool, typer.Option("--no-variants", help="Skip multi-query decomposition.")] = False,
-    floor: Annotated[
-        float | None,
-        typer.Option(
-            metavar="COSINE",
-            min=0.0,
-            max=1.0,
-            show_default="vault.toml [retrieval] floor, else the embedder's calibration",
-            help="Similarity floor.",
-        ),
-    ] = None,
-    wide: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            min=WIDE_RANGE[0],
-            max=WIDE_RANGE[1],
-            show_default=f"vault.toml [retrieval] wide, else {Settings.wide}",
-            help="Candidates in the first step to the floor and gate; the depth then doubles until the budget fills.",
-        ),
-    ] = None,
+    floor: Annotated[float | None, schema_option("floor", "COSINE")] = None,
+    wide: Annotated[int | None, schema_option("wide", "N")] = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Build a small, precise, cited context package for a prompt.
@@ -109,7 +82,7 @@ def query(
         k: v for k, v in {"budget": budget, "floor": floor, "wide": wide}.items() if v is not None
     }
     if no_gate:
-        overrides["gate"] = False
+        overrides["gate_enabled"] = False
     if no_variants:
         overrides["variants"] = False
     embedder = build_embedder(settings)  # its calibration gives the floor unless vault.toml sets one

@@ -33,8 +33,8 @@ from typing import Any
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
-from vault_pipeline.ingest.notes import MESSAGE_ID, TRANSCRIPT_HEADING
 from vault_pipeline.text import estimate_tokens, grapheme_safe
+from vault_pipeline.vault.format import MESSAGE_ID, TRANSCRIPT_HEADING
 
 # Bumped when the same note would chunk differently; an index chunked the old way is re-chunked by
 # the next sync (``index.sync``), keeping the vectors of unchanged texts. 2: one chunk per

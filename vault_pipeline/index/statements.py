@@ -19,9 +19,9 @@ from typing import Any
 from vault_pipeline.index.chunk import Chunk
 from vault_pipeline.index.table import to_json_list
 from vault_pipeline.ingest.extract import MAX_VERBATIM_CONTEXT_WORDS, MAX_VERBATIM_WORDS
-from vault_pipeline.ingest.notes import block_id, transcript_turns
 from vault_pipeline.models.offline.extraction import statement_units
 from vault_pipeline.text import estimate_tokens
+from vault_pipeline.vault.format import AtomicBody, block_id, render_atomic, transcript_turns
 from vault_pipeline.vault.frontmatter import source_messages
 
 _ROLES = {"user": "user", "assistant": "assistant"}
@@ -50,11 +50,7 @@ def statement_chunks(note_id: str, relpath: str, frontmatter: Mapping[str, Any],
 
 def _chunk(note_id: str, ordinal: int, unit: dict, named: str, stem: str, block: str, position: int) -> Chunk:
     context = "; ".join(part for part in (named, unit["context"] or "") if part)
-    lines = [unit["text"], ""]
-    if context:
-        lines += [f"Context: {context}", ""]
-    lines.append(f"Source: [[{stem}#^{block}]]")
-    text = "\n".join(lines)
+    text = render_atomic(AtomicBody(unit["text"], context, (f"{stem}#^{block}",)))
     columns = {
         "type": "atomic",
         "category": unit["category"],

@@ -16,13 +16,13 @@ from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
-from vault_pipeline.ingest.notes import block_id, transcript_turns
 from vault_pipeline.ingest.quality import hard_problems, unfaithful, word_limit
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
 from vault_pipeline.ingest.select import Candidate, Scored, Selector, score, shipped
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import link_target, normalise_text, sentence_count
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.format import block_id, parse_atomic_body, transcript_turns
 from vault_pipeline.vault.frontmatter import frontmatter_span, source_messages, source_properties
 
 __all__ = ["EngramIndex", "KeepReport", "SourceTexts", "keep", "quality_problems", "sentence_count", "verdict"]
@@ -105,12 +105,8 @@ class EngramIndex:
 
 
 def note_sentence(body: str) -> str:
-    """The atomic sentence of a note body: its first line that is not a heading or a label."""
-    for line in body.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and not line.startswith(("Context:", "Source:")):
-            return line
-    return ""
+    """The atomic sentence of a note body: its first paragraph that is not a heading or a label."""
+    return parse_atomic_body(body).sentence
 
 
 def quality_problems(
@@ -176,10 +172,7 @@ def _score_problem(scored: Scored | None, keep_at: float | None) -> list[str]:
 
 def note_context(body: str) -> str | None:
     """The note's ``Context:`` line, if it has one."""
-    for line in body.splitlines():
-        if line.startswith("Context:"):
-            return line.removeprefix("Context:").strip() or None
-    return None
+    return parse_atomic_body(body).context or None
 
 
 def keep_scores(

@@ -5,7 +5,6 @@ Nothing here touches the file system; ``vault.files`` is the only module that wr
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections import Counter
@@ -15,11 +14,26 @@ from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
 
-from vault_pipeline.ingest.context import merge_context, unit_context
+from vault_pipeline.ingest.context import unit_context
 from vault_pipeline.ingest.extract import AtomicUnit, ThreadMap
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.text import normalise_text
+from vault_pipeline.vault.format import (
+    MESSAGE_ID,
+    NOTES_PREFIX,
+    TRANSCRIPT_HEADING,
+    AtomicBody,
+    block_id,
+    escape_block_ids,
+    merge_context,
+    render_atomic,
+    transcript_turns,
+    turn_label,
+)
 from vault_pipeline.vault.note import Note, note_id, safe_stem, wikilink
+
+# The formats live in vault/format.py; these names stay importable from here for older callers.
+__all__ = ["MESSAGE_ID", "TRANSCRIPT_HEADING", "block_id", "transcript_turns"]
 
 
 def atomic_id(kind: str, conversation_id: str, category: str, sentence: str) -> str:
@@ -40,17 +54,6 @@ def thread_id(key: str) -> str:
 def topic_id(topic: str) -> str:
     """Stable id of a topic hub (case and punctuation of the name do not matter)."""
     return note_id("h", normalise_text(topic))
-
-
-def block_id(message_id: str) -> str:
-    """Obsidian block id for a message: ``m-`` + id reduced to [A-Za-z0-9-] (+ hash if reduced)."""
-    raw = str(message_id)
-    reduced = re.sub(r"[^A-Za-z0-9-]+", "-", raw)
-    if reduced == raw and raw:
-        return f"m-{raw}"
-    tag = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:4]
-    reduced = reduced.strip("-")
-    return f"m-{reduced}-{tag}" if reduced else f"m-{tag}"
 
 
 # --------------------------------------------------------------------------- builders
@@ -93,10 +96,6 @@ def conversation_created(conv: Conversation) -> str:
     return created_stamp(conv.created or next((m.created for m in conv.messages if m.created), None))
 
 
-TRANSCRIPT_HEADING = "Transcript"  # a session note's messages sit under this H2 (the index chunks it per message)
-# A message's block id where ``render_transcript`` writes it: closing its paragraph (" ^m-id") or on a
-# line of its own. Text that would pose as one is escaped ("\^m-x"), so it never matches.
-MESSAGE_ID = re.compile(r"(?:^|[ \t])\^(m-[A-Za-z0-9-]+)[ \t]*$", re.M)
 # Letters, combining marks and decimal digits: what an Obsidian tag may hold besides "_", "-", "/".
 _TAG_CATEGORIES = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd"}
 
@@ -169,12 +168,12 @@ def atomic_note(
         "created": created_stamp(created_iso),
         "tags": _tags(obsidian_tag(unit.category), *(topic_tag(t) for t in topics)),
     }
-    lines = [sentence, ""]
-    if context := merge_context(unit.context, context):
-        lines += [f"Context: {_one_line(context)}", ""]
-    links = ", ".join(wikilink(session_stem, "^" + block_id(m)) for m in unit.source_ids)
-    lines.append(f"Source: {links}")
-    return Note(nid, "atomic", "inbox", safe_stem(sentence, nid), frontmatter, "\n".join(lines) + "\n")
+    body = AtomicBody(
+        sentence,
+        _one_line(merge_context(unit.context, context)),
+        tuple(f"{session_stem}#^{block_id(m)}" for m in unit.source_ids),
+    )
+    return Note(nid, "atomic", "inbox", safe_stem(sentence, nid), frontmatter, render_atomic(body) + "\n")
 
 
 def positions(units: Sequence[AtomicUnit]) -> list[int]:
@@ -251,7 +250,6 @@ _STRUCTURAL = re.compile(
     r"^(?: {4}|\t| {0,3}(?:[>#|<]|[-+*](?:\s|$)|\d{1,9}[.)](?:\s|$)"
     r"|(?:[-*_][ \t]*){3,}$|=+[ \t]*$|\$\$))"
 )
-_TRAILING_ID = re.compile(r"(^|\s)\^([A-Za-z0-9-]+)([ \t]*)$")
 # What can open a block that outlives a blank line (a fence, raw HTML) or make a line other than
 # it looks (a table's delimiter row). A message without any of these needs no Markdown parser.
 _RISKY = re.compile(r"```|~~~|^[ \t>*+\-\d.)]*<|^[ \t]*\|?[ \t]*:?-+:?[ \t]*\|", re.M)
@@ -270,32 +268,13 @@ def render_transcript(messages: Sequence[Any], links: Mapping[str, Sequence[str]
         parts.append(_render_message(message))
         stems = list(dict.fromkeys((links or {}).get(message.id, ())))
         if stems:
-            parts.append("Notes: " + ", ".join(wikilink(s) for s in stems))
+            parts.append(NOTES_PREFIX + ", ".join(wikilink(s) for s in stems))
     return "\n\n".join(parts) + "\n"
-
-
-_NOTES_LINE = re.compile(r"^Notes: \[\[.*$", re.M)  # links back to atomic notes: not the message
-_SPEAKER_LABEL = re.compile(
-    r"^\s*\*\*([^*\n]+):\*\*[ \t]*\n?"
-)  # "**Assistant:** ": the transcript's, not the message's
-
-
-def transcript_turns(body: str) -> dict[str, tuple[str, str]]:
-    """Block id -> (speaker label, message text) of a session note's transcript, as ``render_transcript``
-    writes it: the label and the links back to atomic notes are the transcript's, not the message's."""
-    text = body.split(f"\n## {TRANSCRIPT_HEADING}\n", 1)[-1]
-    turns, start = {}, 0
-    for match in MESSAGE_ID.finditer(text):
-        raw = _NOTES_LINE.sub("", text[start : match.start()]).lstrip("\n")
-        label = _SPEAKER_LABEL.match(raw)
-        turns[match[1]] = (label[1].strip() if label else "", raw[label.end() :] if label else raw)
-        start = match.end()
-    return turns
 
 
 def _render_message(message: Any) -> str:
     lines, plain = _message_lines(str(message.text or ""))
-    label = f"**{_speaker(message)}:**"
+    label = turn_label(_speaker(message))
     if not lines:
         lines, plain = ["_(empty message)_"], [True]
     if _paragraph_is_plain(plain, first=True):
@@ -329,7 +308,7 @@ def _message_lines(text: str) -> tuple[list[str], list[bool | None]]:
     while raw and not raw[0].strip():
         raw.pop(0)
     if not _RISKY.search("\n".join(raw)):
-        lines = [_TRAILING_ID.sub(r"\1\\^\2\3", line) for line in raw]  # text that would pose as a block id
+        lines = [escape_block_ids(line) for line in raw]  # text that would pose as a block id
         return lines, [None if not line.strip() else not _STRUCTURAL.match(line) for line in lines]
     return _parsed_message_lines(raw)
 
@@ -373,7 +352,7 @@ class _Rendered:
         for number in range(self.done, end):
             line = self.raw[number]
             if not self.literal[number]:
-                line = _TRAILING_ID.sub(r"\1\\^\2\3", line)
+                line = escape_block_ids(line)
             self.lines.append(line)
             self.kinds.append(None if not line.strip() else not (self.literal[number] or _STRUCTURAL.match(line)))
         self.done = max(self.done, end)

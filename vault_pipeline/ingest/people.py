@@ -21,9 +21,8 @@ from collections.abc import Iterable
 
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.ingest.write import IngestReport, existing_links, write_note
-from vault_pipeline.text import normalise_text
 from vault_pipeline.vault.files import Vault
-from vault_pipeline.vault.note import Note, note_id, safe_stem, wikilink
+from vault_pipeline.vault.note import Note, person_id, person_stem, wikilink
 
 PEOPLE_FOLDER = "people"
 # Speaker labels that name a role, not a person.
@@ -35,16 +34,6 @@ _RELATIONS = (
 # "my colleague Jan", "mijn zus Eva": a relation word, then a capitalised name that is no sentence start.
 _NAMED = re.compile(rf"\b(?:[Mm]y|[Mm]ijn) (?:{_RELATIONS}),? ([A-Z][a-z]{{2,19}})\b")
 _PERSON = re.compile(r"^[A-Z][\w'-]{1,29}(?: [A-Z][\w'-]{1,29}){0,2}$")
-
-
-def person_id(name: str) -> str:
-    """Stable id of a person's page (case and punctuation of the name do not matter)."""
-    return note_id("p", normalise_text(name))
-
-
-def person_stem(name: str) -> str:
-    """The file name of a person's page: what a prompt naming them looks up."""
-    return safe_stem(name, person_id(name))
 
 
 def named_people(conv: Conversation) -> set[str]:

@@ -22,26 +22,17 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from functools import lru_cache
 from typing import Any
 
-from vault_pipeline.ingest.context import MONTHS
-from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.retrieve.package import Part
 from vault_pipeline.retrieve.repeats import SPEAKER
-from vault_pipeline.text import idf_overlap, query_runs, stem_runs
+from vault_pipeline.text import estimate_tokens, idf_overlap, query_runs, split_sentences, stem_runs
+from vault_pipeline.vault.format import BLOCK_ID_AT_END as _BLOCK_ID
+from vault_pipeline.vault.format import BOLD_SPEAKER as _BOLD_SPEAKER
+from vault_pipeline.vault.format import block_id, context_parts, parse_atomic_body, short_day
 
-_CONTEXT = "context:"
-_SOURCE = "source:"
-# The who/when lead of ingest's Context line: "Caroline, 8 May 2023" or just "8 May 2023".
-_LEAD = re.compile(r"^(?:(?P<who>[^;]+?), )?(?P<date>\d{1,2} [A-Z][a-z]+ \d{4})$")
-# "“yesterday” is 7 May 2023" (ingest/context.py: f"“{ref.text}” is {ref.describe()}").
-_TIME = re.compile(r"^\u201c(?P<text>[^\u201d]+)\u201d is (?P<value>.+)$")
-_LINK = re.compile(r"\[\[([^\]|]+)(?:\|[^\]]*)?\]\]")
-_BLOCK_ID = re.compile(r"\s*\^(m-[A-Za-z0-9-]+)\s*$", re.MULTILINE)
 _HEADING_LINE = re.compile(r"^#{1,6} .*$\n?", re.MULTILINE)
-_BOLD_SPEAKER = re.compile(r"^\*\*([^*\n]{1,80}):\*\*", re.MULTILINE)
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n\s*")
 
 
@@ -54,45 +45,20 @@ class Parsed:
     own: str
     times: tuple[tuple[str, str], ...]
     links: tuple[str, ...]
+    extra: tuple[str, ...] = ()  # paragraphs a user added to the note
 
 
 @lru_cache(maxsize=4096)  # immutable; the same note is parsed by several steps of one query
 def parse_atomic(text: str) -> Parsed:
     """The parts of an atomic note's indexed text (sentence, Context line, Source line)."""
-    sentence, context, links = "", "", []
-    for paragraph in (p.strip() for p in re.split(r"\n\s*\n", text.strip())):
-        low = paragraph.lower()
-        if low.startswith(_CONTEXT):
-            context = context or " ".join(paragraph[len(_CONTEXT) :].split())
-        elif low.startswith(_SOURCE):
-            links += _LINK.findall(paragraph)
-        elif paragraph and not sentence:
-            sentence = " ".join(paragraph.split())
-    who, own, times = _context_parts(context)
-    return Parsed(sentence, who, own, times, tuple(links))
+    body = parse_atomic_body(text)
+    who, own, times = context_parts(body.context)
+    return Parsed(body.sentence, who, own, times, body.links, body.extra)
 
 
-def _context_parts(context: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-    """(who, own qualifier, ((time words, absolute), ...)) from a Context line."""
-    parts = [p.strip() for p in context.rstrip(".").split("; ") if p.strip()]
-    who, own, times = "", [], []
-    for position, part in enumerate(parts):
-        if m := _TIME.match(part):
-            times.append((m["text"], m["value"].rstrip(".")))
-            continue
-        head, _, last = part.rpartition(". ")
-        lead = _LEAD.match(last) if position == 0 else None
-        if lead:
-            who = (lead["who"] or "").strip()
-            if head:
-                own.append(head)
-        else:
-            own.append(part)
-    return who, "; ".join(own), tuple(times)
-
-
-def atomic_text(text: str, created: str, speaker: str) -> tuple[str, tuple[str, ...]]:
-    """(one-line block text, source links) of an atomic note's indexed text."""
+def atomic_text(text: str, created: str, speaker: str, query: str = "") -> tuple[str, tuple[str, ...]]:
+    """(one-line block text, source links) of an atomic note's indexed text; what a user added to
+    the note follows its sentence (``added_text``)."""
     parsed = parse_atomic(text)
     if not parsed.sentence:
         return text.strip(), parsed.links
@@ -100,7 +66,32 @@ def atomic_text(text: str, created: str, speaker: str) -> tuple[str, tuple[str, 
     extra = ([parsed.own] if parsed.own else []) + [f"{words}: {value}" for words, value in unplaced]
     if extra:
         sentence = f"{sentence.rstrip('.')} ({'; '.join(extra)})."
+    if added := added_text(parsed.extra, query):
+        sentence = f"{sentence} {added}"
     return f"{header(created, parsed.who or speaker)} {sentence}", parsed.links
+
+
+# What a user added to a note (the paragraphs after its sentence) goes into its block whole when it
+# is this short; a longer addition gives the block the sentences that carry a word of the query,
+# in the note's order, to about this many tokens more (a note is one block: the budget cuts whole
+# blocks, so an addition must not make the note too large to be shown).
+ADDED_WHOLE_TOKENS = 80
+ADDED_MAX_TOKENS = 240
+
+
+def added_text(extra: Sequence[str], query: str) -> str:
+    """The part of a user's additions to a note that its block shows (see ``ADDED_WHOLE_TOKENS``)."""
+    whole = " ".join(extra)
+    if not whole or estimate_tokens(whole) <= ADDED_WHOLE_TOKENS:
+        return whole
+    asked = {t for run in query_runs(query) for t in run}
+    shown, used = [], 0
+    for sentence in (s for paragraph in extra for s in split_sentences(paragraph)):
+        cost = estimate_tokens(sentence)
+        if asked & {t for run in stem_runs(sentence) for t in run} and used + cost <= ADDED_MAX_TOKENS:
+            shown.append(sentence)
+            used += cost
+    return " ".join(shown)
 
 
 def mark_times(text: str, times: Sequence[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
@@ -124,16 +115,8 @@ def header(created: str, who: str) -> str:
     header is a large share of a short block). Dates inside the text (a resolved "yesterday (7 May
     2023)") keep the month's whole name: they are what was said.
     """
-    parts = [p for p in (" ".join(str(who or "").split()), _day(created)) if p]
+    parts = [p for p in (" ".join(str(who or "").split()), short_day(created)) if p]
     return f"[{', '.join(parts)}]" if parts else ""
-
-
-def _day(created: str) -> str:
-    try:
-        day = date.fromisoformat(str(created or "")[:10])
-    except ValueError:
-        return ""
-    return f"{day.day} {MONTHS[day.month - 1][:3]} {day.year}"
 
 
 def structural_text(text: str, heading: str, created: str, messages: Sequence[str]) -> tuple[str, tuple[str, ...]]:

@@ -391,7 +391,7 @@ def _run_altitude(
                 query=query,
                 batch_size=config.gate_batch,
                 timeout=config.gate_timeout,
-                text_chars=config.gate_chars,
+                text_chars=config.gate_text_chars,
                 embedder=embedder,
                 variants=[v["text"] for v in decompose({"query": query, "intent": intent})["variants"]],
                 conversations=conversations,

@@ -3,7 +3,7 @@
 The fused candidates go on in widening steps (``wide``, then doubling) until the evidence (the
 survivors that clear the evidence threshold, ``Pool.evidence``) carries the budget, a step brings
 no new evidence or all its candidates fall below the floor, the fused list runs out, or
-``max_wide`` candidates went on. With ``adaptive`` off, ``wide`` candidates go on and no more.
+``max_candidates`` candidates went on. With ``adaptive`` off, ``wide`` candidates go on and no more.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def deepen(state: FunnelState) -> FunnelState:
     config, fused = state.config, state.fused
     steps: list[int] = []
     depth, step, stopped, tokens = 0, config.wide, "", 0
-    limit = max(config.max_wide, config.wide) if config.adaptive else config.wide
+    limit = max(config.max_candidates, config.wide) if config.adaptive else config.wide
     while not stopped:
         take = fused[depth : min(depth + step, limit)]
         before = len(state.pool.evidence())
@@ -48,5 +48,5 @@ def _stop(config: FunnelConfig, tokens: int, taken: int, passed: int, depth: int
     if depth >= fused:
         return f"candidates exhausted: all {fused} fused candidates went on"
     if depth >= limit:
-        return f"max_wide reached: {limit} candidates"
+        return f"max_candidates reached: {limit} candidates"
     return ""

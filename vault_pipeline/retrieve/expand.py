@@ -21,11 +21,11 @@ from dataclasses import is_dataclass, replace
 from datetime import date
 from functools import lru_cache
 
-from vault_pipeline.ingest.context import resolve_times
-from vault_pipeline.ingest.notes import MESSAGE_ID, block_id
 from vault_pipeline.retrieve.blocks import cited_messages, mark_times, parse_atomic
 from vault_pipeline.retrieve.types import Hit
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
+from vault_pipeline.vault.format import BLOCK_PREFIX, MESSAGE_ID, TURN, block_id
+from vault_pipeline.vault.times import resolve_times
 
 Order = dict[str, dict[str, int]]  # conversation -> message id -> its place in the session
 
@@ -119,7 +119,6 @@ def feedback_terms(query: str, kept: Sequence[Hit], limit: int) -> list[str]:
 # A verbatim turn enters only when it carries at least this many content words that the atomic
 # notes citing it do not: the rest of a sentence too long to be a note, a list, a name.
 TURN_NEW_WORDS = 3
-_TURN = re.compile(r"^\*\*(?P<speaker>[^*\n]{1,80}):\*\*\s*(?P<text>.*?)\s*\^(?P<block>m-[A-Za-z0-9-]+)\s*$", re.DOTALL)
 
 
 def turn_excerpts(seeds: Sequence[Hit], rows: Sequence[Hit]) -> list[tuple[Hit, str]]:
@@ -166,10 +165,10 @@ def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[s
         if row.type != "session" or not is_dataclass(row):
             continue
         ids = {block_id(m): m for m in cited_messages(row.source_messages) if (row.source_conversation, m) in wanted}
-        if not ids or "^m-" not in row.text:
+        if not ids or f"^{BLOCK_PREFIX}" not in row.text:
             continue
         for paragraph in re.split(r"\n\s*\n", row.text):
-            m = _TURN.match(paragraph.strip())
+            m = TURN.match(paragraph.strip())
             if m and m["block"] in ids:
                 message = ids[m["block"]]
                 turns[(row.source_conversation, message)] = _turn_row(row, message, m, times)

@@ -107,7 +107,7 @@ def assemble_package(state: FunnelState) -> ContextPackage:
         selection(state.ranked, state.query),
         budget=min(config.budget, CLOSEST_TOKENS) if state.closest else config.budget,
         window=config.window,
-        max_fraction=config.max_fraction,
+        window_share=config.window_share,
         head=markdown_head(state.query, lines),
         structured=config.structured,
     )

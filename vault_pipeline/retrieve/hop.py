@@ -22,7 +22,6 @@ from pathlib import PurePosixPath
 
 import numpy as np
 
-from vault_pipeline.ingest.people import person_stem
 from vault_pipeline.retrieve.blocks import parse_atomic
 from vault_pipeline.retrieve.evidence import names
 from vault_pipeline.retrieve.expand import asks, feedback_terms, neighbours, turn_excerpts
@@ -32,6 +31,7 @@ from vault_pipeline.retrieve.reports import FeedbackReport, HopReport
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate, Hit
 from vault_pipeline.text import content_stems, query_runs, wikilinks
+from vault_pipeline.vault.note import person_stem
 
 Found = list[tuple[Hit, str]]  # (row, the seed note id it was found from)
 

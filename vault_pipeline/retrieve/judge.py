@@ -38,10 +38,10 @@ def _gate(state: FunnelState, cands: list[Candidate], passed: set[str]) -> dict[
     for c in cands:
         if c.row.chunk_id not in passed:
             outcomes[c.row.chunk_id] = Skipped(f"similarity {c.similarity:.3f} below floor {config.floor:.2f}")
-        elif not config.gate:
+        elif not config.gate_enabled:
             outcomes[c.row.chunk_id] = Skipped("gate disabled")
     going = [c for c in cands if c.row.chunk_id in passed]
-    if config.gate and going:
+    if config.gate_enabled and going:
         # One deadline for the query's every gate call, from its first (``gate_timeout``).
         state.gate_clock = state.gate_clock or GateClock.starting(config.gate_timeout)
         outcomes.update(
@@ -52,7 +52,7 @@ def _gate(state: FunnelState, cands: list[Candidate], passed: set[str]) -> dict[
                 query=state.query,
                 batch_size=config.gate_batch,
                 timeout=config.gate_timeout,
-                text_chars=config.gate_chars,
+                text_chars=config.gate_text_chars,
                 clock=state.gate_clock,
                 **(_signal_inputs(state, going) if reads_signals(state.tools.llm_gate) else {}),
             )

@@ -33,7 +33,7 @@ def retrieve(state: FunnelState) -> FunnelState:
     """Fuse both lanes of the planned queries; keep every query's vector for the floor and the gate."""
     texts = [text for _, text in state.queries]
     # The offline gate reads the intent's vector too: it is embedded in the same call as the queries.
-    signals = state.config.gate and reads_signals(state.tools.llm_gate)
+    signals = state.config.gate_enabled and reads_signals(state.tools.llm_gate)
     extra = [state.intent] if signals and state.intent not in texts else []
     state.fused, vectors = search_lanes(state.queries, state.tools, state.config, state.unsearched, extra)
     state.query_vectors = dict(zip(texts + extra, vectors))

@@ -78,9 +78,9 @@ _OPENING_LINE = re.compile(
 )
 
 
-def hard_cap(window: int, max_fraction: float) -> int:
+def hard_cap(window: int, window_share: float) -> int:
     """The token-cap backstop: a package never uses more than this share of the model window."""
-    return math.floor(window * max_fraction)
+    return math.floor(window * window_share)
 
 
 # --------------------------------------------------------------------------- cutting
@@ -240,7 +240,7 @@ def assemble(
     *,
     budget: int,
     window: int,
-    max_fraction: float,
+    window_share: float,
     head: str = "",
     structured: bool = False,
 ) -> Assembly:
@@ -251,7 +251,7 @@ def assemble(
     with ``structured``, also the small structured result the MCP tool returns beside the text.
     A note's reference line is shared by its blocks, so the cuts count each block's share of it;
     the rendered whole is then measured, and the last blocks leave until it fits (``_fit_whole``)."""
-    cap = hard_cap(window, max_fraction)
+    cap = hard_cap(window, window_share)
     frame = estimate_tokens(head + REFERENCES) + (estimate_tokens(structured_frame()) if structured else 0)
     limit = min(budget, cap) - (frame if selection else 0)
     levels = assign_levels(selection)

@@ -36,7 +36,7 @@ def plan(state: FunnelState) -> FunnelState:
 def _needs_plan(state: FunnelState) -> bool:
     """Whether a ``decompose`` call is needed: for the variants, or for an intent the user did not give."""
     config = state.config
-    return bool(config.variants and config.max_variants > 0) or not (state.user_intent or not config.gate)
+    return bool(config.variants and config.max_variants > 0) or not (state.user_intent or not config.gate_enabled)
 
 
 def _intent(state: FunnelState) -> tuple[str, str]:

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 from vault_pipeline.errors import ConfigError
-from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.retrieve.blocks import (
     atomic_text,
     cited_messages,
@@ -25,6 +24,7 @@ from vault_pipeline.retrieve.blocks import (
 from vault_pipeline.retrieve.package import Part, Selected
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Scored
 from vault_pipeline.text import exact_key
+from vault_pipeline.vault.format import block_id
 from vault_pipeline.vault.note import TIER_WEIGHTS
 
 CONVERSATIONAL_TIERS = frozenset({"chat"})  # recency decays only these: a kept note or a document does not age
@@ -64,7 +64,7 @@ def recency(tier: str, created: str, reference: datetime | None, config: FunnelC
     if stamp is None:
         return 1.0
     age_days = max(0.0, (reference - stamp).total_seconds() / 86400.0)
-    decay = 0.5 ** (age_days / config.half_life_days)
+    decay = 0.5 ** (age_days / config.recency_half_life_days)
     return (1.0 - config.recency_weight) + config.recency_weight * decay
 
 
@@ -134,7 +134,7 @@ def selection(ranked: Sequence[Scored], query: str = "") -> list[Selected]:
     out = []
     for position, s in enumerate(ranked, 1):
         row = s.candidate.row
-        text, messages, links = block_content(row)
+        text, messages, links = block_content(row, query)
         lead, parts = transcript_content(row, query)
         out.append(
             Selected(
@@ -169,12 +169,13 @@ def transcript_content(row: Hit, query: str = "") -> tuple[str, tuple[Part, ...]
     )
 
 
-def block_content(row: Hit) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """(block text, cited message ids, source links) of a row: atomic notes as one dated line,
-    session and thread chunks without their markup, citing the turns they hold; others as stored."""
+def block_content(row: Hit, query: str = "") -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(block text, cited message ids, source links) of a row: atomic notes as one dated line (with
+    what a user added that matches ``query``), session and thread chunks without their markup,
+    citing the turns they hold; others as stored."""
     messages = tuple(cited_messages(row.source_messages))
     if row.type == "atomic":
-        text, links = atomic_text(row.text, row.created, getattr(row, "speaker", ""))
+        text, links = atomic_text(row.text, row.created, getattr(row, "speaker", ""), query)
         return text, messages, links
     if row.type == "turn":  # a verbatim turn: "Speaker: text"
         who, _, said = row.text.partition(": ")

@@ -109,7 +109,7 @@ class Pool:
         """(exact key, block text at its first level) of a candidate, rendered once per query."""
         found = self._blocks.get(c.row.chunk_id)
         if found is None:
-            text = block_content(c.row)[0]
+            text = block_content(c.row, self.query)[0]
             if c.row.type in STRUCTURAL_TYPES:
                 lead, parts = transcript_content(c.row, self.query)
                 text = pick_parts(lead, parts, 0)[0] if parts else first_level(text)
@@ -192,6 +192,6 @@ def evidence_threshold(config: FunnelConfig, gate: StructuredLLM) -> float | Non
     """The probability a block needs to enter a package: the config's, else the fitted gate's own
     (``RelevanceModel.evidence``); None when no calibrated probability exists (the gate off, or a
     model gate, whose keep is its judgement)."""
-    if not config.gate or not reads_signals(gate):
+    if not config.gate_enabled or not reads_signals(gate):
         return None
     return config.stop if config.stop is not None else relevance_of(gate).evidence

@@ -54,7 +54,7 @@ def _stats(state: FunnelState, assembly: Assembly, walk: Walk, retrieved: int) -
         retrieved=retrieved,
         candidates=len(state.pool.considered),
         after_floor=len(state.pool.passed),
-        gate_enabled=state.config.gate,
+        gate_enabled=state.config.gate_enabled,
         gate_kept=sum(isinstance(o, Keep) for o in outcomes),
         gate_dropped=sum(isinstance(o, Drop) for o in outcomes),
         gate_fail_open=sum(isinstance(o, FailOpen) for o in outcomes),

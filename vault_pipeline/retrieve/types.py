@@ -35,9 +35,9 @@ class FunnelConfig:
     wide: int = Settings.wide  # the first widening step: candidates that go on to the floor and gate first
     per_list: int | None = None  # hits per lane and query; None: ``wide``, or DEEP_LIST when adaptive
     # Depth by budget: widen (doubling) until the gate's survivors fill the budget, the next
-    # candidates all fall below the floor, or ``max_wide`` candidates went on. False: ``wide`` only.
+    # candidates all fall below the floor, or ``max_candidates`` candidates went on. False: ``wide`` only.
     adaptive: bool = True
-    max_wide: int = Settings.max_candidates
+    max_candidates: int = Settings.max_candidates
     fill: float = 1.0  # the walk stops once the survivors carry fill x budget tokens (room for the rank)
     # Associative recall (one hop, deterministic): the neighbouring turns of the sessions of the
     # ``beam`` survivors the lanes rank highest (``radius`` turns either side) join, through the same
@@ -62,17 +62,17 @@ class FunnelConfig:
     # Depth follows the evidence: a survivor whose calibrated relevance (the fitted gate's
     # probability) is below ``stop`` is no block; None: the fitted gate's own threshold.
     stop: float | None = None
-    gate: bool = Settings.gate_enabled
+    gate_enabled: bool = Settings.gate_enabled
     gate_batch: int = Settings.gate_batch  # candidates per gate call
     gate_timeout: float = Settings.gate_timeout  # seconds for the whole gate stage; late batches fail open
-    gate_chars: int = Settings.gate_text_chars  # candidate text shown to the gate model
-    half_life_days: float = Settings.recency_half_life_days
+    gate_text_chars: int = Settings.gate_text_chars  # candidate text shown to the gate model
+    recency_half_life_days: float = Settings.recency_half_life_days
     # Recency is a small weight that breaks ties without overriding relevance: a chat chunk's
     # score can lose at most this share however old it is.
     recency_weight: float = Settings.recency_weight
     budget: int = Settings.budget
     window: int = Settings.window
-    max_fraction: float = Settings.window_share  # the rest of the window stays free for the model's answer
+    window_share: float = Settings.window_share  # the rest of the window stays free for the model's answer
     include_archived: bool = False
     # The package goes back over MCP: the structured result's entries count against the budget too.
     structured: bool = False
@@ -82,20 +82,20 @@ class FunnelConfig:
             (0 <= self.max_variants <= MAX_VARIANTS, f"max_variants must be 0-{MAX_VARIANTS}"),
             (self.wide >= 1, "wide must be at least 1"),
             (
-                self.max_wide >= 1
+                self.max_candidates >= 1
                 and min(self.beam, self.radius, self.turns, self.replies) >= 0
                 and self.whole_turn_cost > 0,
-                "max_wide, beam, radius, turns, replies and whole_turn_cost out of range",
+                "max_candidates, beam, radius, turns, replies and whole_turn_cost out of range",
             ),
             (self.fill > 0, "fill must be positive"),
             (self.stop is None or 0 <= self.stop <= 1, "stop must be within 0-1"),
             (self.feedback_below >= 0 and self.feedback_terms >= 0, "feedback settings must not be negative"),
             (self.gate_batch >= 1, "gate_batch must be at least 1"),
             (self.gate_timeout > 0, "gate_timeout must be positive"),
-            (self.half_life_days > 0, "half_life_days must be positive"),
+            (self.recency_half_life_days > 0, "recency_half_life_days must be positive"),
             (0 <= self.recency_weight <= 1, "recency_weight must be within 0-1"),
             (self.budget >= 1 and self.window >= 1, "budget and window must be positive"),
-            (0 < self.max_fraction <= 1, "max_fraction must be within (0, 1]"),
+            (0 < self.window_share <= 1, "window_share must be within (0, 1]"),
         ]
         for ok, message in checks:
             if not ok:

@@ -15,6 +15,7 @@ from pathlib import PurePath, PurePosixPath
 from typing import Any
 
 from vault_pipeline.models.calllog import redact
+from vault_pipeline.text import normalise_text
 from vault_pipeline.vault.frontmatter import render_note
 
 TIER_WEIGHTS = {"engram": 1.0, "resource": 0.8, "chat": 0.6, "web": 0.1}
@@ -84,6 +85,16 @@ def safe_stem(title: str, note_id: str, max_len: int = 80) -> str:
     if stem.split(".")[0].lower() in _RESERVED:
         stem = "_" + stem
     return stem
+
+
+def person_id(name: str) -> str:
+    """Stable id of a person's page (case and punctuation of the name do not matter)."""
+    return note_id("p", normalise_text(name))
+
+
+def person_stem(name: str) -> str:
+    """The file name of a person's page (``ingest/people.py`` writes it): what a prompt naming them looks up."""
+    return safe_stem(name, person_id(name))
 
 
 def _slugify(title: str) -> str:
