@@ -656,3 +656,29 @@ def test_off_a_terminal_long_steps_print_plain_progress_lines(make_vault, write_
     lines = [line for line in result.stderr.splitlines() if line.startswith("index: ")]
     assert lines and lines[-1].startswith("index: 3/3 notes (100%), ") and lines[-1].endswith(" elapsed")
     assert "\x1b[" not in result.stderr  # plain text, no bar drawn into the log
+
+
+def test_a_bad_batch_line_is_skipped_and_counted_and_a_missing_batch_file_does_nothing(
+    make_vault, write_note, hash_embedder, tmp_path
+):
+    """One exit code per kind of failure: a bad record (here a batch line) is skipped with a line
+    naming it and the rest answered (exit 1); a missing input file does nothing (exit 2)."""
+    root = make_vault().root
+    write_note(root, "inbox/a.md", "a1", "The release ships on Friday.", created="2024-01-01T10:00:00+00:00")
+    assert vault("index", "--vault", root).exit_code == EXIT_OK
+    batch = tmp_path / "questions.jsonl"
+    batch.write_text(
+        '{"query": "When does the release ship?"}\nnot json\n{"query": "Who ships it?"}\n', encoding="utf-8"
+    )
+    result = vault("query", "--vault", root, "--json", "--batch", batch)
+    assert result.exit_code == EXIT_INCOMPLETE, result.output
+    assert [json.loads(line)["query"] for line in result.stdout.splitlines()] == [
+        "When does the release ship?",
+        "Who ships it?",
+    ]
+    (skipped,) = [line for line in result.stderr.splitlines() if line.startswith("skipped: ")]
+    assert f"{batch} [line 2]" in skipped
+    assert last_line(result.stderr) == "incomplete: 1 batch line(s) skipped (exit 1)"
+    missing = vault("query", "--vault", root, "--batch", tmp_path / "missing.jsonl")
+    assert missing.exit_code == EXIT_USAGE and missing.stdout == ""
+    assert missing.stderr.strip() == f"error: {tmp_path / 'missing.jsonl'}: no such file"

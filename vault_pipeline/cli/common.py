@@ -18,7 +18,15 @@ import typer
 from rich.console import Console
 
 from vault_pipeline.config import CONFIG_FILE, setting
-from vault_pipeline.errors import ConfigError, VaultError
+
+# Exit codes, the same in every command and in every --json report ("exit_code"), and the usage
+# error: defined with every error class in errors.py, read by the commands from here.
+from vault_pipeline.errors import EXIT_INCOMPLETE as EXIT_INCOMPLETE
+from vault_pipeline.errors import EXIT_OK as EXIT_OK
+from vault_pipeline.errors import EXIT_USAGE as EXIT_USAGE
+from vault_pipeline.errors import ConfigError
+from vault_pipeline.errors import UsageError as UsageError
+from vault_pipeline.errors import exit_code as exit_code
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -29,24 +37,11 @@ if TYPE_CHECKING:
     from vault_pipeline.models.protocol import StructuredLLM
     from vault_pipeline.vault.files import Vault
 
-# Exit codes, the same in every command and in every --json report ("exit_code"):
-EXIT_OK = 0  # the command did what was asked
-EXIT_INCOMPLETE = 1  # it ran, but some records, conversations, notes or actions failed or were skipped
-EXIT_USAGE = 2  # nothing was done: a usage or configuration error
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 VERBOSE = "vault_pipeline.verbose"  # key in the click context's meta: the log handler -v installed
 REPO = Path(__file__).resolve().parent.parent.parent
-
-
-class UsageError(VaultError):
-    """A command line that cannot run as given (a missing input file, no query): exit 2."""
-
-
-def exit_code(exc: VaultError) -> int:
-    """The exit code of a project error: 2 for usage and configuration errors, else 1."""
-    return EXIT_USAGE if isinstance(exc, ConfigError | UsageError) else EXIT_INCOMPLETE
 
 
 # --------------------------------------------------------------------------- options

@@ -139,7 +139,7 @@ def _queries(vault: Vault, settings: Settings, log: CallLog, embedder: Embedder,
     from vault_pipeline import pipeline
     from vault_pipeline.retrieve.types import FunnelConfig
 
-    queries = batch_queries(path) if path.is_file() else [(DEFAULT_QUERY, None)]
+    queries = batch_queries(path)[0] if path.is_file() else [(DEFAULT_QUERY, None)]
     packages = pipeline.query(
         vault,
         queries,

@@ -24,12 +24,12 @@ from vault_pipeline.cli.common import (
     build_gate,
     build_llm,
     err,
+    finish,
     open_vault,
     out,
     schema_option,
 )
 from vault_pipeline.cli.index import repair_index
-from vault_pipeline.errors import VaultError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -74,7 +74,9 @@ def query(
     from vault_pipeline.retrieve.types import FunnelConfig
 
     check_overrides(budget=budget, floor=floor, wide=wide)  # NaN passes typer's range check
-    queries = batch_queries(batch) if batch else [(text or "", intent)]
+    queries, skipped = batch_queries(batch) if batch else ([(text or "", intent)], [])
+    for line in skipped:
+        err.print(f"skipped: {line}", markup=False)
     if not batch and not (text or "").strip():
         raise UsageError("give a query, or --batch FILE")
     vault, settings, log = open_vault(vault_path)
@@ -105,6 +107,8 @@ def query(
 
     # The index is derived: when it is unreadable, rebuild it, then answer what is left.
     read_repairing(lambda: answer(queries[printed[0] :]), lambda what: repair_index(vault, embedder, what))
+    if skipped:
+        finish({"batch line(s) skipped": len(skipped), "package(s) degraded": printed[1]})
     if printed[1]:
         raise typer.Exit(EXIT_INCOMPLETE)
 
@@ -118,20 +122,26 @@ def say_degraded(package: ContextPackage, in_batch: bool) -> bool:
     return True
 
 
-def batch_queries(path: Path) -> list[tuple[str, str | None]]:
-    """The (query, intent) pairs of a JSONL file of ``{"query", "intent"?}`` objects."""
+def batch_queries(path: Path) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """(the (query, intent) pairs, a line naming each line skipped) of a JSONL file of
+    ``{"query", "intent"?}`` objects: a bad line is skipped and the rest answered (exit 1), as a bad
+    record of an export is; a missing file is a usage error (exit 2)."""
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
-    queries = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise UsageError(f"{path}: cannot be read as UTF-8 text ({exc.__class__.__name__})") from None
+    queries, skipped = [], []
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
             queries.append((str(item["query"]), item.get("intent")))
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            raise VaultError(f'{path} [line {number}]: not a {{"query", "intent"?}} object ({exc})') from None
-    return queries
+            skipped.append(f'{path} [line {number}]: not a {{"query", "intent"?}} object ({exc})')
+    return queries, skipped
 
 
 def print_package(package: ContextPackage, *, json_out: bool, explain: bool, one_line: bool = False) -> None:

@@ -19,21 +19,13 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from vault_pipeline.errors import IndexStateError
+from vault_pipeline.errors import IndexDamagedError
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, content_faults
 from vault_pipeline.index.table import INDEX_DIR, TABLE, TEXT_COLUMN, VECTOR_COLUMN, connect, isin, table_exists
 
 DAMAGED_PREFIX = "index.damaged-"  # beside the index under .vault_pipeline/: the broken copy, for the user
 SCAN_BATCH = 4096  # rows per batch of a full read-back: memory stays at one batch
 _LANCE = re.compile(r"LanceError\((\w+)\):\s*(?:Generic \w+ error:\s*)?([^,\n]*)")
-
-
-class IndexDamagedError(IndexStateError):
-    """The index's files cannot be read; ``what`` says which read failed and how."""
-
-    def __init__(self, what: str):
-        self.what = what
-        super().__init__(f"the index cannot be read ({what}); run `vault index` to rebuild it from the notes")
 
 
 def is_damage(exc: BaseException) -> bool:

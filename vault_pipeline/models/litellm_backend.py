@@ -32,7 +32,7 @@ from ipaddress import ip_address
 from typing import Any, Literal, get_args
 from urllib.parse import urlparse
 
-from vault_pipeline.errors import NEVER_VALIDATED, ConfigError, ModelError
+from vault_pipeline.errors import NEVER_VALIDATED, ConfigError, DeadlinePassed, ModelError
 from vault_pipeline.models.calllog import CallLog, log_entry, redact, redact_library_logs
 from vault_pipeline.models.prompts import Prompt
 from vault_pipeline.models.protocol import OFFLINE_MODEL, T, time_left
@@ -127,10 +127,6 @@ def _flag(check: Callable[..., bool], model: str, provider: str) -> bool:
         return bool(check(model=model, custom_llm_provider=provider))
     except Exception:  # a model missing from the table raises in some versions
         return False
-
-
-class DeadlinePassed(Exception):
-    """The current deadline (``protocol.deadline``) passed before a request could be sent."""
 
 
 @dataclass(frozen=True)

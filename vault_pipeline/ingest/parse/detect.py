@@ -7,7 +7,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from vault_pipeline.errors import ParseError
+from vault_pipeline.errors import HeadTooLarge, ParseError
 from vault_pipeline.ingest.parse.types import Kind
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
@@ -34,10 +34,6 @@ IGNORED_NAMES = frozenset(
 )
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-
-
-class HeadTooLarge(ParseError):
-    """The head ran to ``MAX_PEEK`` inside its first records (a huge value hides their keys)."""
 
 
 def detect_kind(path: str | Path) -> Kind:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from vault_pipeline.errors import NotAnArray, TruncatedJSON
 from vault_pipeline.ingest.parse.common import SHOWN, printable, shown
 
 _DECODER = json.JSONDecoder()
@@ -28,14 +29,6 @@ _IN_STRING = re.compile(r'(?:[^"\\]++|\\.)*+', re.S)  # a string's body up to it
 _SCALAR = re.compile(r"[^,\]}\s]*+")
 _HEAD = 1 << 14  # characters of a skipped record searched for its id or title
 _HEAD_KEYS = ("id", "conversation_id", "uuid", "sample_id", "title", "name")
-
-
-class TruncatedJSON(ValueError):
-    """The file ended (or broke) inside or between elements; the elements before it were yielded."""
-
-
-class NotAnArray(ValueError):
-    """The stream does not hold a JSON array or object at the top level."""
 
 
 @dataclass(frozen=True)

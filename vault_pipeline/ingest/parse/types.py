@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from vault_pipeline.errors import RecordError as RecordError  # defined with every error class; read here by the readers
+
 Role = Literal["user", "assistant"]
 Kind = Literal["chatgpt", "claude", "transcript", "locomo"]
 
@@ -51,7 +53,3 @@ class ParseIssue:
     def __str__(self) -> str:
         """One line: ``source [record R]: reason``."""
         return f"{self.source} [record {self.record}]: {self.reason}"
-
-
-class RecordError(ValueError):
-    """Raised inside a format reader for one bad record; turned into a ParseIssue."""
