@@ -10,7 +10,7 @@ The layout, in flow order::
     top            pipeline.py (public API) -> serve/ (MCP server, live index) -> cli/ (composition root)
 
 ``vault_pipeline/__init__.py`` runs before every module of the package, so it imports nothing
-of ours. An edge is every ``import`` / ``from ... import`` anywhere in a module (inside
+of ours when it runs: its public names load on first use (``tests/test_public_api.py``). An edge is every ``import`` / ``from ... import`` anywhere in a module (inside
 functions and under ``if TYPE_CHECKING:`` too, relative ones resolved), every
 ``import_module("...")`` / ``__import__("...")`` with a string constant, and every string
 constant of the form ``"vault_pipeline.x.y:attr"`` (a lazy registry entry). The checker is a
@@ -228,10 +228,8 @@ def layer_violations(s: Scan) -> list[str]:
         if src is None or dst is None:
             continue  # reported by unplaced_modules
         if src.layer == "root":
-            wrong.append(
-                _describe(s, edge, "the package __init__ runs before every module; it imports nothing of ours")
-            )
-        elif src.layer == "common":
+            continue  # the public facade's lazy names: tests/test_public_api.py loads it and counts modules
+        if src.layer == "common":
             allowed = COMMON[s.parts(edge.src)[0]]
             if dst.layer != "common" or s.parts(edge.dst)[0] not in allowed:
                 wrong.append(
@@ -405,7 +403,8 @@ def test_no_import_cycles():
 
 
 def test_no_import_module_with_a_non_constant_name():
-    problems = sorted(real().dynamic)
+    # The package __init__ imports the public API's names lazily, from its own table of them.
+    problems = sorted(d for d in real().dynamic if not d.startswith("vault_pipeline/__init__.py:"))
     assert not problems, _fail(
         'dynamic import(s) the checker cannot follow; use import_module("vault_pipeline.x.y") with a string '
         "constant or a plain import inside the function",

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.fakes import HANG_GUARD
 from vault_pipeline.errors import FrontmatterError, ParseError, VaultError
 from vault_pipeline.ingest.parse import (
     Conversation,
@@ -506,7 +507,7 @@ def test_cli_ingest_mixed_file_stays_inside_the_vault(tmp_path):
         text=True,
         cwd=inputs,
         env=env,
-        timeout=300,
+        timeout=HANG_GUARD,
     )
     assert result.returncode == 1, result.stderr  # 1: some records were skipped (counted in the last line)
     skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped: ")]
@@ -558,7 +559,7 @@ def test_a_200_mb_export_is_streamed_not_loaded(tmp_path):
         [sys.executable, str(REPO / "benchmarks" / "bench_stream.py"), "--mb", "200", "--dir", str(tmp_path), "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_GUARD,
     )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)

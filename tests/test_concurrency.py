@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fakes import HANG_GUARD
 from tests.test_crash import ENV, EXAMPLE, EXPORTS, SOURCES, note_ids, notes, run, vault_cmd
 from vault_pipeline.index.check import check
 from vault_pipeline.vault.files import Vault
@@ -43,7 +44,7 @@ class Holder:
 
     def release(self) -> None:
         self.proc.stdin.close()
-        assert self.proc.wait(timeout=30) == 0
+        assert self.proc.wait(timeout=HANG_GUARD) == 0
 
     def __enter__(self) -> Holder:
         return self
@@ -97,7 +98,7 @@ def test_a_second_writer_fails_fast_naming_the_holder_or_waits_for_it(vault_root
         time.sleep(STARTUP)
         assert {name: proc.poll() for name, proc in waiting.items()} == dict.fromkeys(waiting)
         holder.release()
-        outcomes = {name: (proc.wait(timeout=120), proc.communicate()[1]) for name, proc in waiting.items()}
+        outcomes = {name: (proc.wait(timeout=HANG_GUARD), proc.communicate()[1]) for name, proc in waiting.items()}
     assert {name: code for name, (code, _) in outcomes.items()} == dict.fromkeys(waiting, 0), outcomes
     sound(vault_root)
     assert any(p.startswith("engrams/") for p in notes(vault_root))  # keep ran after the holder let go
@@ -127,7 +128,7 @@ def test_two_ingests_at_once_write_exactly_the_union_of_their_notes(tmp_path):
         ]
         time.sleep(STARTUP)
         holder.release()
-        results = [(proc.wait(timeout=120), proc.communicate()[1]) for proc in procs]
+        results = [(proc.wait(timeout=HANG_GUARD), proc.communicate()[1]) for proc in procs]
     assert [code for code, _ in results] == [0, 0], results
     assert set(note_ids(notes(root))) == expected
     sound(root)

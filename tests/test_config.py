@@ -5,15 +5,17 @@ from __future__ import annotations
 import pytest
 
 from vault_pipeline.config import (
-    BUDGET_RANGE,
     DEFAULT_TOML,
-    WIDE_RANGE,
-    WINDOW_RANGE,
     Settings,
     check_overrides,
     load_settings,
+    setting,
 )
 from vault_pipeline.errors import ConfigError
+
+WIDE_RANGE = setting("wide").bounds
+BUDGET_RANGE = setting("budget").bounds
+WINDOW_RANGE = setting("window").bounds
 
 
 def settings_from(tmp_path, toml: str, env: dict | None = None) -> Settings:

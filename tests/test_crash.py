@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fakes import HANG_GUARD
 from vault_pipeline.errors import FrontmatterError
 from vault_pipeline.index.check import check
 from vault_pipeline.vault.files import Vault
@@ -44,7 +45,7 @@ CLI = (
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 KILLS = {"ingest": 6, "index": 4, "clean": 4}
 WRITE_SPAN = 0.3  # seconds: kills land up to this long after the write phase starts
-DEADLINE = 120.0  # a run that never reaches its write phase or never ends is a failure, not a hang
+DEADLINE = HANG_GUARD  # a run that never reaches its write phase or never ends is a failure, not a hang
 
 
 def vault_cmd(*args: str) -> list[str]:

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from tests.ingest.test_rename import FIRST, chatgpt_export
+from tests.support.fakes import HANG_GUARD
 from vault_pipeline import pipeline
 from vault_pipeline.ingest.parse import iter_json_array, read_export
 from vault_pipeline.ingest.parse.jsonstream import Unreadable
@@ -221,7 +222,7 @@ def test_the_cli_takes_the_record_limit_from_vault_toml(tmp_path):
     config.write_text(config.read_text(encoding="utf-8").replace("max_record_mb = 5\n", "max_record_mb = 0.5\n"))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     command = [sys.executable, "-m", "vault_pipeline.cli", "ingest", str(source), "--vault", str(vault.root), "--json"]
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=HANG_GUARD)
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and report["conversations"] == 1, proc.stderr
     (line,) = report["skipped"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tests.support.fakes import queued_completion
+from tests.support.fakes import HANG_GUARD, queued_completion
 from vault_pipeline.config import load_settings
 from vault_pipeline.errors import ModelError
 from vault_pipeline.models.calllog import CallLog, redact
@@ -169,7 +169,7 @@ def test_the_call_log_can_be_turned_off(tmp_path):
             capture_output=True,
             text=True,
             env=_clean_env(),
-            timeout=300,
+            timeout=HANG_GUARD,
         )
         assert result.returncode == 0, result.stderr
     assert (on.root / STATE_DIR / "calls.jsonl").read_text(encoding="utf-8").strip()
@@ -212,7 +212,7 @@ def test_the_offline_default_makes_no_connection_and_never_imports_litellm(tmp_p
         text=True,
         cwd=REPO,
         env=_clean_env(),
-        timeout=600,
+        timeout=HANG_GUARD,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -230,7 +230,7 @@ def _where(vault: Path, **env: str) -> dict[str, tuple[str, str]]:
         capture_output=True,
         text=True,
         env=_clean_env(**env),
-        timeout=300,
+        timeout=HANG_GUARD,
     )
     assert result.returncode == 0, result.stderr
     rows = {}
@@ -347,7 +347,7 @@ def test_init_ingest_index_and_query_write_nothing_outside_the_vault(tmp_path):
             text=True,
             cwd=cwd,
             env=env,
-            timeout=600,
+            timeout=HANG_GUARD,
         )
         assert result.returncode == 0, (args[0], result.stderr[-3000:])
         assert written_under(tmp_path / "home", tmp_path / "tmp", cwd) == [], args[0]

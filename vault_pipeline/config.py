@@ -361,13 +361,6 @@ def env_names() -> dict[str, str]:
     return {s.spec.env: s.name for s in settings_schema() if s.spec.env}
 
 
-# Kept for callers that read the bounds by these names.
-WIDE_RANGE = setting("wide").bounds
-BUDGET_RANGE = setting("budget").bounds
-WINDOW_RANGE = setting("window").bounds
-RECORD_MB_RANGE = setting("max_record_mb").bounds
-
-
 # --------------------------------------------------------------------------- the default vault.toml
 
 _PREAMBLE = """\

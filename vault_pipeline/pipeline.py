@@ -1,21 +1,23 @@
-"""The public API, in the order of the flow: ingest, keep, index, query, status, clean, undo.
+"""The public API, in the order of the flow: ingest, keep, index, query, status, check, clean, undo.
 
-Each function takes already-built collaborators (a ``Vault``, a ``StructuredLLM``,
-an ``Embedder``) and holds the vault lock where it writes; ``cli.py`` is the only place that
-builds them from settings. The work itself lives in the stage packages.
+Each function takes already-built collaborators (a ``Vault``, a ``StructuredLLM``, an
+``Embedder``) and holds the vault lock where it writes; ``cli/`` is the only place that builds
+them from settings. The work itself lives in the stage packages. The index is derived: a read
+that finds it unreadable (``query``, ``status``) sets it aside, rebuilds it from the notes and
+reads again, here, so no caller has to. ``vault_pipeline`` re-exports these names (``__all__``).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vault_pipeline.errors import ModelError, ParseError
+from vault_pipeline.errors import IndexDamagedError, ModelError, ParseError
 from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.notes import atomic_id
@@ -30,11 +32,20 @@ from vault_pipeline.models.workers import ordered
 from vault_pipeline.vault.files import Vault
 
 if TYPE_CHECKING:
+    from vault_pipeline.clean.apply import CleanReport
+    from vault_pipeline.clean.types import Plan
+    from vault_pipeline.clean.undo import UndoReport
+    from vault_pipeline.index.check import CheckReport
+    from vault_pipeline.index.sync import IndexReport
+    from vault_pipeline.models.embed import Embedder
     from vault_pipeline.models.estimate import DryRunLLM, Estimate
+    from vault_pipeline.retrieve.package import ContextPackage
+    from vault_pipeline.retrieve.types import FunnelConfig
 
 __all__ = [
     "IngestReport",
     "VaultStatus",
+    "check",
     "clean",
     "estimate_ingest",
     "gate_llm",
@@ -48,6 +59,7 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int | None, str], None]
+Repaired = Callable[["IndexReport"], None]  # told of a rebuild after a read found the index unreadable
 
 
 # --------------------------------------------------------------------------- ingest (keep: ingest.keep)
@@ -169,13 +181,13 @@ def estimate_ingest(paths: Sequence[Path], dry: DryRunLLM, *, max_record: int = 
 
 def index(
     vault: Vault,
-    embedder,
+    embedder: Embedder,
     *,
     progress: Progress | None = None,
     rebuild: bool = False,
     verify: bool = False,
     wait: float = 0,
-):
+) -> IndexReport:
     """Bring the derived index in line with the vault (incremental by content hash)."""
     from vault_pipeline.index.sync import sync
 
@@ -199,15 +211,45 @@ def query(
     vault: Vault,
     queries: Iterable[tuple[str, str | None]],
     *,
-    embedder,
+    embedder: Embedder,
     llm_plan: StructuredLLM,
     llm_gate: StructuredLLM,
-    config=None,
-) -> Iterable:
+    config: FunnelConfig | None = None,
+    on_repair: Repaired | None = None,
+    wait: float = 0,
+) -> Iterator[ContextPackage]:
     """Answer each (query, intent) with a context package; the index is opened once for all.
 
     The offline gate judges with the weights ``llm_gate`` was built with: a vault's own
-    (``gate_llm``), or the shipped ones."""
+    (``gate_llm``), or the shipped ones. An index found unreadable is rebuilt from the notes once
+    (waiting up to ``wait`` seconds for the vault lock; ``on_repair`` is told), and the queries not
+    yet answered are answered from the new one."""
+    from vault_pipeline.index.damage import describe, is_damage
+    from vault_pipeline.index.sync import repair
+
+    todo = list(queries)
+    answered = 0
+    try:
+        for package in _answer(vault, todo, embedder, llm_plan, llm_gate, config):
+            answered += 1
+            yield package
+    except Exception as exc:
+        if not is_damage(exc):
+            raise
+        report = repair(vault, embedder, describe(exc), wait=wait)
+        if on_repair:
+            on_repair(report)
+        yield from _answer(vault, todo[answered:], embedder, llm_plan, llm_gate, config)
+
+
+def _answer(
+    vault: Vault,
+    queries: Sequence[tuple[str, str | None]],
+    embedder: Embedder,
+    llm_plan: StructuredLLM,
+    llm_gate: StructuredLLM,
+    config: FunnelConfig | None,
+) -> Iterator[ContextPackage]:
     from vault_pipeline.index.search import Index
     from vault_pipeline.index.sync import Preloadable
     from vault_pipeline.retrieve.funnel import run_query
@@ -263,10 +305,32 @@ class VaultStatus:
         }
 
 
-def status(vault: Vault, *, lint: bool = False, models: Sequence[tuple[str, str, str]] = ()) -> VaultStatus:
+def status(
+    vault: Vault,
+    *,
+    lint: bool = False,
+    models: Sequence[tuple[str, str, str]] = (),
+    embedder: Callable[[], Embedder] | None = None,
+    on_repair: Repaired | None = None,
+) -> VaultStatus:
     """Notes per folder; tier/status/category counts from the index; index freshness; optional lint.
 
-    ``models`` (role, model, where it runs) is reported as given."""
+    ``models`` (role, model, where it runs) is reported as given. An index found unreadable is
+    rebuilt with ``embedder()`` (built only then; without one the error stands), ``on_repair`` told."""
+    from vault_pipeline.index.damage import read_repairing
+    from vault_pipeline.index.sync import repair
+
+    def rebuild(what: str) -> None:
+        if embedder is None:
+            raise IndexDamagedError(what)
+        report = repair(vault, embedder(), what)
+        if on_repair:
+            on_repair(report)
+
+    return read_repairing(lambda: _status(vault, lint, models), rebuild)
+
+
+def _status(vault: Vault, lint: bool, models: Sequence[tuple[str, str, str]]) -> VaultStatus:
     from vault_pipeline.index import status as index_status
 
     paths = vault.iter_note_paths()
@@ -281,16 +345,26 @@ def status(vault: Vault, *, lint: bool = False, models: Sequence[tuple[str, str,
     return result
 
 
+def check(vault: Vault, *, embedder: Embedder | None = None, fix: bool = False) -> CheckReport:
+    """Check every note and the index (``vault check``); with ``fix`` (and ``embedder``), remove stale
+    temp files and re-sync the index."""
+    from vault_pipeline.index.check import check as check_vault
+
+    return check_vault(vault, embedder=embedder, fix=fix)
+
+
 # --------------------------------------------------------------------------- clean and undo
 
 
-def plan_clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None, wait: float = 0):
+def plan_clean(
+    vault: Vault, *, embedder: Embedder, llm: StructuredLLM, progress: Progress | None = None, wait: float = 0
+) -> Plan:
     """The nightly sweep's plan (duplicates, supersessions, related links) on a freshly synced index."""
     with vault.lock("clean (plan)", wait=wait):
         return _plan_held(vault, embedder, llm, progress)
 
 
-def _plan_held(vault: Vault, embedder, llm: StructuredLLM, progress: Progress | None):
+def _plan_held(vault: Vault, embedder: Embedder, llm: StructuredLLM, progress: Progress | None) -> Plan:
     from vault_pipeline.clean.plan import plan
     from vault_pipeline.index.search import Index
     from vault_pipeline.index.sync import sync
@@ -299,7 +373,9 @@ def _plan_held(vault: Vault, embedder, llm: StructuredLLM, progress: Progress | 
     return plan(vault, Index.open(vault, embedder), llm, progress=_stage_progress(progress, "clean"))
 
 
-def clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | None = None, wait: float = 0):
+def clean(
+    vault: Vault, *, embedder: Embedder, llm: StructuredLLM, progress: Progress | None = None, wait: float = 0
+) -> CleanReport:
     """Plan and apply the sweep (journaled, undoable), then re-sync the index."""
     from vault_pipeline.clean.apply import apply_held
     from vault_pipeline.index.sync import sync
@@ -311,7 +387,9 @@ def clean(vault: Vault, *, embedder, llm: StructuredLLM, progress: Progress | No
     return report
 
 
-def undo_clean(vault: Vault, run_id: str, *, action: int | None = None, embedder=None, wait: float = 0):
+def undo_clean(
+    vault: Vault, run_id: str, *, action: int | None = None, embedder: Embedder | None = None, wait: float = 0
+) -> UndoReport:
     """Restore every file a sweep run (or its action number ``action``) changed, byte for byte
     (files changed since are left alone)."""
     from vault_pipeline.clean.undo import undo_held

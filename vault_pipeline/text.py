@@ -128,16 +128,6 @@ TITLE_STOPWORDS = frozenset(
     "van het een de en voor met naar hoe wat".split()
 )
 
-# Words of four letters or more that are never a conversation's recurring key term (offline topics).
-KEY_TERM_STOPWORDS = frozenset(
-    "that this with from have will your what when where which there their they them then than these those "
-    "would could should about into more most some such also only just like been were here each other make "
-    "using used want need does over very much many well first second example following code file want "
-    "sure thanks please following below above same different because while after before being both needs "
-    "uses makes gives takes helps shows provides include includes "
-    "voor niet maar zijn deze door naar meer ook wordt worden heeft hebben kunnen moet waar want over "
-    "onder tussen zoals omdat alle andere eerste jouw mijn onze".split()
-)
 
 # Closed-class words a statement never ends on (English and Dutch): articles, conjunctions, prepositions
 # that need their object, possessive determiners, modals. "... between one and." is cut mid-phrase.
@@ -150,18 +140,6 @@ FUNCTION_WORDS = frozenset(
     "mijn jouw uw onze hun".split()
 )
 
-# A sentence of three words or fewer is complete only with a subject and a finite verb ("It works.",
-# "LanceDB is embedded."); these are the closed-class signs of one: subject pronouns and finite auxiliaries.
-SUBJECT_PRONOUNS = frozenset(
-    "i you we they he she it this that these those ik jij je u wij ze zij hij het dit dat".split()
-)
-FINITE_AUXILIARIES = frozenset(
-    "is are was were am has have had does do did can could will would should must may might shall "
-    "isn't aren't wasn't weren't hasn't haven't doesn't don't didn't can't couldn't won't wouldn't shouldn't "
-    "it's that's there's he's she's we're they're you're i'm we've they've i've "
-    "ben bent zijn was waren heb hebt heeft hebben wordt worden werd kan kun kunt kunnen moet moeten wil wilt "
-    "willen zal zult zullen zou zouden".split()
-)
 
 # Question words, pronouns, politeness, auxiliaries and generic verbs: never a query's subject domain.
 QUERY_STOPWORDS = frozenset(

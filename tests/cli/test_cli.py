@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from tests.support.fakes import HANG_GUARD
 from vault_pipeline.cli import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, app
 
 GOOD_TEXT = "We decided to ship the release on Friday after the review."
@@ -107,10 +108,10 @@ def test_usage_lines_name_the_arguments_and_show_defaults():
     assert vault("ingest", "--help").output.splitlines()[0] == "Usage: vault ingest [OPTIONS] EXPORT..."
     query = vault("query", "--help").output
     assert query.splitlines()[0] == "Usage: vault query [OPTIONS] [QUERY]"
-    from vault_pipeline.config import Settings
+    from vault_pipeline.config import Settings, setting
 
     flat = " ".join(query.split())
-    assert "--budget TOKENS Token budget of the package. [default: (vault.toml [retrieval] budget, else " in flat
+    assert f"--budget TOKENS {setting('budget').help} [default: (vault.toml [retrieval] budget, else " in flat
     assert f"else {Settings().budget})" in flat and f"else {Settings().wide})" in flat
     assert "--floor COSINE" in flat and "[default: (vault.toml [retrieval] floor, else" in flat
 
@@ -237,7 +238,7 @@ def test_failed_conversations_exit_1_and_library_banners_stay_off_the_terminal(m
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=HANG_GUARD,
     )
     assert result.returncode == EXIT_INCOMPLETE, result.stderr
     assert last_line(result.stderr) == f"incomplete: 2 conversation(s) failed (exit {EXIT_INCOMPLETE})"

@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.support.fakes import HANG_GUARD
 from vault_pipeline.text import estimate_tokens
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
@@ -28,7 +29,7 @@ TOOLS = {"query", "search", "read_note", "remember", "status"}
 PROMPT = "What does the empty space between the stones mean?"
 MEMORY = "Invoices for the billing service are stored in PostgreSQL."
 CLIENT = "vault-test-client"
-START_TIMEOUT = 120.0  # seconds for the server to come up on a loaded machine
+START_TIMEOUT = HANG_GUARD  # for the server to come up: it returns as soon as the port answers
 
 
 @pytest.fixture
@@ -164,7 +165,7 @@ def test_vault_mcp_over_stdio(served, indexed_example, tmp_path):
         text=True,
         env=env,
         cwd=cwd,
-        timeout=600,
+        timeout=HANG_GUARD,
     )
     assert cli.returncode == 0, cli.stderr
     cli_ids = [block["id"] for block in json.loads(cli.stdout)["blocks"]]

@@ -16,7 +16,7 @@ from vault_pipeline.errors import IndexStateError
 from vault_pipeline.index.search import Index
 from vault_pipeline.serve.watch import Watcher, WatchEvent, wait_until
 
-TIMEOUT = 60.0  # seconds: generous, for a loaded machine; a pass is usually well under a second
+TIMEOUT = 600.0  # seconds: a wait that ends when the line comes, generous for a loaded machine (a pass takes well under a second)
 
 
 def indexed_paths(root) -> set[str]:

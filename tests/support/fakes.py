@@ -418,6 +418,11 @@ def write_note(vault, relpath: str, note_id: str, body: str, **frontmatter):
     return write_file(vault, relpath, note_text(note_id, body, **frontmatter))
 
 
+# Seconds a test waits for a process before calling it stuck: a guard against a hang, never a
+# measure of speed (a loaded 2-core machine made a 300 s bound fail a healthy run).
+HANG_GUARD = 3600.0
+
+
 def run_vault(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """``vault ARGS`` in a fresh process run from ``cwd``, this checkout first on the path and no
     ``VAULT_*`` setting of the caller's environment leaking in."""
@@ -430,7 +435,7 @@ def run_vault(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         text=True,
         env=env,
         cwd=cwd,
-        timeout=300,
+        timeout=HANG_GUARD,
     )
 
 

@@ -52,6 +52,7 @@ from vault_pipeline.models.embed import calibration_named
 from vault_pipeline.models.offline.claims import parse_claim
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.vault.files import Vault
+from vault_pipeline.vault.format import CONTEXT_LABEL
 
 Progress = Callable[[int, int], None]
 # Cosine never merges: on short notes look-alikes about another subject score as high as true
@@ -161,7 +162,7 @@ def _judge(
 
 
 def _shown(note: SweepNote) -> str:
-    return f"{note.text}\nContext: {note.context}" if note.context else note.text
+    return f"{note.text}\n{CONTEXT_LABEL} {note.context}" if note.context else note.text
 
 
 def _actions(judged: list[_Judged], floor: float, skipped: list[str]) -> list[Action]:

@@ -25,8 +25,6 @@ from vault_pipeline.cli.progress import progress
 
 if TYPE_CHECKING:
     from vault_pipeline.index.sync import IndexReport
-    from vault_pipeline.models.embed import Embedder
-    from vault_pipeline.vault.files import Vault
 
 
 def index(
@@ -89,10 +87,7 @@ def print_index(report: IndexReport, console: Console) -> None:
     console.print(table("index", rows, ("", "count")))
 
 
-def repair_index(vault: Vault, embedder: Embedder, what: str) -> None:
-    """Rebuild an index that a read (query, status) found unreadable (``what``: how), with a one-line
-    notice on stderr."""
-    from vault_pipeline.index.sync import repair
-
-    report = repair(vault, embedder, what)
+def say_repaired(report: IndexReport) -> None:
+    """The one-line notice on stderr when a read (query, status) found the index unreadable and the
+    library rebuilt it."""
     err.print(f"{report.rebuild_reason}; rebuilt it from the notes ({report.rows} rows)", markup=False)

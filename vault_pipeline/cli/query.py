@@ -29,7 +29,7 @@ from vault_pipeline.cli.common import (
     out,
     schema_option,
 )
-from vault_pipeline.cli.index import repair_index
+from vault_pipeline.cli.index import say_repaired
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -93,23 +93,16 @@ def query(
     if settings.gate_model == MCP_SAMPLING:
         err.print("gate: mcp-sampling asks an MCP client's model, in `vault mcp`; here the offline gate judged")
 
-    printed = [0, 0]  # packages already printed (after a repair, only the rest are answered), and degraded
-
-    def answer(todo: list[tuple[str, str | None]]) -> None:
-        for package in pipeline.query(
-            vault, todo, embedder=embedder, llm_plan=llm_plan, llm_gate=llm_gate, config=config
-        ):
-            print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
-            printed[0] += 1
-            printed[1] += say_degraded(package, batch is not None)
-
-    from vault_pipeline.index.damage import read_repairing
-
-    # The index is derived: when it is unreadable, rebuild it, then answer what is left.
-    read_repairing(lambda: answer(queries[printed[0] :]), lambda what: repair_index(vault, embedder, what))
+    degraded = 0
+    # The index is derived: when it is unreadable, the library rebuilds it and answers what is left.
+    for package in pipeline.query(
+        vault, queries, embedder=embedder, llm_plan=llm_plan, llm_gate=llm_gate, config=config, on_repair=say_repaired
+    ):
+        print_package(package, json_out=json_out, explain=explain, one_line=batch is not None)
+        degraded += say_degraded(package, batch is not None)
     if skipped:
-        finish({"batch line(s) skipped": len(skipped), "package(s) degraded": printed[1]})
-    if printed[1]:
+        finish({"batch line(s) skipped": len(skipped), "package(s) degraded": degraded})
+    if degraded:
         raise typer.Exit(EXIT_INCOMPLETE)
 
 

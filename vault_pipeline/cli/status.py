@@ -17,7 +17,7 @@ from vault_pipeline.cli.common import (
     print_json,
     table,
 )
-from vault_pipeline.cli.index import repair_index
+from vault_pipeline.cli.index import say_repaired
 
 if TYPE_CHECKING:
     from vault_pipeline.config import Settings
@@ -35,13 +35,12 @@ def status(
     \b
     Example:  vault status --vault ~/notes"""
     from vault_pipeline import pipeline
-    from vault_pipeline.index.damage import read_repairing
 
     vault, settings, _ = open_vault(vault_path)
     models = where_models_run(settings)
-    result = read_repairing(  # the index is derived: when it is unreadable, rebuild it, then report
-        lambda: pipeline.status(vault, lint=lint, models=models),
-        lambda what: repair_index(vault, build_embedder(settings), what),
+    # The index is derived: when it is unreadable, the library rebuilds it, then reports.
+    result = pipeline.status(
+        vault, lint=lint, models=models, embedder=lambda: build_embedder(settings), on_repair=say_repaired
     )
     if json_out:
         print_json(result.to_dict(), EXIT_OK)

@@ -31,11 +31,12 @@ from vault_pipeline.ingest.notes import literal_lines, markdown_blocks
 from vault_pipeline.models.calllog import holds_secret
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
+from vault_pipeline.vault.format import ANY_BLOCK_ID
 from vault_pipeline.vault.frontmatter import split_frontmatter
 from vault_pipeline.vault.note import note_id
 from vault_pipeline.vault.state import sha256_bytes, stale_temp_files
 
-_BLOCK = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
+_BLOCK = ANY_BLOCK_ID
 # A note with none of these has no code block or raw HTML and needs no Markdown parser.
 _CODE_OR_HTML = re.compile(r"```|~~~|^[ \t>*+\-\d.)]*<|^(?: {4}|\t)", re.M)
 # Characters Obsidian leaves out of a heading link; headings match without them and case.

@@ -4,5 +4,5 @@
 remember, status), ``remember`` writes provisional notes from a client's text, ``watch`` keeps
 the index in step with the files, and ``mcp`` puts the tools on the Model Context Protocol.
 Only ``mcp`` imports the MCP SDK and only ``watch`` imports watchfiles, both lazily from
-``cli.py``, so ``vault --help`` stays fast.
+``cli/``, so ``vault --help`` stays fast.
 """

@@ -1,6 +1,6 @@
 """The five things the MCP server offers, as plain library calls on one vault.
 
-``VaultTools`` takes collaborators already built (``cli.py`` is the composition root) and
+``VaultTools`` takes collaborators already built (``cli/`` is the composition root) and
 answers with the same values the CLI prints: a ``ContextPackage`` for ``query``, the index's
 rows for ``search``, a note's properties and text, a ``RememberReport``, the status counts.
 Errors are ``VaultError``s with the CLI's one-line messages. Each call opens its own ``Vault``

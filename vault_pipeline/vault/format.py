@@ -62,8 +62,11 @@ _BLOCK = r"m-[A-Za-z0-9-]+"  # what ``block_id`` yields
 MESSAGE_ID = re.compile(rf"(?:^|[ \t])\^({_BLOCK})[ \t]*$", re.M)
 # A block id ending a line, with the space before it: what a package block strips.
 BLOCK_ID_AT_END = re.compile(rf"\s*\^({_BLOCK})\s*$", re.M)
-# Any Obsidian block id ending a line: the renderer escapes one in a message's own text.
-TRAILING_ID = re.compile(r"(^|\s)\^([A-Za-z0-9-]+)([ \t]*)$")
+# Any Obsidian block id ending a line (not only ours): the renderer escapes one in a message's own
+# text; ``vault check`` resolves links to them.
+_ANY_BLOCK = r"[A-Za-z0-9-]+"
+TRAILING_ID = re.compile(rf"(^|\s)\^({_ANY_BLOCK})([ \t]*)$")
+ANY_BLOCK_ID = re.compile(rf"\s\^({_ANY_BLOCK})\s*$", re.M)
 
 
 def block_id(message_id: str) -> str:
