@@ -138,3 +138,24 @@ def test_check_prints_its_summary_and_the_count_on_lines_of_their_own(indexed):
     assert done.returncode == 1
     assert [line for line in lines if line.startswith("checked ")] == ["checked 40 notes: 1 problem(s)"]
     assert lines[-1] == "incomplete: 1 problem(s) found (exit 1)"
+
+
+def test_the_library_query_rebuilds_an_unreadable_index_itself_and_says_so(indexed):
+    """Repair belongs to the facade: a caller of ``pipeline.query`` needs no wrapper of its own."""
+    from vault_pipeline.models.offline import OfflineBackend
+
+    damage_index(indexed.root, "truncated data")
+    told = []
+    llm = OfflineBackend()
+    (package,) = pipeline.query(
+        indexed,
+        [("sourdough starter feedings", None)],
+        embedder=HashEmbedder(dim=64),
+        llm_plan=llm,
+        llm_gate=llm,
+        on_repair=told.append,
+    )
+    assert package.blocks and len(told) == 1 and told[0].rebuilt and told[0].rows == 40
+    repaired = []
+    pipeline.status(indexed, embedder=lambda: HashEmbedder(dim=64), on_repair=repaired.append)
+    assert repaired == []  # healthy again: nothing to rebuild

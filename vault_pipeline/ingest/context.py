@@ -22,10 +22,9 @@ from typing import Any
 
 from vault_pipeline.ingest.extract import AtomicUnit
 from vault_pipeline.ingest.parse import Conversation
-from vault_pipeline.vault.format import MONTHS, context_line, long_date, merge_context
+from vault_pipeline.vault.format import context_line
+from vault_pipeline.vault.format import merge_context as merge_context  # read from here by older callers
 from vault_pipeline.vault.times import TimeRef, resolve_times
-
-__all__ = ["MONTHS", "long_date", "merge_context", "resolve_times", "speaker_name", "unit_context"]
 
 _ROLE_WORDS = frozenset({"user", "assistant", "speaker", "human", "ai", "system", "me", "you", "bot"})
 

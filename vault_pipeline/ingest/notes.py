@@ -18,8 +18,10 @@ from vault_pipeline.ingest.context import unit_context
 from vault_pipeline.ingest.extract import AtomicUnit, ThreadMap
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.text import normalise_text
+
+# The formats live in vault/format.py; these names stay importable from here for older callers.
+from vault_pipeline.vault.format import MESSAGE_ID as MESSAGE_ID
 from vault_pipeline.vault.format import (
-    MESSAGE_ID,
     NOTES_PREFIX,
     TRANSCRIPT_HEADING,
     AtomicBody,
@@ -27,13 +29,10 @@ from vault_pipeline.vault.format import (
     escape_block_ids,
     merge_context,
     render_atomic,
-    transcript_turns,
     turn_label,
 )
+from vault_pipeline.vault.format import transcript_turns as transcript_turns
 from vault_pipeline.vault.note import Note, note_id, safe_stem, wikilink
-
-# The formats live in vault/format.py; these names stay importable from here for older callers.
-__all__ = ["MESSAGE_ID", "TRANSCRIPT_HEADING", "block_id", "transcript_turns"]
 
 
 def atomic_id(kind: str, conversation_id: str, category: str, sentence: str) -> str:
