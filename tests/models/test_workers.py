@@ -61,4 +61,21 @@ def test_the_pool_runs_on_daemon_threads_and_abandons_queued_calls():
     pool.shutdown()
     assert queued.cancelled()
     release.set()
-    assert running.result(timeout=5) is True
+    assert running.result(timeout=600) is True
+
+
+def test_calls_in_flight_counts_the_calls_pool_threads_are_running():
+    from vault_pipeline.models.workers import calls_in_flight
+
+    before = calls_in_flight()
+    release = threading.Event()
+    pool = DaemonPool(2, name="test-flight")
+    running = [pool.submit(release.wait, 600) for _ in range(2)]
+    while not all(f.running() for f in running):
+        time.sleep(0.01)
+    assert calls_in_flight() == before + 2
+    release.set()
+    assert all(f.result(timeout=600) for f in running)
+    while calls_in_flight() != before:  # the count drops once each call has returned
+        time.sleep(0.01)
+    pool.shutdown()

@@ -24,6 +24,16 @@ _STOP = None
 AHEAD = 4  # items read ahead per worker: room for short conversations to pass a long one
 
 
+_busy = 0  # calls running on pool threads now, over every pool
+_busy_lock = threading.Lock()
+
+
+def calls_in_flight() -> int:
+    """How many calls pool threads are running now: a command ending with calls still out (a gate past
+    its deadline, its request still waiting on the server) ends its process at once (``cli.main``)."""
+    return _busy
+
+
 class DaemonPool:
     """Up to ``workers`` daemon threads taking calls in the order they were submitted."""
 
@@ -51,10 +61,13 @@ class DaemonPool:
         while (job := self._jobs.get()) is not _STOP:
             future, fn, args = job
             if future.set_running_or_notify_cancel():
+                _count(1)
                 try:
                     future.set_result(fn(*args))
                 except BaseException as exc:  # handed to whoever reads the future
                     future.set_exception(exc)
+                finally:
+                    _count(-1)
             with self._lock:
                 self._pending.discard(future)
 
@@ -66,6 +79,12 @@ class DaemonPool:
             threads = len(self._threads)
         for _ in range(threads):
             self._jobs.put(_STOP)
+
+
+def _count(step: int) -> None:
+    global _busy
+    with _busy_lock:
+        _busy += step
 
 
 def ordered(
