@@ -233,12 +233,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(labels)} labelled candidates, {queries} queries; budget {args.budget} tokens; gate fitted leave-one-query-out"
         )
         gates = held_out_gates(labels, embedder)
-        funnel = funnel_packages(vault, labels, embedder, gates, args.budget, gate_enabled=True)
+        funnel = funnel_packages(vault, labels, embedder, gates, args.budget, gate=True)
         report("funnel (floor + fitted gate, held out)", funnel, labels)
         if llm is not None:
-            judged = funnel_packages(vault, labels, embedder, gates, args.budget, gate_enabled=True, llm_gate=llm)
+            judged = funnel_packages(vault, labels, embedder, gates, args.budget, gate=True, llm_gate=llm)
             report(f"funnel, gate model {args.model}", judged, labels)
-        floor_only = funnel_packages(vault, labels, embedder, gates, args.budget, gate_enabled=False)
+        floor_only = funnel_packages(vault, labels, embedder, gates, args.budget, gate=False)
         report("funnel, floor only (--no-gate)", floor_only, labels)
         fused = Fused(labels, embedder)
         report("RRF (MiniLM + BM25), filled to the budget", fused.packages(args.budget, None), labels)

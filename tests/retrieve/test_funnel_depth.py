@@ -66,7 +66,7 @@ def run(retriever, embedder, query="pottery class glaze kiln", intent=None, **co
         embedder=embedder,
         llm_plan=OfflineBackend(),
         llm_gate=OfflineBackend(),
-        config=FunnelConfig(**{"variants": False, "gate": False, **config}),
+        config=FunnelConfig(**{"variants": False, "gate_enabled": False, **config}),
         intent=intent,
     )
 

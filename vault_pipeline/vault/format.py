@@ -20,8 +20,8 @@ without an error):
 * **Transcript turns**: ``**Speaker:** text ^m-id`` under the ``## Transcript`` heading, with an
   optional ``Notes:`` line of links back; ``transcript_turns`` reads them (``ingest/notes.py``
   renders a message's Markdown safely and then writes the turn with ``turn_label``).
-* **Days**: ``long_date`` ("8 May 2023", in notes) and ``short_day`` ("8 May 2023" with the month
-  cut to three letters, in package headers).
+* **Days**: ``long_date`` ("16 August 2023", in notes) and ``short_day`` ("16 Aug 2023", in
+  package headers).
 
 Nothing here touches the file system or imports another stage.
 """
@@ -45,7 +45,7 @@ def long_date(day: date) -> str:
 
 
 def short_day(created: str) -> str:
-    """'8 May 2023' with the month's three-letter abbreviation, from an ISO stamp; "" when unreadable."""
+    """'16 Aug 2023' (the month's three-letter abbreviation) from an ISO stamp; "" when unreadable."""
     try:
         day = date.fromisoformat(str(created or "")[:10])
     except ValueError:
