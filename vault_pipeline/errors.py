@@ -61,11 +61,48 @@ class ModelError(VaultError):
     def __init__(self, prompt: str, model: str, reason: str, attempts: int = 0, last_output: str | None = None):
         self.prompt = prompt
         self.model = model
-        self.reason = reason
+        self.reason = " ".join(str(reason).split())  # one line, whatever the model or validator said
         self.attempts = attempts
         self.last_output = last_output
-        super().__init__(f"model {model} failed on prompt {prompt!r} after {attempts} attempt(s): {reason}")
+        super().__init__(f"model {model} failed on prompt {prompt!r} after {attempts} attempt(s): {self.reason}")
+
+
+def validation_line(exc: Exception, limit: int = 300) -> str:
+    """A pydantic ValidationError as one line: each problem's place and message, no input dump, no URL."""
+    errors = getattr(exc, "errors", None)
+    try:
+        problems = errors(include_url=False, include_input=False) if callable(errors) else []
+    except TypeError:
+        problems = []
+    parts = [f"{'.'.join(str(p) for p in e.get('loc', ())) or 'value'}: {e.get('msg', '')}" for e in problems]
+    line = " ".join(("; ".join(parts) or str(exc)).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class IndexStateError(VaultError):
     """The derived index is missing, incompatible or corrupt (rebuild with `vault index --rebuild`)."""
+
+
+_STORAGE_ADVICE = {
+    "ENOSPC": "free disk space and run the command again",
+    "EDQUOT": "free space within your disk quota and run the command again",
+    "EACCES": "check the permissions of the file and its folder, then run the command again",
+    "EPERM": "check the file's permissions and attributes (chattr -i), then run the command again",
+    "EROFS": "the filesystem is read-only; remount it writable or use a copy of the vault",
+    "ENOENT": "a folder vanished meanwhile; check the vault is mounted and run the command again",
+}
+
+
+class StorageError(VaultError):
+    """A file or folder could not be written or read (disk full, read-only, permission denied, vanished).
+
+    Carries the path and the errno's name; the message is one line ending in what to do."""
+
+    def __init__(self, path: str | Path, cause: OSError, advice: str | None = None):
+        import errno as _errno
+
+        self.path = str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+        self.errno_name = _errno.errorcode.get(cause.errno or 0, "")
+        self.strerror = cause.strerror or str(cause) or self.errno_name
+        self.advice = _STORAGE_ADVICE.get(self.errno_name) or advice or "check the disk and run the command again"
+        super().__init__(f"{self.path}: {self.strerror}; {self.advice}")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vault_pipeline.models.offline.statements import points_back, read_message, sentences
-from vault_pipeline.text import FUNCTION_WORDS, PLEASANTRY, head_words, word_count
+from vault_pipeline.text import FUNCTION_WORDS, PLEASANTRY, head_words, sentence_count, split_sentences, word_count
 
 # A hedge outranks every other cue: PROVISIONAL exists so an exploratory idea is never tightened.
 _HEDGE = re.compile(
@@ -121,6 +121,19 @@ def _is_prose(text: str) -> bool:
     return sum(text.count(c) for c in "{}<>;=$|") <= 2
 
 
+# What the extraction validator reads as Markdown inside a sentence (code fences, bold, strike, links).
+_INLINE_MARKUP = re.compile(r"```|(\*\*|~~)(?=\S)[^*~]+?(?<=\S)\1|\]\(")
+
+
+def _one_sentence(name: str) -> str:
+    """A title as one clause of the topic sentence: titles are data, so "What is Terraform? And Pulumi"
+    or "Release v1.2. Notes" must not read as the extractor's own two sentences (its check refuses those)."""
+    parts = split_sentences(name)
+    if len(parts) <= 1:
+        return name
+    return "; ".join(part.strip().rstrip(".!?") for part in parts if part.strip())
+
+
 def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words: int) -> list[dict]:
     """What the conversation is about, once, in its first part: a sentence from its title, or none.
 
@@ -137,6 +150,9 @@ def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words:
         or name != " ".join(title.split()).rstrip(".!?")
     ):
         return []  # no title, or one too long to name whole: no topic rather than a cut one
+    name = _one_sentence(name)
+    if sentence_count(f"{lead} {name}.") != 1 or _INLINE_MARKUP.search(name):
+        return []  # a title the unit's own checks would still read as markup or two sentences: no topic
     speaker = "user" if messages[0].get("role") == "user" else "assistant"
     return [
         {
