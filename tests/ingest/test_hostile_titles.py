@@ -67,3 +67,15 @@ def test_a_validation_failure_is_one_line_without_a_url():
     assert "\n" not in line and "errors.pydantic.dev" not in line and "one sentence per unit" in line
     error = ModelError("extract", "offline", f"offline answer failed validation: {caught.value}")
     assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("unit", [" 0", "0 ", "x y ", "42, "])
+def test_a_message_of_one_endless_sentence_fails_nothing(unit):
+    # A pasted run of numbers is one sentence of thousands of words: the summary, cut to 25 words a
+    # sentence, fell short of the 200 words its own check asks of such a session.
+    conv = _conversation("Numbers")
+    conv = Conversation(
+        conv.kind, conv.id, conv.title, WHEN, WHEN, (Message("a", "user", "user", unit * 3000, WHEN),), "t"
+    )
+    extraction = extract_conversation(conv, OfflineBackend())
+    assert extraction.summary

@@ -252,7 +252,23 @@ def _select(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:
             budget -= cost
         if budget < 3:
             break
+    if sum(map(len, picked.values())) == len(candidates):
+        _widen(turns, picked, budget)
     return [[picked[i][d] for d in sorted(picked[i])] if i in picked else [] for i in range(len(turns))]
+
+
+def _widen(turns: list[tuple[str, list[str]]], picked: dict[int, dict[int, str]], budget: int) -> None:
+    """Every sentence was picked and words are left: the cut ones take them, in turn order. A session of
+    a few very long sentences (a run of numbers, a pasted log line) still fills its summary, which the
+    summary's check asks of a session with that many words."""
+    for i in sorted(picked):
+        for depth, text in sorted(picked[i].items()):
+            whole = turns[i][1][depth]
+            if budget < 3 or text == whole:
+                continue
+            wider = _fit(whole, SENTENCE_CAP + budget - 1)
+            budget -= word_count(wider) - word_count(text)
+            picked[i][depth] = wider
 
 
 def _bit_reverse(i: int, bits: int = 16) -> int:
@@ -293,7 +309,7 @@ def thread_map(variables: Mapping[str, Any]) -> dict:
 MIN_WORDS = 5  # fewer words say too little to find again (labelled: 3 % of them were good notes)
 _ENDED = re.compile(r"[.!?][\"'”’)\]]*$")
 # One alternative of a multiple-choice list ("B. Support Vector Machine", "c) To reduce error"), or its key.
-_OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.):]\s|^(?:correct )?(?:answer|antwoord)\s*:?\s*\(?[A-Ea-e]\b", re.I)
+_OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.):]\s|^(?:correct )?(?:answer|antwoord)\s*(?::\s*)?\(?[A-Ea-e]\b", re.I)
 # Program output pasted as text: build steps, timestamps, log levels, prompts, stack frames, file:line.
 _LOG = re.compile(
     r"^(?:#\d+\s|\d+(?:\.\d+)?\s+\d+\.\d+\s|\[?\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}|\[?\d{1,2}:\d{2}:\d{2}\b|"
