@@ -403,6 +403,7 @@ JSON_KEYS = {
         "warnings",
         "errors",
         "refused",
+        "unwritable",
         "seconds",
         "model",
     ],

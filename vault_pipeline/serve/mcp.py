@@ -21,7 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from vault_pipeline.errors import VaultError
+from vault_pipeline.errors import VaultError, storage_fault
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.serve.auth import BearerGuard, token_path, vault_token
 from vault_pipeline.serve.frames import MAX_FRAME_BYTES, one_line_errors, serve_stdio
@@ -220,6 +220,11 @@ def _answer(make: Callable[[], CallToolResult]) -> CallToolResult:
         return make()
     except VaultError as exc:
         return CallToolResult(content=[TextContent(type="text", text=f"error: {exc}")], is_error=True)
+    except Exception as exc:
+        fault = storage_fault(exc)  # a full disk or a read-only file: the same one line, the server lives on
+        if fault is None:
+            raise
+        return CallToolResult(content=[TextContent(type="text", text=f"error: {fault}")], is_error=True)
 
 
 def _result(data: dict[str, Any], text: str) -> CallToolResult:
