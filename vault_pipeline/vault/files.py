@@ -116,7 +116,11 @@ class Vault:
         ):
             raise VaultError(f"{relpath!r}: not a safe vault-relative path; refused")
         full = self.root.joinpath(*parts)
-        if not full.resolve().is_relative_to(self.root):
+        try:
+            resolved = full.resolve()
+        except (OSError, RuntimeError):  # a symlink loop (ELOOP; RuntimeError before Python 3.13)
+            raise VaultError(f"{relpath}: a symlink loop; refused (remove the link)") from None
+        if not resolved.is_relative_to(self.root):
             raise VaultError(f"{relpath}: resolves outside the vault (a symlink?); refused")
         if not allow_symlink and full.is_symlink():
             raise VaultError(f"{relpath}: is a symlink; refused")

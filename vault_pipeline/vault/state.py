@@ -294,8 +294,13 @@ def read_note_id(path: Path) -> str | None:
         return None
     if span is None:
         return None
-    hit = _ID_LINE.search(text, span[0], span[1])
-    return next((g for g in hit.groups() if g), None) if hit else None
+    found = frontmatter_ids(text, span)
+    return found[-1] if found else None  # the last, as YAML reads a key given twice
+
+
+def frontmatter_ids(text: str, span: tuple[int, ...]) -> list[str]:
+    """Every top-level ``id:`` value in the frontmatter at ``span`` (more than one: a hand-made duplicate)."""
+    return [next((g for g in hit.groups() if g), "") for hit in _ID_LINE.finditer(text, span[0], span[1])]
 
 
 # --------------------------------------------------------------------------- line-level frontmatter edit
