@@ -108,10 +108,22 @@ class ModelError(VaultError):
     def __init__(self, prompt: str, model: str, reason: str, attempts: int = 0, last_output: str | None = None):
         self.prompt = prompt
         self.model = model
-        self.reason = reason
+        self.reason = " ".join(str(reason).split())  # one line, whatever the model or validator said
         self.attempts = attempts
         self.last_output = last_output
-        super().__init__(f"model {model} failed on prompt {prompt!r} after {attempts} attempt(s): {reason}")
+        super().__init__(f"model {model} failed on prompt {prompt!r} after {attempts} attempt(s): {self.reason}")
+
+
+def validation_line(exc: Exception, limit: int = 300) -> str:
+    """A pydantic ValidationError as one line: each problem's place and message, no input dump, no URL."""
+    errors = getattr(exc, "errors", None)
+    try:
+        problems = errors(include_url=False, include_input=False) if callable(errors) else []
+    except TypeError:
+        problems = []
+    parts = [f"{'.'.join(str(p) for p in e.get('loc', ())) or 'value'}: {e.get('msg', '')}" for e in problems]
+    line = " ".join(("; ".join(parts) or str(exc)).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class IndexStateError(VaultError):
@@ -133,3 +145,89 @@ class DeadlinePassed(Exception):
 def exit_code(exc: VaultError) -> int:
     """The exit code of a project error: 2 for usage and configuration errors (nothing was done), else 1."""
     return EXIT_USAGE if isinstance(exc, ConfigError | UsageError) else EXIT_INCOMPLETE
+_STORAGE_ADVICE = {
+    "ENOSPC": "free disk space and run the command again",
+    "EDQUOT": "free space within your disk quota and run the command again",
+    "EACCES": "check the permissions of the file and its folder, then run the command again",
+    "EPERM": "check the file's permissions and attributes (chattr -i), then run the command again",
+    "EROFS": "the filesystem is read-only; remount it writable or use a copy of the vault",
+    "ENOENT": "a folder vanished meanwhile; check the vault is mounted and run the command again",
+}
+
+
+class StorageError(VaultError):
+    """A file or folder could not be written or read (disk full, read-only, permission denied, vanished).
+
+    Carries the path and the errno's name; the message is one line ending in what to do."""
+
+    def __init__(self, path: str | Path, cause: OSError, advice: str | None = None):
+        import errno as _errno
+
+        self.path = str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+        self.errno_name = _errno.errorcode.get(cause.errno or 0, "")
+        self.strerror = cause.strerror or str(cause) or self.errno_name
+        self.advice = _STORAGE_ADVICE.get(self.errno_name) or advice or "check the disk and run the command again"
+        super().__init__(f"{self.path}: {self.strerror}; {self.advice}")
+
+    @property
+    def stops(self) -> bool:
+        """A fault of the whole disk (full, read-only, vanished): every later write fails too, so the
+        command stops; a permission on one file only skips that file."""
+        return self.errno_name not in ("EACCES", "EPERM")
+
+
+def as_storage_error(exc: OSError, path: str | Path) -> StorageError:
+    """An OSError from writing ``path`` as a StorageError naming it."""
+    return storage_fault(exc, path) or StorageError(exc.filename or path, exc)
+
+
+# What a storage fault looks like where a library reports it as text (LanceDB's Rust IO errors carry
+# "(os error 28)"; SQLite says "database or disk is full" or "attempt to write a readonly database").
+_FAULT_ERRNOS = {"ENOSPC": 28, "EACCES": 13, "EPERM": 1, "EROFS": 30, "EDQUOT": 122}
+_FAULT_TEXTS = (
+    ("no space left on device", "ENOSPC"),
+    ("database or disk is full", "ENOSPC"),
+    ("disk quota exceeded", "EDQUOT"),
+    ("read-only file system", "EROFS"),
+    ("readonly database", "EROFS"),
+    ("permission denied", "EACCES"),
+    ("operation not permitted", "EPERM"),
+)
+
+
+def storage_fault(exc: BaseException, path: str | Path = "") -> StorageError | None:
+    """``exc`` as a StorageError when it is a disk-full, read-only, permission or vanished-folder fault, else None.
+
+    Recognises OSErrors by errno and library errors (LanceDB, SQLite) by their text; never a
+    decoding or format error, so damage to a file is still told apart from a failed write."""
+    import errno as _errno
+
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno is not None:
+        name = _errno.errorcode.get(exc.errno, "")
+        if name in _FAULT_ERRNOS or (name == "ENOENT" and exc.filename is not None):  # ENOENT: a vanished folder
+            return StorageError(path or exc.filename or "the vault's files", exc)
+        return None
+    text = str(exc).lower()
+    for words, name in _FAULT_TEXTS:
+        number = _FAULT_ERRNOS.get(name, 0)
+        if words in text or (number and f"os error {number})" in text):
+            cause = OSError(getattr(_errno, name), os_strerror(getattr(_errno, name)))
+            return StorageError(path or _path_in(str(exc)) or "the vault's files", cause)
+    return None
+
+
+def os_strerror(code: int) -> str:
+    """The C library's text for an errno ("No space left on device")."""
+    import os as _os
+
+    return _os.strerror(code)
+
+
+def _path_in(text: str) -> str:
+    """A file path quoted in a library's message, if it names one."""
+    import re as _re
+
+    found = _re.search(r"(/[^\s'\",:)]+)", text)
+    return found.group(1) if found else ""

@@ -97,7 +97,9 @@ def ingest(
             if extraction is not None:
                 stem = write_conversation(vault, extraction, report, hubs)
                 people.add(conv, stem)
-                sessions[conv.id] = (conv, extraction.summary, stem)
+                # Thread maps need a session's id, title, date and thread, never its messages: memory
+                # stays at the largest conversation, not the export.
+                sessions[conv.id] = (replace(conv, messages=()), extraction.summary, stem)
                 written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
                 report.archived += retirement.retire(conv.kind, conv.id, written)
             if progress:

@@ -404,6 +404,7 @@ JSON_KEYS = {
         "warnings",
         "errors",
         "refused",
+        "unwritable",
         "seconds",
         "model",
     ],

@@ -48,6 +48,7 @@ def served(indexed_example, tmp_path):
         "XDG_DATA_HOME": str(home / ".local/share"),
         "XDG_STATE_HOME": str(home / ".local/state"),
         "TMPDIR": str(tmp),
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},  # a worktree's code, where it is set
     }
     yield root, env, cwd, (home, tmp, cwd)
     assert sorted(str(p) for folder in (home, tmp, cwd) for p in folder.rglob("*")) == []
@@ -196,6 +197,7 @@ def _wait_for_port(port: int, server: subprocess.Popen, log: Path) -> None:
 @pytest.mark.slow
 def test_vault_mcp_over_streamable_http_on_loopback(served, tmp_path):
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     root, env, cwd, _ = served
     port = _free_port()
@@ -216,7 +218,9 @@ def test_vault_mcp_over_streamable_http_on_loopback(served, tmp_path):
             local_addresses = {line.split()[3] for line in listening.stdout.splitlines() if line.strip()}
             assert local_addresses == {f"127.0.0.1:{port}"}, listening.stdout
 
-        anyio.run(through, streamable_http_client(f"http://127.0.0.1:{port}/mcp"), root)
+        token = (root / STATE_DIR / "mcp-token").read_text(encoding="utf-8").strip()  # the owner's (auth.py)
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        anyio.run(through, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client), root)
         assert server.poll() is None  # the tool error did not take the server down
     finally:
         server.terminate()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from tests.support.fakes import note_value
 from tests.support.paths import REPO
-from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, LockError, VaultError
+from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, LockError, StorageError, VaultError
 from vault_pipeline.vault.files import FOLDERS, STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import render_note
 from vault_pipeline.vault.note import Note
@@ -186,11 +187,11 @@ def test_atomic_write_leaves_no_temp_file(vault, monkeypatch):
     assert not [p for p in vault.root.rglob("*") if ".vp-tmp-" in p.name]
 
     def fail(*args, **kwargs):
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail)
     before = (vault.root / note.relpath).read_bytes()
-    with pytest.raises(OSError):
+    with pytest.raises(StorageError, match=f"{note.relpath}: No space left on device; free disk space"):
         vault.write(make_note(body="v3\n"))
     assert (vault.root / note.relpath).read_bytes() == before
     assert not [p for p in vault.root.rglob("*") if ".vp-tmp-" in p.name]

@@ -20,7 +20,7 @@ from typing import Any, assert_never
 
 from vault_pipeline.clean.notes import ARCHIVE, as_list
 from vault_pipeline.clean.types import Action, Collapse, Plan, Relate, Supersede, action_json, action_kind, action_refs
-from vault_pipeline.errors import DirtyFileError, VaultError
+from vault_pipeline.errors import DirtyFileError, StorageError, VaultError
 from vault_pipeline.text import link_target
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import source_messages, source_properties
@@ -101,6 +101,10 @@ def _apply_action(vault: Vault, journal: Journal, action: Action, n: int) -> str
     touched = len(journal.entries)
     try:
         _perform(vault, _Step(journal, n), action, live)
+    except StorageError as exc:
+        if exc.stops:
+            raise  # a full or read-only disk: every later action would fail too
+        return f"{exc} (the action was skipped; the journal records any file it changed)"
     except DirtyFileError as exc:  # edited between our check and the write, or archive/ has that name
         partly = (
             " (the action was partly applied; the journal records what changed)"

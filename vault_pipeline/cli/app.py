@@ -13,7 +13,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from vault_pipeline.cli import calibrate, check, clean, demo, index, ingest, init, keep, query, serve, status
 from vault_pipeline.cli.common import VERBOSE, err, exit_code, unset_verbose
-from vault_pipeline.errors import VaultError
+from vault_pipeline.errors import VaultError, storage_fault
 
 if TYPE_CHECKING:
     from typer import _click
@@ -66,6 +66,14 @@ class _Group(TyperGroup):
                 err.print_exception()
             err.print(f"error: {exc}", markup=False)
             raise typer.Exit(exit_code(exc)) from None
+        except Exception as exc:
+            fault = storage_fault(exc)  # a full disk, a read-only file, a vanished folder: one line, exit 1
+            if fault is None:
+                raise
+            if ctx.meta.get(VERBOSE):
+                err.print_exception()
+            err.print(f"error: {fault}", markup=False)
+            raise typer.Exit(1) from None
         finally:
             unset_verbose(ctx.meta)
 

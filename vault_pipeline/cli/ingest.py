@@ -167,7 +167,11 @@ def selector_of(settings: Settings) -> Selector:
 
 def problems(report: IngestReport) -> dict[str, int]:
     """What makes an ingest incomplete (exit 1): skipped records and failed conversations."""
-    return {"record(s) skipped": len(report.skipped), "conversation(s) failed": len(report.errors)}
+    return {
+        "record(s) skipped": len(report.skipped),
+        "conversation(s) failed": len(report.errors),
+        "file(s) not writable": len(report.unwritable),
+    }
 
 
 def count_conversations(paths: list[Path]) -> int | None:
@@ -190,6 +194,8 @@ def print_ingest(report: IngestReport, console: Console, usage: Usage | None = N
         err.print(f"warning: {line}", markup=False)
     for line in report.refused:
         err.print(f"left untouched (edited since written): {line}", markup=False)
+    for line in report.unwritable:
+        err.print(f"not written: {line}", markup=False)
     if report.archived:
         err.print(
             f"archived {len(report.archived)} note(s) the extractor no longer writes "

@@ -93,6 +93,8 @@ def print_keep(report: KeepReport) -> None:
         err.print(f"... and {len(report.refused) - KEEP_SHOWN} more not kept (--json lists all); reasons:")
         for reason, count in tally.most_common():
             err.print(f"  {count:>6}  {reason}", markup=False)
+    for path, why in report.skipped:  # named, so the user can open them
+        err.print(f"skipped: {path}: {why}", markup=False)
     for error in report.model_errors:
         rest = "the remaining notes of the run" if error.endswith("not asked again") else "these notes"
         err.print(f"quality model: {error}; the fitted gate judged {rest}", markup=False)

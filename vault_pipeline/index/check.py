@@ -32,9 +32,9 @@ from vault_pipeline.models.calllog import holds_secret
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.format import ANY_BLOCK_ID
-from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.frontmatter import frontmatter_span, split_frontmatter
 from vault_pipeline.vault.note import note_id
-from vault_pipeline.vault.state import sha256_bytes, stale_temp_files
+from vault_pipeline.vault.state import frontmatter_ids, sha256_bytes, stale_temp_files
 
 _BLOCK = ANY_BLOCK_ID
 # A note with none of these has no code block or raw HTML and needs no Markdown parser.
@@ -123,6 +123,9 @@ def _scan_note(vault: Vault, relpath: str, scan: _Scan, report: CheckReport) -> 
         return
     if holds_secret(text):
         report.secrets.append(relpath)
+    span = frontmatter_span(text, relpath)
+    if span is not None and len(frontmatter_ids(text, span)) > 1:
+        report.invalid.append((relpath, "two `id:` keys; the last one counts, remove the other"))
     if frontmatter.get("id"):
         scan.ids[str(frontmatter["id"])].append(relpath)
     prose = _prose(body)

@@ -19,7 +19,7 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from vault_pipeline.errors import IndexDamagedError
+from vault_pipeline.errors import IndexDamagedError, storage_fault
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, content_faults
 from vault_pipeline.index.table import INDEX_DIR, TABLE, TEXT_COLUMN, VECTOR_COLUMN, connect, isin, table_exists
 
@@ -32,6 +32,8 @@ def is_damage(exc: BaseException) -> bool:
     """True for an error that says the index's files cannot be read (LanceDB's IO and decode errors)."""
     if isinstance(exc, IndexDamagedError):
         return True
+    if storage_fault(exc) is not None:
+        return False  # a full disk or a permission is no damage: the index is healthy, the write failed
     # LanceDB raises RuntimeError("lance error: LanceError(IO): ..."), or ValueError for a file that
     # is no Lance file at all ("invalid magic"); pyarrow's own errors carry no such word.
     return isinstance(exc, (RuntimeError, OSError, ValueError, pa.ArrowException)) and "lance" in str(exc).lower()
@@ -85,6 +87,9 @@ def probe(index_dir: Path, *, full: bool = False) -> str:
             table.prewarm_index(index.name)
         return _read_back(table)
     except Exception as exc:  # the probe's one question is whether it reads: any failure is the answer
+        fault = storage_fault(exc, index_dir)
+        if fault is not None:
+            raise fault from None  # it cannot be read for a reason outside it: never set aside
         return describe(exc)
 
 

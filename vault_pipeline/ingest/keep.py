@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from vault_pipeline.errors import FrontmatterError, VaultError
+from vault_pipeline.errors import FrontmatterError, StorageError, VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.ingest.quality import hard_problems, unfaithful, word_limit
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
@@ -454,6 +454,7 @@ class _Run:
         try:
             self.vault.update_frontmatter(entry.relpath, changes, expected_sha256=entry.sha256)
         except VaultError as exc:  # the verdict is a courtesy: a note changed meanwhile keeps its text
+            _stop_on_full_disk(exc)
             report.skipped.append((entry.relpath, f"verdict not written: {exc}"))
 
     def _promote(self, entry: _Entry, changes: dict[str, str], report: KeepReport) -> bool:
@@ -461,6 +462,12 @@ class _Run:
             self.vault.update_frontmatter(entry.relpath, changes, expected_sha256=entry.sha256)
             report.kept.append(self.vault.move(entry.relpath, ENGRAMS))
         except VaultError as exc:
+            _stop_on_full_disk(exc)  # an unwritable note is refused and the rest kept; a full disk stops
             report.refused.append((entry.relpath, [str(exc)]))
             return False
         return True
+
+
+def _stop_on_full_disk(exc: VaultError) -> None:
+    if isinstance(exc, StorageError) and exc.stops:
+        raise exc

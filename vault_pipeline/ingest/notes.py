@@ -251,7 +251,9 @@ _STRUCTURAL = re.compile(
 )
 # What can open a block that outlives a blank line (a fence, raw HTML) or make a line other than
 # it looks (a table's delimiter row). A message without any of these needs no Markdown parser.
-_RISKY = re.compile(r"```|~~~|^[ \t>*+\-\d.)]*<|^[ \t]*\|?[ \t]*:?-+:?[ \t]*\|", re.M)
+# No two adjacent runs that can both take the same spaces (``[ \t]*\|?[ \t]*`` backtracks quadratically
+# on a line of spaces or a deeply indented list); each run here is followed by a character it cannot take.
+_RISKY = re.compile(r"```|~~~|^[ \t>*+\-\d.)]*<|^[ \t]*(?:\|[ \t]*)?:?-+:?[ \t]*\|", re.M)
 _LITERAL = frozenset({"fence", "code_block", "html_block"})  # tokens whose lines are shown as written
 _BACKTICKS = re.compile(r"`+")
 

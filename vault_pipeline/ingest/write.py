@@ -75,6 +75,7 @@ class IngestReport:
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # read all the same (e.g. bytes not UTF-8)
     refused: list[str] = field(default_factory=list)
+    unwritable: list[str] = field(default_factory=list)  # files that could not be written (permissions)
     errors: list[str] = field(default_factory=list)
     threads: int = 0
     seconds: float = 0.0
@@ -111,6 +112,7 @@ class IngestReport:
             "warnings": self.warnings,
             "errors": self.errors,
             "refused": self.refused,
+            "unwritable": self.unwritable,
             "seconds": round(self.seconds, 3),
             "model": self.model,
         }
@@ -219,7 +221,9 @@ def write_note(vault: Vault, note: Note, report: IngestReport) -> str:
         return vault.locate(note.id) or note.relpath
     outcome = vault.write(note, follow=True)
     report.writes[outcome.outcome] += 1
-    if outcome.outcome == "refused":
+    if outcome.unwritable:
+        report.unwritable.append(f"{outcome.relpath}: {outcome.reason}")
+    elif outcome.outcome == "refused":
         report.refused.append(f"{outcome.relpath}: {outcome.reason}")
     return outcome.relpath
 

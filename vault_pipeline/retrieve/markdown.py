@@ -32,9 +32,15 @@ def notices(*, found: bool, degraded: str, absent_words: Sequence[str], closest:
     return lines
 
 
+HEAD_QUERY_CHARS = 200  # the prompt as the title echoes it: a long prompt must not eat the budget
+
+
 def markdown_head(query: str, lines: Sequence[str]) -> str:
-    """The Markdown's title and notice lines, ending in a blank line."""
-    head = f"# Context: {' '.join(query.split())}\n\n"
+    """The Markdown's title (the prompt, cut to ``HEAD_QUERY_CHARS``) and notice lines, ending in a blank line."""
+    said = " ".join(query.split())
+    if len(said) > HEAD_QUERY_CHARS:
+        said = said[: HEAD_QUERY_CHARS - 1].rstrip() + "…"
+    head = f"# Context: {said}\n\n"
     return head + "".join(f"> {line}\n\n" for line in lines)
 
 

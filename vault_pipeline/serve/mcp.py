@@ -6,7 +6,7 @@ here: structured content (the same JSON the CLI's ``--json`` prints) beside a te
 and, for an error the user could cause, ``isError`` with the CLI's one-line message, so no
 traceback ever reaches the client. Served over stdio (the default; the SDK keeps stray prints
 off the protocol stream) or streamable HTTP bound to 127.0.0.1 (with the SDK's DNS-rebinding
-protection). A ``Watcher`` keeps the index live while the server runs, unless turned off.
+protection), where every request carries the vault's bearer token (``auth.py``) or is refused 401. A ``Watcher`` keeps the index live while the server runs, unless turned off.
 ``query`` and ``remember`` can ask the client's own model through MCP sampling (``sampling.py``).
 """
 
@@ -21,12 +21,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from vault_pipeline.errors import VaultError
+from vault_pipeline.errors import VaultError, storage_fault
 from vault_pipeline.ingest.extract import CATEGORIES
+from vault_pipeline.serve.auth import BearerGuard, token_path, vault_token
 from vault_pipeline.serve.frames import MAX_FRAME_BYTES, one_line_errors, serve_stdio
 from vault_pipeline.serve.sampling import client_model
 from vault_pipeline.serve.tools import MAX_SEARCH_LIMIT, SEARCH_LIMIT, VaultTools
 from vault_pipeline.serve.watch import Watcher
+from vault_pipeline.vault.files import STATE_DIR
 
 HOST = "127.0.0.1"  # loopback only: the vault is the user's, not the network's
 PATH = "/mcp"
@@ -170,16 +172,31 @@ def serve(
                 on_ready(f"serving {tools.root} over stdio")
             anyio.run(serve_stdio, server, max_frame)
         else:
+            token, made = vault_token(tools.root / STATE_DIR)
             if on_ready:
                 on_ready(f"serving {tools.root} at http://{HOST}:{port}{PATH} (streamable HTTP)")
-            anyio.run(
-                lambda: server.run_streamable_http_async(
-                    host=HOST, port=port, streamable_http_path=PATH, max_request_body_size=max_frame
-                )
-            )
+                on_ready(_token_line(tools.root, token, made))
+            anyio.run(_serve_http, server, port, token, max_frame)
     finally:
         if watcher is not None:
             watcher.stop()
+
+
+async def _serve_http(server: MCPServer, port: int, token: str, max_frame: int) -> None:
+    """The SDK's streamable HTTP app behind the bearer-token guard, served by uvicorn on loopback."""
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=PATH, max_request_body_size=max_frame, host=HOST)
+    config = uvicorn.Config(BearerGuard(app, token), host=HOST, port=port, log_level="warning")
+    await uvicorn.Server(config).serve()
+
+
+def _token_line(root, token: str, made: bool) -> str:
+    """The token once, when it is made (for the client's config); afterwards only where it is kept."""
+    where = token_path(root / STATE_DIR)
+    if made:
+        return f"new token for this vault (kept owner-only in {where}); clients send: Authorization: Bearer {token}"
+    return f"clients send the token in {where} as: Authorization: Bearer <token>"
 
 
 def _check_port(port: int) -> None:
@@ -203,6 +220,11 @@ def _answer(make: Callable[[], CallToolResult]) -> CallToolResult:
         return make()
     except VaultError as exc:
         return CallToolResult(content=[TextContent(type="text", text=f"error: {exc}")], is_error=True)
+    except Exception as exc:
+        fault = storage_fault(exc)  # a full disk or a read-only file: the same one line, the server lives on
+        if fault is None:
+            raise
+        return CallToolResult(content=[TextContent(type="text", text=f"error: {fault}")], is_error=True)
 
 
 def _result(data: dict[str, Any], text: str) -> CallToolResult:

@@ -4,16 +4,19 @@ The text is one user message of a one-message conversation; the extraction opera
 into atomic units, the Note Quality Gate's hard rules judge each (a unit that fails is reported
 with its reasons, not written, so the calling model can say it better; the selector that picks
 notes out of a chat archive does not: the user asked for this one to be remembered), and the
-passing units are written into ``inbox/`` with a session note in ``sessions/`` holding the
-text they came from (topic units, which name an ingest's topic hubs, are left out: a memory makes
+passing units are written into ``inbox/``, linked to the client's running session note in
+``sessions/`` (one per client while the server runs, a message per remembered text) (topic units, which name an ingest's topic hubs, are left out: a memory makes
 no hub). Provenance is ``source_kind: mcp`` plus ``source_client``, the calling
 client's name. Nothing is overwritten or deleted: a note whose id is already in the vault is
-reported as already remembered. All of it, and the index sync after it, under the vault lock.
+reported as already remembered. Writes hold the vault lock, queued in turn (``vault.lock`` serves
+one thread of a process at a time); the index sync after them is shared (``_Syncs``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import cast
@@ -35,6 +38,7 @@ from vault_pipeline.vault.note import Note
 
 # The parse stage's Kind names export formats; "mcp" is a source that never passes through a parser.
 MCP_KIND = cast(Kind, "mcp")
+WRITE_WAIT = 120.0  # seconds a call waits its turn at the vault lock (others' writes, a sync) before it says so
 MAX_TEXT_CHARS = 20_000  # a memory, not an archive: longer text belongs in `vault ingest`
 TITLE_CHARS = 60
 
@@ -68,11 +72,15 @@ def remember(
     kind: str | None = None,
     client: str = "",
     embedder=None,
-    wait: float = 30.0,
+    wait: float = WRITE_WAIT,
     now: datetime | None = None,
 ) -> RememberReport:
-    """Extract, gate and write provisional notes from ``text``; re-sync the index when ``embedder`` is given."""
-    conv = _conversation(text, client, now or datetime.now(UTC))
+    """Extract, gate and write provisional notes from ``text``; re-sync the index when ``embedder`` is given.
+
+    Concurrent calls queue for the vault lock (``wait`` seconds at most) and hold it only to write
+    their files; one index sync then serves every call written before it started."""
+    when = now or datetime.now(UTC)
+    conv = _conversation(text, client, when)
     if kind is not None and kind not in CATEGORIES:
         raise VaultError(f"kind {kind!r} is not one of {', '.join(CATEGORIES)}")
     extraction = extract_conversation(conv, llm)
@@ -89,13 +97,17 @@ def remember(
             passing.append(unit)
     if not passing:
         return report
+    started = time.monotonic()
     with vault.lock("remember", wait=wait):
-        _write(vault, conv, extraction.summary, passing, client, report)
-        if embedder is not None and report.written:
-            from vault_pipeline.index.sync import sync
+        _write(vault, conv, passing, client, report, when)
+    if embedder is not None and report.written:
+        from vault_pipeline.index.sync import sync
 
-            sync(vault, embedder)
-            report.indexed = True
+        def run() -> None:
+            with vault.lock("remember (index)", wait=max(0.0, wait - (time.monotonic() - started))):
+                sync(vault, embedder)
+
+        report.indexed = _syncs(vault).after_write(run, deadline=started + wait)
     return report
 
 
@@ -108,44 +120,125 @@ def _conversation(text: str, client: str, now: datetime) -> Conversation:
         raise VaultError(
             f"text of {len(text):,} characters; remember takes at most {MAX_TEXT_CHARS:,} (use `vault ingest`)"
         )
-    conv_id = "mcp-" + hashlib.sha256(normalise_text(text).encode("utf-8")).hexdigest()[:16]
+    digest = hashlib.sha256(normalise_text(text).encode("utf-8")).hexdigest()[:16]
     speaker = client or "mcp client"
     title = shorten(" ".join(text.split()), TITLE_CHARS)
-    message = Message("1", "user", speaker, text, now)
-    return Conversation(MCP_KIND, conv_id, title, now, now, (message,), f"mcp:{speaker}")
+    # The message id is the text's too: its block in the client's running session note is unique.
+    message = Message(digest, "user", speaker, text, now)
+    return Conversation(MCP_KIND, "mcp-" + digest, title, now, now, (message,), f"mcp:{speaker}")
+
+
+# --------------------------------------------------------------------------- the running session
+
+
+@dataclass
+class _Running:
+    """A client's session while the server runs: every text it asked to remember, one message each."""
+
+    conv_id: str
+    title: str
+    created: datetime
+    messages: list[Message] = field(default_factory=list)
+
+
+_RUNNING: dict[tuple[str, str], _Running] = {}
+_RUNNING_GUARD = threading.Lock()
+
+
+def _running(vault: Vault, client: str, now: datetime) -> _Running:
+    """The client's running session on this vault (made on its first memory)."""
+    key = (str(vault.root), client)
+    with _RUNNING_GUARD:
+        if key not in _RUNNING:
+            speaker = client or "mcp client"
+            stamp = now.strftime("%Y-%m-%d %H:%M")
+            digest = hashlib.sha256(f"{speaker}\0{now.isoformat()}".encode()).hexdigest()[:16]
+            _RUNNING[key] = _Running(f"mcp-session-{digest}", f"Memories from {speaker}, {stamp}", now)
+        return _RUNNING[key]
+
+
+def _session_of(running: _Running, conv: Conversation) -> Conversation:
+    """The running session as a conversation, with ``conv``'s message added once."""
+    if all(m.id != conv.messages[0].id for m in running.messages):
+        running.messages.append(conv.messages[0])
+    last = running.messages[-1].created or running.created
+    return Conversation(
+        MCP_KIND, running.conv_id, running.title, running.created, last, tuple(running.messages), conv.source
+    )
 
 
 def _write(
-    vault: Vault, conv: Conversation, summary: str, units: list[AtomicUnit], client: str, report: RememberReport
+    vault: Vault, conv: Conversation, units: list[AtomicUnit], client: str, report: RememberReport, now: datetime
 ) -> None:
-    """Write the session note and each unit's note; a note already in the vault is left as it is."""
-    session = _with_client(session_note(conv, summary), client)
-    created = (conv.created or datetime.now(UTC)).isoformat(timespec="seconds")
-    notes = [
-        _with_client(atomic_note(unit, conv, session.stem, created, position=n), client)
-        for unit, n in zip(units, positions(units))
-    ]
-    report.session = _put(vault, session, report, atomic=False)
-    for note in notes:
-        _put(vault, note, report, atomic=True)
+    """Write (or extend) the client's running session note, then each unit's note; a note already in
+    the vault is left as it is."""
+    session_conv = _session_of(_running(vault, client, now), conv)
+    count = len(session_conv.messages)
+    summary = f"What {conv.messages[0].speaker} asked the vault to remember in this session: {count} text(s)."
+    session = _with_client(session_note(session_conv, summary), client)
+    outcome = vault.write(session)  # ours to extend; a user's edit of it is left alone (refused)
+    report.session = outcome.relpath
+    created = (conv.created or now).isoformat(timespec="seconds")
+    for unit, n in zip(units, positions(units)):
+        _put(vault, _with_client(atomic_note(unit, conv, session.stem, created, position=n), client), report)
+
+
+class _Syncs:
+    """Group commit for the index: a sync that starts after a call's files were written covers them,
+    so twenty calls at once pay for one or two syncs, not twenty in a row."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._started = self._done = 0
+        self._running = False
+
+    def after_write(self, run, *, deadline: float) -> bool:
+        """True once a sync begun after now has finished (``run`` does one); False past ``deadline``
+        (the watcher, or the next call, indexes the files then)."""
+        with self._cond:
+            ticket = self._started + 1
+            while self._done < ticket:
+                if not self._running:
+                    self._running, self._started = True, self._started + 1
+                    mine = self._started
+                    break
+                if not self._cond.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    return self._done >= ticket
+            else:
+                return True
+        finished = False
+        try:
+            run()
+            finished = True
+        finally:
+            with self._cond:
+                self._running = False
+                if finished:
+                    self._done = max(self._done, mine)
+                self._cond.notify_all()
+        return True
+
+
+_SYNCS: dict[str, _Syncs] = {}
+
+
+def _syncs(vault: Vault) -> _Syncs:
+    with _RUNNING_GUARD:
+        return _SYNCS.setdefault(str(vault.root), _Syncs())
 
 
 def _with_client(note: Note, client: str) -> Note:
     return replace(note, frontmatter={**note.frontmatter, "source_client": client or "unknown"})
 
 
-def _put(vault: Vault, note: Note, report: RememberReport, *, atomic: bool) -> str:
-    """Create ``note`` unless its id is already in the vault; never overwrite."""
+def _put(vault: Vault, note: Note, report: RememberReport) -> None:
+    """Create an atomic ``note`` unless its id is already in the vault; never overwrite."""
     where = vault.locate(note.id)
     if where is not None:
-        if atomic:
-            report.present.append(where)
-        return where
+        report.present.append(where)
+        return
     outcome = vault.write(note)
     if outcome.outcome == "created":
-        if atomic:
-            report.written.append(outcome.relpath)
-        return outcome.relpath
-    if atomic:  # refused: a different file already sits at that path
+        report.written.append(outcome.relpath)
+    else:  # refused: a different file already sits at that path, or it cannot be written
         report.refused.append((note.body.splitlines()[0], [outcome.reason]))
-    return outcome.relpath

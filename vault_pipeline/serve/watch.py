@@ -23,13 +23,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vault_pipeline.errors import LockError, VaultError
+from vault_pipeline.errors import LockError, VaultError, storage_fault
 from vault_pipeline.index.sync import IndexReport, sync
 from vault_pipeline.vault.files import Vault
 
 LOCK_POLL = 0.5  # seconds per attempt at the lock while another command holds it
 DEBOUNCE_MS = 1_600  # a burst is cut into batches at most this long (watchfiles' default)
 STEP_MS = 50  # a batch ends after this long without a new change: the latency a save pays
+RETRY_S = 5.0  # seconds after a failed sync (a full disk) before the watcher tries again unasked
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class Watcher:
         self.debounce_ms, self.step_ms = debounce_ms, step_ms
         self.stop_event = threading.Event()
         self.ready = threading.Event()  # set once the first sync is done and changes are being watched
+        self.retry_s = RETRY_S
+        self._failed_at: float | None = None  # when the last sync failed (None: it did not)
         self._thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------------- running
@@ -115,10 +118,12 @@ class Watcher:
         first = True
         for batch in changes:
             if first:
-                self.sync(0)
-                self.ready.set()
+                try:
+                    self.sync(0)
+                finally:
+                    self.ready.set()  # reads never wait for a sync that failed: they answer from what is there
                 first = False
-            elif batch:
+            elif batch or self._retry_due():
                 self.sync(len({path for _, path in batch}))  # a path created then written counts once
 
     def start(self) -> threading.Thread:
@@ -170,12 +175,21 @@ class Watcher:
                 vault.close()
         return None
 
+    def _retry_due(self) -> bool:
+        return self._failed_at is not None and time.monotonic() - self._failed_at >= self.retry_s
+
     def _synced(self, vault: Vault, changes: int) -> IndexReport | None:
         try:
             report = sync(vault, self.embedder)
-        except (VaultError, OSError) as exc:
-            self.listener(WatchEvent("error", changes, message=f"error: {exc}"))
+        except Exception as exc:
+            # A failed write (a full disk, a read-only file) never ends the watcher: it says so in one
+            # line and tries again after ``retry_s``, or with the next change, whichever comes first.
+            fault: BaseException = storage_fault(exc) or exc
+            said = str(fault) if isinstance(fault, VaultError) else f"{type(exc).__name__}: {str(exc)[:300]}"
+            self._failed_at = time.monotonic()
+            self.listener(WatchEvent("error", changes, message=f"error: {' '.join(said.split())}; will retry"))
             return None
+        self._failed_at = None
         self.listener(WatchEvent("synced", changes, report))
         return report
 

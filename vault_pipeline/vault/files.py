@@ -15,7 +15,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from vault_pipeline.config import CONFIG_FILE, DEFAULT_TOML
-from vault_pipeline.errors import ConfigError, DirtyFileError, FrontmatterError, VaultError
+from vault_pipeline.errors import (
+    ConfigError,
+    DirtyFileError,
+    FrontmatterError,
+    StorageError,
+    VaultError,
+    as_storage_error,
+    storage_fault,
+)
 from vault_pipeline.vault.frontmatter import split_frontmatter
 from vault_pipeline.vault.lock import LOCK_FILE, hold
 from vault_pipeline.vault.note import Note
@@ -43,6 +51,7 @@ class WriteOutcome:
     outcome: Outcome
     relpath: str
     reason: str = ""
+    unwritable: bool = False  # refused because the file or its folder cannot be written (not a user's edit)
 
 
 class Vault:
@@ -107,7 +116,11 @@ class Vault:
         ):
             raise VaultError(f"{relpath!r}: not a safe vault-relative path; refused")
         full = self.root.joinpath(*parts)
-        if not full.resolve().is_relative_to(self.root):
+        try:
+            resolved = full.resolve()
+        except (OSError, RuntimeError):  # a symlink loop (ELOOP; RuntimeError before Python 3.13)
+            raise VaultError(f"{relpath}: a symlink loop; refused (remove the link)") from None
+        if not resolved.is_relative_to(self.root):
             raise VaultError(f"{relpath}: resolves outside the vault (a symlink?); refused")
         if not allow_symlink and full.is_symlink():
             raise VaultError(f"{relpath}: is a symlink; refused")
@@ -243,8 +256,8 @@ class Vault:
     def _write_over(self, relpath: str, path: Path, note_id: str, data: bytes, current: bytes | None) -> WriteOutcome:
         """Create, adopt or update the file at ``relpath`` whose bytes are ``current`` (None: no file)."""
         if current is None:
-            self._put(relpath, path, note_id, data)
-            return WriteOutcome("created", relpath)
+            fault = self._put_or_refuse(relpath, path, note_id, data, None)
+            return WriteOutcome("refused", relpath, fault, True) if fault else WriteOutcome("created", relpath)
         if current == data:
             self._adopt(relpath, note_id, data)
             return WriteOutcome("unchanged", relpath)
@@ -252,10 +265,22 @@ class Vault:
         if reason:
             return WriteOutcome("refused", relpath, reason)
         try:
-            self._put(relpath, path, note_id, data, expect_sha256=sha256_bytes(current))
+            fault = self._put_or_refuse(relpath, path, note_id, data, current)
         except DirtyFileError as exc:
             return WriteOutcome("refused", relpath, exc.reason)
-        return WriteOutcome("updated", relpath)
+        return WriteOutcome("refused", relpath, fault, True) if fault else WriteOutcome("updated", relpath)
+
+    def _put_or_refuse(self, relpath: str, path: Path, note_id: str, data: bytes, current: bytes | None) -> str:
+        """``_put``, '' when done; a file that cannot be written (permission, an immutable file) is
+        refused with the reason and the command goes on; a full or read-only disk stops it (StorageError)."""
+        digest = None if current is None else sha256_bytes(current)
+        try:
+            self._put(relpath, path, note_id, data, expect_sha256=digest, previous=current)
+        except StorageError as fault:
+            if fault.stops:
+                raise
+            return f"cannot write it: {fault.strerror}; {fault.advice}"
+        return ""
 
     def ours(self, relpath: str, data: bytes) -> bool:
         """Whether ``data`` are the bytes vault_pipeline last wrote at ``relpath`` (no one edited it since)."""
@@ -273,12 +298,41 @@ class Vault:
         return ""
 
     def _put(
-        self, relpath: str, path: Path, note_id: str | None, data: bytes, *, expect_sha256: str | None = None
+        self,
+        relpath: str,
+        path: Path,
+        note_id: str | None,
+        data: bytes,
+        *,
+        expect_sha256: str | None = None,
+        previous: bytes | None = None,
     ) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        stat = atomic_write(path, data, expect_sha256=expect_sha256)
-        self.state.record(relpath, note_id, sha256_bytes(data), stat.st_size, stat.st_mtime_ns)
+        """Write the file, then record it; a fault in either leaves the file as it was (StorageError)."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stat = atomic_write(path, data, expect_sha256=expect_sha256)
+        except OSError as exc:
+            raise as_storage_error(exc, path) from None
+        try:
+            self.state.record(relpath, note_id, sha256_bytes(data), stat.st_size, stat.st_mtime_ns)
+        except Exception as exc:
+            # The file is new but its record is not: put the old bytes back (or take our new file
+            # away), else the next run would take our own write for a user's edit and refuse it.
+            fault = storage_fault(exc, self.root / STATE_DIR / STATE_DB)
+            self._restore(path, previous)
+            if fault is None:
+                raise
+            raise fault from None
         self._remember(note_id, relpath)
+
+    def _restore(self, path: Path, previous: bytes | None) -> None:
+        try:
+            if previous is None:
+                path.unlink(missing_ok=True)  # the file this very call created
+            else:
+                atomic_write(path, previous)
+        except OSError:
+            pass  # nothing more can be done on this disk; the state still names the old bytes
 
     def _adopt(self, relpath: str, note_id: str, data: bytes) -> None:
         # The file holds exactly the bytes we would write, so it is safe to treat as ours.
@@ -309,10 +363,19 @@ class Vault:
             stat = atomic_write(path, new_data, expect_sha256=digest)
         except DirtyFileError:
             raise DirtyFileError(relpath, "changed while its frontmatter was being edited") from None
+        except OSError as exc:
+            raise as_storage_error(exc, path) from None
         # Only a file that was still ours stays ours: a user-edited file must keep refusing
         # our rewrites after we touched a few of its keys.
         if record is not None and record.sha256 == digest:
-            self.state.record(relpath, record.note_id, sha256_bytes(new_data), stat.st_size, stat.st_mtime_ns)
+            try:
+                self.state.record(relpath, record.note_id, sha256_bytes(new_data), stat.st_size, stat.st_mtime_ns)
+            except Exception as exc:
+                fault = storage_fault(exc, self.root / STATE_DIR / STATE_DB)
+                self._restore(path, data)
+                if fault is None:
+                    raise
+                raise fault from None
 
     def move(self, relpath: str, folder: str) -> str:
         """Move a note into another vault folder (atomic, never over an existing file)."""
@@ -328,6 +391,8 @@ class Vault:
             rename_no_clobber(src, dst)
         except FileExistsError:
             raise DirtyFileError(new_relpath, f"already exists; {relpath} was not moved") from None
+        except OSError as exc:
+            raise as_storage_error(exc, src) from None
         record = self.state.get(relpath)
         if record is not None:
             self.state.rename(relpath, new_relpath)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vault_pipeline.errors import VaultError
+from vault_pipeline.errors import VaultError, as_storage_error
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.state import atomic_write, edit_frontmatter_text, sha256_bytes
 
@@ -28,8 +28,11 @@ def journal_dir(vault: Vault) -> Path:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     """A journal file, written atomically (temp file, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data)
+    except OSError as exc:
+        raise as_storage_error(exc, path) from None  # before the note is touched: the note stays as it was
 
 
 class Journal:
@@ -127,8 +130,12 @@ class Journal:
         return path
 
     def _append(self, key: str) -> None:
-        with open(self.dir / "files.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(self.entries[key], sort_keys=True) + "\n")
+        path = self.dir / "files.jsonl"
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(self.entries[key], sort_keys=True) + "\n")
+        except OSError as exc:
+            raise as_storage_error(exc, path) from None
 
     def finish(self, actions: list[dict[str, Any]], skipped: list[str]) -> Path | None:
         """Write ``<run-id>.json`` (nothing when the run touched no file)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,10 +23,36 @@ from vault_pipeline.errors import LockError
 LOCK_FILE = "lock"
 
 
+_QUEUES: dict[str, threading.Lock] = {}
+_QUEUES_GUARD = threading.Lock()
+
+
+def _queue(path: Path) -> threading.Lock:
+    """The in-process turn for the lock at ``path``: threads of one process (the MCP server's tool
+    calls, its watcher) wait here for each other, so only one of them ever asks ``flock``, and a
+    server is never told that it itself holds the vault."""
+    key = os.path.realpath(path)
+    with _QUEUES_GUARD:
+        return _QUEUES.setdefault(key, threading.Lock())
+
+
 @contextmanager
 def hold(path: Path, command: str, *, wait: float = 0) -> Iterator[None]:
     """Hold the lock at ``path`` for ``command``; LockError naming the holder if it stays busy for ``wait`` s."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    turn = _queue(path)
+    if not turn.acquire(timeout=max(0.0, wait)):
+        raise LockError(path, _holder(path))
+    try:
+        with _flock(path, command, max(0.0, wait - (time.monotonic() - started))):
+            yield
+    finally:
+        turn.release()
+
+
+@contextmanager
+def _flock(path: Path, command: str, wait: float) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _acquire(fd, path, wait)

@@ -189,7 +189,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def atomic_write(path: Path, data: bytes, *, expect_sha256: str | None = None) -> os.stat_result:
-    """Write via a temp file in the same folder, fsync, rename; keeps an existing file's mode.
+    """Write via a temp file in the same folder, fsync, rename; keeps an existing file's mode (and owner, as root).
 
     With ``expect_sha256``, the file on disk is checked again just before the rename, so an
     edit saved while we were writing is never replaced (DirtyFileError).
@@ -207,6 +207,7 @@ def atomic_write(path: Path, data: bytes, *, expect_sha256: str | None = None) -
             os.close(fd)
         if mode != 0o644:
             os.chmod(tmp, mode)
+        _keep_owner(tmp, path)
         if expect_sha256 is not None and _current_sha(path) != expect_sha256:
             raise DirtyFileError(path, "changed while it was being written")
         os.replace(tmp, path)
@@ -216,6 +217,19 @@ def atomic_write(path: Path, data: bytes, *, expect_sha256: str | None = None) -
     # No directory fsync per write: it doubles the cost (~2 ms each in a 10,000-file folder),
     # and without it a power cut can only lose the rename, never leave a half-written note.
     return os.stat(path)
+
+
+def _keep_owner(tmp: Path, path: Path) -> None:
+    """Run as root (``sudo vault ...``), a rewritten file keeps its owner and a new one takes its
+    folder's, so the user can still edit their notes; as anyone else, files are theirs already."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return
+    try:
+        owner = os.stat(path)
+    except FileNotFoundError:
+        owner = os.stat(path.parent)
+    if (owner.st_uid, owner.st_gid) != (0, 0):
+        os.chown(tmp, owner.st_uid, owner.st_gid)
 
 
 def _mode_of(path: Path) -> int:
@@ -280,8 +294,13 @@ def read_note_id(path: Path) -> str | None:
         return None
     if span is None:
         return None
-    hit = _ID_LINE.search(text, span[0], span[1])
-    return next((g for g in hit.groups() if g), None) if hit else None
+    found = frontmatter_ids(text, span)
+    return found[-1] if found else None  # the last, as YAML reads a key given twice
+
+
+def frontmatter_ids(text: str, span: tuple[int, ...]) -> list[str]:
+    """Every top-level ``id:`` value in the frontmatter at ``span`` (more than one: a hand-made duplicate)."""
+    return [next((g for g in hit.groups() if g), "") for hit in _ID_LINE.finditer(text, span[0], span[1])]
 
 
 # --------------------------------------------------------------------------- line-level frontmatter edit

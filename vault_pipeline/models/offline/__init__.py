@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
-from vault_pipeline.errors import ModelError
+from vault_pipeline.errors import ModelError, validation_line
 from vault_pipeline.models.calllog import CallLog, log_entry
 from vault_pipeline.models.prompts import Prompt
 from vault_pipeline.models.protocol import OFFLINE_MODEL, T
@@ -143,7 +143,7 @@ class OfflineBackend:
             raise ModelError(
                 prompt.name,
                 self.model,
-                f"offline answer failed validation: {exc}",
+                f"offline answer failed validation: {validation_line(exc)}",
                 1,
                 json.dumps(data, default=str)[:2000],
             ) from exc

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vault_pipeline.models.offline.statements import points_back, read_message, sentences
-from vault_pipeline.text import FUNCTION_WORDS, PLEASANTRY, head_words, word_count
+from vault_pipeline.text import FUNCTION_WORDS, PLEASANTRY, head_words, sentence_count, split_sentences, word_count
 
 # A hedge outranks every other cue: PROVISIONAL exists so an exploratory idea is never tightened.
 _HEDGE = re.compile(
@@ -121,6 +121,19 @@ def _is_prose(text: str) -> bool:
     return sum(text.count(c) for c in "{}<>;=$|") <= 2
 
 
+# What the extraction validator reads as Markdown inside a sentence (code fences, bold, strike, links).
+_INLINE_MARKUP = re.compile(r"```|(\*\*|~~)(?=\S)[^*~]+?(?<=\S)\1|\]\(")
+
+
+def _one_sentence(name: str) -> str:
+    """A title as one clause of the topic sentence: titles are data, so "What is Terraform? And Pulumi"
+    or "Release v1.2. Notes" must not read as the extractor's own two sentences (its check refuses those)."""
+    parts = split_sentences(name)
+    if len(parts) <= 1:
+        return name
+    return "; ".join(part.strip().rstrip(".!?") for part in parts if part.strip())
+
+
 def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words: int) -> list[dict]:
     """What the conversation is about, once, in its first part: a sentence from its title, or none.
 
@@ -137,6 +150,9 @@ def _topics(title: str, messages: list[Mapping[str, Any]], part: int, max_words:
         or name != " ".join(title.split()).rstrip(".!?")
     ):
         return []  # no title, or one too long to name whole: no topic rather than a cut one
+    name = _one_sentence(name)
+    if sentence_count(f"{lead} {name}.") != 1 or _INLINE_MARKUP.search(name):
+        return []  # a title the unit's own checks would still read as markup or two sentences: no topic
     speaker = "user" if messages[0].get("role") == "user" else "assistant"
     return [
         {
@@ -236,7 +252,23 @@ def _select(turns: list[tuple[str, list[str]]], budget: int) -> list[list[str]]:
             budget -= cost
         if budget < 3:
             break
+    if sum(map(len, picked.values())) == len(candidates):
+        _widen(turns, picked, budget)
     return [[picked[i][d] for d in sorted(picked[i])] if i in picked else [] for i in range(len(turns))]
+
+
+def _widen(turns: list[tuple[str, list[str]]], picked: dict[int, dict[int, str]], budget: int) -> None:
+    """Every sentence was picked and words are left: the cut ones take them, in turn order. A session of
+    a few very long sentences (a run of numbers, a pasted log line) still fills its summary, which the
+    summary's check asks of a session with that many words."""
+    for i in sorted(picked):
+        for depth, text in sorted(picked[i].items()):
+            whole = turns[i][1][depth]
+            if budget < 3 or text == whole:
+                continue
+            wider = _fit(whole, SENTENCE_CAP + budget - 1)
+            budget -= word_count(wider) - word_count(text)
+            picked[i][depth] = wider
 
 
 def _bit_reverse(i: int, bits: int = 16) -> int:
@@ -277,7 +309,7 @@ def thread_map(variables: Mapping[str, Any]) -> dict:
 MIN_WORDS = 5  # fewer words say too little to find again (labelled: 3 % of them were good notes)
 _ENDED = re.compile(r"[.!?][\"'”’)\]]*$")
 # One alternative of a multiple-choice list ("B. Support Vector Machine", "c) To reduce error"), or its key.
-_OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.):]\s|^(?:correct )?(?:answer|antwoord)\s*:?\s*\(?[A-Ea-e]\b", re.I)
+_OPTION_ITEM = re.compile(r"^\(?[A-Ea-e][.):]\s|^(?:correct )?(?:answer|antwoord)\s*(?::\s*)?\(?[A-Ea-e]\b", re.I)
 # Program output pasted as text: build steps, timestamps, log levels, prompts, stack frames, file:line.
 _LOG = re.compile(
     r"^(?:#\d+\s|\d+(?:\.\d+)?\s+\d+\.\d+\s|\[?\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}|\[?\d{1,2}:\d{2}:\d{2}\b|"
