@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from vault_pipeline.text import estimate_tokens
+from vault_pipeline.retrieve.metering import token_counter
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
 
@@ -75,7 +75,8 @@ async def converse(session, root: Path) -> dict:
     assert set(package) == {"found", "tokens", "blocks"}  # small: no stats, no trace unless asked
     text = answer.content[0].text
     assert text.startswith(f"# Context: {PROMPT}")  # the Markdown rendering beside it
-    returned = estimate_tokens(text) + estimate_tokens(json.dumps(package, ensure_ascii=False, separators=(",", ":")))
+    count = token_counter("cl100k_base").count  # the offline default's tokenizer
+    returned = count(text) + count(json.dumps(package, ensure_ascii=False, separators=(",", ":")))
     assert package["tokens"] == returned <= 2000  # text and structured result together keep to the budget
     for number, block in enumerate(package["blocks"], 1):
         assert block["n"] == number and f" [{number}]\n" in text and block["id"]  # each block cited by its note
