@@ -24,7 +24,15 @@ from vault_pipeline.retrieve.metering import token_counter
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
 
-TOOLS = {"query", "search", "read_note", "remember", "status"}
+TOOLS = {"query", "search", "read_note", "remember", "status"} | {
+    "recent",
+    "list_notes",
+    "neighbours",
+    "edit_note",
+    "archive_note",
+    "supersede",
+    "undo",
+}
 PROMPT = "What does the empty space between the stones mean?"
 MEMORY = "Invoices for the billing service are stored in PostgreSQL."
 CLIENT = "vault-test-client"
