@@ -26,6 +26,7 @@ from vault_pipeline.errors import VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.serve.frames import MAX_FRAME_BYTES, one_line_errors, serve_stdio
 from vault_pipeline.serve.mcp_notes import bound_explain, refuse_unknown_arguments, register_note_tools
+from vault_pipeline.serve.notes import bounded
 from vault_pipeline.serve.sampling import client_model
 from vault_pipeline.serve.tools import MAX_PAGE_CHARS, MAX_SEARCH_LIMIT, PAGE_CHARS, SEARCH_LIMIT, VaultTools
 from vault_pipeline.serve.watch import Watcher
@@ -237,7 +238,7 @@ def _package_result(package, explain: bool = False, note: str | None = None) -> 
 def _search_result(hits: list[dict[str, Any]]) -> CallToolResult:
     lines = [f"{len(hits)} note(s)"]
     lines += [f"- {h['path']} ({h['tier']}, {h['category'] or h['type']}): {_one_line(h['text'])}" for h in hits]
-    return _result({"notes": hits}, "\n".join(lines))
+    return _result(bounded(hits), "\n".join(lines))  # whole hits up to the size bound; `left_off` counts the rest
 
 
 def _note_result(note: dict[str, Any]) -> CallToolResult:
