@@ -55,6 +55,8 @@ def served(indexed_example, tmp_path):
         "XDG_DATA_HOME": str(home / ".local/share"),
         "XDG_STATE_HOME": str(home / ".local/state"),
         "TMPDIR": str(tmp),
+        # The code under test, where a checkout other than the installed one is on the path.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
     }
     yield root, env, cwd, (home, tmp, cwd)
     assert sorted(str(p) for folder in (home, tmp, cwd) for p in folder.rglob("*")) == []

@@ -22,6 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from vault_pipeline.config import BUDGET_RANGE
 from vault_pipeline.errors import VaultError
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.serve.frames import MAX_FRAME_BYTES, one_line_errors, serve_stdio
@@ -97,7 +98,10 @@ def build_server(tools: VaultTools) -> MCPServer:
             str | None, Field(description="The subject domain the notes must fit (optional; default: the prompt's).")
         ] = None,
         budget: Annotated[
-            int | None, Field(description="Token budget of the package (optional; default: the vault's).", gt=0)
+            int | None,
+            Field(
+                description="Token budget of the package (optional; default: the vault's).", gt=0, le=BUDGET_RANGE[1]
+            ),
         ] = None,
         explain: Annotated[
             bool,
