@@ -116,6 +116,22 @@ async def converse(session, root: Path) -> dict:
 
     opened = await session.call_tool("read_note", {"path": written[0]})
     assert not opened.is_error and opened.structured_content["properties"]["source_kind"] == "mcp"
+    before = (root / written[0]).read_bytes()
+    edited = await session.call_tool(
+        "edit_note",
+        {
+            "id": opened.structured_content["id"],
+            "append": "Checked by the client.",
+            "version": opened.structured_content["version"],
+        },
+    )
+    assert not edited.is_error, edited.content
+    recent = await session.call_tool("recent", {"since": "1h", "folder": "inbox"})
+    assert [n["path"] for n in recent.structured_content["notes"]] == written
+    undone = await session.call_tool("undo", {"run_id": edited.structured_content["run_id"]})
+    assert not undone.is_error and (root / written[0]).read_bytes() == before
+    unknown = await session.call_tool("status", {"verbose": True})
+    assert unknown.is_error and "'verbose'" in unknown.content[0].text
 
     refused = await session.call_tool("read_note", {"path": "../../etc/passwd"})
     assert refused.is_error
