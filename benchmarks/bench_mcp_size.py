@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vault", type=Path, default=Path("/tmp/vault-evidence-export"), help="a vault of the export")
     parser.add_argument("--budget", type=int, nargs="+", default=[500, 2000])
+    parser.add_argument("--sizes-only", action="store_true", help="only the result sizes, not the token counts")
     args = parser.parse_args(argv)
     export_vault(args.vault).close()
     embedder = build_embedder("minilm")
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     real = token_counter("cl100k_base").count
     queries = [row["query"] for row in export_questions()]
-    for budget in args.budget:
+    for budget in [] if args.sizes_only else args.budget:
         for tokenizer in (BYTES, "cl100k_base"):
             tools = tools_with(tokenizer)
             rows: dict[str, list[tuple[int, int]]] = {"english": [], "dutch": []}
@@ -106,7 +107,7 @@ def _other_tools(tools: VaultTools) -> dict[str, int]:
         "list_notes folder sessions limit 100": _bytes(
             listing(tools.notes.list_notes(folder="sessions", limit=100), "note(s)")
         ),
-        "recent since 100000d limit 100": _bytes(listing(tools.notes.recent("100000d", 100), "changed")),
+        "recent since 20000d limit 100": _bytes(listing(tools.notes.recent("20000d", 100), "changed")),
         f"neighbours {session.path} limit 100": _bytes(neighbourhood(tools.notes.neighbours(session.path, limit=100))),
     }
 

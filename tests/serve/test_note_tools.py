@@ -310,11 +310,11 @@ def test_a_note_is_a_resource_by_its_id(tools):
 
 
 def test_explain_is_cut_to_the_size_bound_placed_candidates_first():
-    from vault_pipeline.serve.mcp_notes import bound_explain
+    from vault_pipeline.serve.mcp_notes import EXPLAIN_BYTES, bound_explain
 
     trace = [{"id": f"n-{i}", "rank": (i if i < 5 else None), "reason": "x" * 400} for i in range(600)]
     data = bound_explain({"found": True, "tokens": 10, "blocks": []}, {"retrieved": 600}, list(reversed(trace)))
-    assert len(json.dumps(data, separators=(",", ":")).encode("utf-8")) <= MAX_RESULT_BYTES
+    assert len(json.dumps(data, separators=(",", ":")).encode("utf-8")) <= EXPLAIN_BYTES
     assert [t["id"] for t in data["trace"][:5]] == [f"n-{i}" for i in range(5)]
     assert data["trace_total"] == 600 and data["trace_left_off"] == 600 - len(data["trace"]) > 0
 

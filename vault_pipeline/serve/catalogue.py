@@ -26,7 +26,7 @@ from vault_pipeline.vault.frontmatter import split_frontmatter
 MAX_SCAN_BYTES = 1024 * 1024  # a note's head read for its properties and links (a huge file is listed by this)
 TITLE_CHARS = 120
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
-_SINCE = re.compile(r"^(\d{1,5})\s*([mhdw])$")
+_SINCE = re.compile(r"^(\d{1,6})\s*([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 

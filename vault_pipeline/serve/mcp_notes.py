@@ -4,7 +4,7 @@ every tool call keeps: unknown arguments refused in one line, and every result w
 Tools: ``recent``, ``list_notes``, ``neighbours`` (read only); ``edit_note``, ``archive_note``,
 ``supersede`` and ``undo`` (journaled, undoable, never deleting: ``edit.py``). Resource:
 ``note://{id}``, a note's first page as Markdown. ``query``'s explain part is cut to fit
-``MAX_RESULT_BYTES`` (``bound_explain``). Decision 0143.
+``EXPLAIN_BYTES`` (``bound_explain``). Decision 0143.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from vault_pipeline.errors import VaultError
-from vault_pipeline.serve.notes import LIST_LIMIT, MAX_LIMIT, MAX_RESULT_BYTES
+from vault_pipeline.serve.notes import LIST_LIMIT, MAX_LIMIT
 from vault_pipeline.vault.files import FOLDERS
 
+EXPLAIN_BYTES = 24 * 1024  # query's result with explain: the stats and the best candidates' trace
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
@@ -178,9 +179,9 @@ def refuse_unknown_arguments(server: MCPServer):
 
 def bound_explain(data: dict[str, Any], stats: dict[str, Any], trace: list[dict[str, Any]]) -> dict[str, Any]:
     """``data`` with the funnel's stats and as much of the trace (placed candidates first, each whole)
-    as keeps the result under ``MAX_RESULT_BYTES``; ``trace_total`` and ``trace_left_off`` say what was left."""
+    as keeps the result under ``EXPLAIN_BYTES``; ``trace_total`` and ``trace_left_off`` say what was left."""
     ordered = sorted(trace, key=lambda t: (t.get("rank") is None, t.get("rank") or 0))
-    room = MAX_RESULT_BYTES - _size({**data, "stats": stats, "trace": [], "trace_total": 0, "trace_left_off": 0})
+    room = EXPLAIN_BYTES - _size({**data, "stats": stats, "trace": [], "trace_total": 0, "trace_left_off": 0})
     kept: list[dict[str, Any]] = []
     for entry in ordered:
         room -= _size(entry) + 1
