@@ -145,6 +145,8 @@ class DeadlinePassed(Exception):
 def exit_code(exc: VaultError) -> int:
     """The exit code of a project error: 2 for usage and configuration errors (nothing was done), else 1."""
     return EXIT_USAGE if isinstance(exc, ConfigError | UsageError) else EXIT_INCOMPLETE
+
+
 _STORAGE_ADVICE = {
     "ENOSPC": "free disk space and run the command again",
     "EDQUOT": "free space within your disk quota and run the command again",

@@ -454,7 +454,7 @@ JSON_KEYS = {
     "undo": ["undone", "restored", "run_id", "skipped"],
 }
 PLAN_ACTION_KEYS = ["action", "notes", "reason", "paths", "expected_sha256"]  # and "canonical" for a collapse
-PACKAGE_KEYS = ["blocks", "found", "intent", "query", "stats", "tokens", "trace"]
+PACKAGE_KEYS = ["blocks", "found", "intent", "query", "stats", "tokenizer", "tokens", "trace"]  # extended: tokenizer
 
 
 def json_of(*args: object) -> dict:

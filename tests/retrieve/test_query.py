@@ -45,6 +45,7 @@ from vault_pipeline.models.offline.retrieval import decompose, gate
 from vault_pipeline.retrieve import types as retrieve_types
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.gate import GateVerdicts
+from vault_pipeline.retrieve.metering import token_counter
 from vault_pipeline.retrieve.package import REFERENCES, Selected, assemble, block_overhead, cut_text, first_level
 from vault_pipeline.retrieve.rank import dedup, rank, recency
 from vault_pipeline.retrieve.types import QUERY_COLUMNS, Candidate, FunnelConfig, Hit, QueryPlan
@@ -620,7 +621,8 @@ def test_json_shape(embedder):
     # The trace is for --explain: plain --json (and MCP) leave it out; nothing else differs.
     plain = json.loads(package.to_json())
     data = json.loads(package.to_json(trace=True))
-    assert set(plain) == {"query", "intent", "found", "blocks", "tokens", "stats"} and set(data) == {*plain, "trace"}
+    shape = {"query", "intent", "found", "blocks", "tokens", "tokenizer", "stats"}
+    assert set(plain) == shape and set(data) == {*plain, "trace"}
     assert {k: v for k, v in data.items() if k != "trace"} == plain
     block = data["blocks"][0]
     assert {"id", "path", "tier", "level", "score", "text", "source", "heading", "truncated"} <= set(block)
@@ -663,19 +665,21 @@ def test_json_shape(embedder):
     # A chat export's candidate names its chat (what a labels line copies as `conversation`).
     assert {t["conversation"] for t in data["trace"]} == {"conv-1"}
     assert len(data["trace"]) == data["stats"]["retrieved"]
-    assert data["tokens"] == estimate_tokens(package.to_markdown())  # the package as returned, references too
+    # The package as returned, references too, by the tokenizer it names.
+    assert data["tokens"] == token_counter(data["tokenizer"]).count(package.to_markdown())
     text = json.dumps(data)
     assert not re.search(r"\d\.\d{7,}", text)  # floats rounded to 6 places
 
 
-def test_tokens_are_the_estimate_of_what_vault_query_prints(embedder, capsys):
+def test_tokens_are_the_count_of_what_vault_query_prints(embedder, capsys):
     from vault_pipeline.cli.query import print_package
 
     for budget in (120, 400, 2000):
         package = run(garden(embedder), embedder, budget=budget, stop=0.0)
         print_package(package, json_out=False, explain=False)
         printed = capsys.readouterr().out
-        assert package.blocks and estimate_tokens(printed.rstrip("\n") + "\n") == package.tokens <= budget
+        count = token_counter(package.tokenizer).count
+        assert package.blocks and count(printed.rstrip("\n") + "\n") == package.tokens <= budget
         notes = {b.item.stem for b in package.blocks}
         assert printed.split("References:\n", 1)[1].count("[[") == len(notes)  # one short line a note
 
@@ -993,7 +997,7 @@ def test_a_package_on_nothing_the_vault_holds_is_empty_and_says_so(embedder):
     assert data["found"] is False and data["blocks"] == [] and data["stats"]["evidence"]["probability"] < 0.5
     markdown = package.to_markdown()
     assert "Nothing on this in the vault" in markdown and "References" not in markdown
-    assert package.tokens == estimate_tokens(markdown) < 60
+    assert package.tokens == token_counter(package.tokenizer).count(markdown) < 60
     # The same vault answers a prompt on what it holds, with the same model.
     held = run(spy, embedder, query="Why is emptiness designed in a Japanese garden?", gate_llm=gate, stop=0.0)
     assert held.found and held.blocks and held.to_dict()["found"] is True

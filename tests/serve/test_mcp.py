@@ -21,11 +21,19 @@ import anyio
 import pytest
 
 from tests.support.fakes import HANG_GUARD
-from vault_pipeline.text import estimate_tokens
+from vault_pipeline.retrieve.metering import token_counter
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
 
-TOOLS = {"query", "search", "read_note", "remember", "status"}
+TOOLS = {"query", "search", "read_note", "remember", "status"} | {
+    "recent",
+    "list_notes",
+    "neighbours",
+    "edit_note",
+    "archive_note",
+    "supersede",
+    "undo",
+}
 PROMPT = "What does the empty space between the stones mean?"
 MEMORY = "Invoices for the billing service are stored in PostgreSQL."
 CLIENT = "vault-test-client"
@@ -77,7 +85,8 @@ async def converse(session, root: Path) -> dict:
     assert set(package) == {"found", "tokens", "blocks"}  # small: no stats, no trace unless asked
     text = answer.content[0].text
     assert text.startswith(f"# Context: {PROMPT}")  # the Markdown rendering beside it
-    returned = estimate_tokens(text) + estimate_tokens(json.dumps(package, ensure_ascii=False, separators=(",", ":")))
+    count = token_counter("cl100k_base").count  # the offline default's tokenizer
+    returned = count(text) + count(json.dumps(package, ensure_ascii=False, separators=(",", ":")))
     assert package["tokens"] == returned <= 2000  # text and structured result together keep to the budget
     for number, block in enumerate(package["blocks"], 1):
         assert block["n"] == number and f" [{number}]\n" in text and block["id"]  # each block cited by its note
@@ -107,6 +116,22 @@ async def converse(session, root: Path) -> dict:
 
     opened = await session.call_tool("read_note", {"path": written[0]})
     assert not opened.is_error and opened.structured_content["properties"]["source_kind"] == "mcp"
+    before = (root / written[0]).read_bytes()
+    edited = await session.call_tool(
+        "edit_note",
+        {
+            "id": opened.structured_content["id"],
+            "append": "Checked by the client.",
+            "version": opened.structured_content["version"],
+        },
+    )
+    assert not edited.is_error, edited.content
+    recent = await session.call_tool("recent", {"since": "1h", "folder": "inbox"})
+    assert [n["path"] for n in recent.structured_content["notes"]] == written
+    undone = await session.call_tool("undo", {"run_id": edited.structured_content["run_id"]})
+    assert not undone.is_error and (root / written[0]).read_bytes() == before
+    unknown = await session.call_tool("status", {"verbose": True})
+    assert unknown.is_error and "'verbose'" in unknown.content[0].text
 
     refused = await session.call_tool("read_note", {"path": "../../etc/passwd"})
     assert refused.is_error

@@ -34,6 +34,7 @@ from vault_pipeline.retrieve.gate import FailOpen
 from vault_pipeline.retrieve.hop import feedback, hop
 from vault_pipeline.retrieve.lanes import find_absent, retrieve
 from vault_pipeline.retrieve.markdown import markdown_head, notices
+from vault_pipeline.retrieve.metering import token_counter
 from vault_pipeline.retrieve.package import ContextPackage, assemble
 from vault_pipeline.retrieve.plan import plan
 from vault_pipeline.retrieve.rank import covered, dedup, rank, reference_time, selection
@@ -110,5 +111,6 @@ def assemble_package(state: FunnelState) -> ContextPackage:
         window_share=config.window_share,
         head=markdown_head(state.query, lines),
         structured=config.structured,
+        counter=token_counter(config.tokenizer),
     )
     return build_package(state, assembly)

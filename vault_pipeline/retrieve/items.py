@@ -63,11 +63,12 @@ class Block:
     text: str
     truncated: bool
     messages: tuple[str, ...] | None = None  # what a cut transcript chunk still cites; None: the item's
+    counted: int | None = None  # the text's tokens by the package's tokenizer; None: the bytes estimate
 
     @property
     def tokens(self) -> int:
-        """Estimated tokens of the (possibly cut) text."""
-        return estimate_tokens(self.text)
+        """Tokens of the (possibly cut) text."""
+        return estimate_tokens(self.text) if self.counted is None else self.counted
 
     def to_dict(self) -> dict[str, Any]:
         """The block's JSON shape (``id`` is the note's frontmatter id)."""

@@ -1,14 +1,14 @@
 """The package as returned: its Markdown (title, notices, blocks with their markers, one reference
-line per note) and the small structured result the MCP tool returns beside it. ``tokens`` is the
-estimate of this text, and assembly counts with the same functions (``block_overhead``,
-``returned_tokens``), so the budget holds for what is printed.
+line per note) and the small structured result the MCP tool returns beside it. ``tokens`` is this
+text's count (by the package's tokenizer, ``metering.token_counter``), and assembly counts with the
+same functions (``block_overhead``, ``returned_tokens``), so the budget holds for what is printed.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from vault_pipeline.retrieve.items import Block, Selected, is_statement, utf8_bytes
@@ -60,15 +60,24 @@ def _marked(number: int, block: Block) -> str:
     return f"{block.text.strip()}{' …' if block.truncated else ''} [{number}]\n\n"
 
 
-def block_overhead(item: Selected, width: int, structured: bool = False, shared: int = 1) -> int:
+def block_overhead(
+    item: Selected,
+    width: int,
+    structured: bool = False,
+    shared: int = 1,
+    count: Callable[[str], int] = estimate_tokens,
+) -> int:
     """Tokens a block costs beyond its text: its marker (with a cut's " …"), its number in its note's
     reference line and its share of that line (``shared`` blocks cite the note), numbered with
     ``width`` digits; with ``structured``, its entry in the structured result too."""
     number = 10 ** (width - 1)
     marker = f" … [{number}]\n\n"
-    line = utf8_bytes(_reference(reference_target(item), [number]) + "\n")
-    entry = utf8_bytes(compact(citation(number, item)) + ",") if structured else 0
-    return math.ceil((utf8_bytes(marker) + len(str(number)) + 2 + line / max(1, shared) + entry) / 4)
+    line = _reference(reference_target(item), [number]) + "\n"
+    entry = compact(citation(number, item)) + "," if structured else ""
+    if count is estimate_tokens:  # the bytes estimate: one rounding over the bytes, as before
+        size = utf8_bytes(marker) + len(str(number)) + 2 + utf8_bytes(line) / max(1, shared) + utf8_bytes(entry)
+        return math.ceil(size / 4)
+    return math.ceil(count(f"{marker}, {number}{entry}") + count(line) / max(1, shared))
 
 
 def citation(number: int, item: Selected) -> dict[str, Any]:
@@ -103,11 +112,13 @@ def _reference(target: str, numbers: Sequence[int]) -> str:
     return f"[[{target}]] {', '.join(str(n) for n in numbers)}"
 
 
-def returned_tokens(head: str, blocks: Sequence[Block], structured: bool) -> int:
+def returned_tokens(
+    head: str, blocks: Sequence[Block], structured: bool, count: Callable[[str], int] = estimate_tokens
+) -> int:
     """Tokens of what a package with these blocks returns: its Markdown, and with ``structured`` the
     structured result beside it (``found`` written as the longer ``false`` and the token count as five
     digits: an upper bound)."""
-    tokens = estimate_tokens(render_markdown(head, blocks))
+    tokens = count(render_markdown(head, blocks))
     if structured:
-        tokens += estimate_tokens(compact(structured_result(False, blocks, 99999)))
+        tokens += count(compact(structured_result(False, blocks, 99999)))
     return tokens

@@ -21,8 +21,9 @@ another block shows (``repeats.py``); the room that frees takes back blocks left
 Cuts land on a sentence boundary, else a word boundary, else a character (valid
 UTF-8) boundary; a cut block says ``truncated: true``; a block with no room at
 all is listed in ``stats.dropped_for_budget``, never dropped silently.
-Tokens are estimated by one deterministic function: ``ceil(UTF-8 bytes / 4)``,
-the same estimate ``chunk.py`` uses for chunk sizes.
+Tokens are counted by the package's tokenizer (``metering.token_counter``: a real tokenizer of
+the configured model family, else ``ceil(UTF-8 bytes / 4)``, the estimate ``chunk.py`` uses for
+chunk sizes); the package says which (``tokenizer``).
 
 This module knows nothing of the funnel: ``rank.selection`` hands it the items (``items.py``)
 and ``trace.build_package`` adds the stats and the per-candidate trace; ``markdown.py`` renders
@@ -35,11 +36,11 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vault_pipeline.retrieve.items import Block, Level, Part, Selected, utf8_bytes
+from vault_pipeline.retrieve.items import Block, Level, Part, Selected
 from vault_pipeline.retrieve.markdown import (
     REFERENCES,
     block_overhead,
@@ -52,6 +53,7 @@ from vault_pipeline.retrieve.markdown import (
     structured_frame,
     structured_result,
 )
+from vault_pipeline.retrieve.metering import BYTES, TokenCounter, bytes_counter, token_counter
 from vault_pipeline.retrieve.repeats import (
     PARAGRAPH_BREAK,
     statement_repeats,
@@ -60,6 +62,8 @@ from vault_pipeline.retrieve.repeats import (
 )
 from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats
 from vault_pipeline.text import estimate_tokens
+
+Count = Callable[[str], int]
 
 Cut = Literal["full", "truncated", "dropped"]
 LEVEL_ORDER: dict[str, int] = {"core": 0, "structural": 1, "peripheral": 2}
@@ -86,17 +90,23 @@ def hard_cap(window: int, window_share: float) -> int:
 # --------------------------------------------------------------------------- cutting
 
 
-def cut_text(text: str, max_tokens: int) -> str:
+def cut_text(text: str, max_tokens: int, count: Count = estimate_tokens) -> str:
     """The longest head of ``text`` within ``max_tokens`` that ends a sentence (or a clause, or a
     line), without a last line that only opens what was cut off; "" when no such head fits.
 
     A cut never ends inside a sentence: "This means that the" is a fragment, not a shorter block."""
-    if estimate_tokens(text) <= max_tokens:
+    if count(text) <= max_tokens:
         return text
-    max_bytes = max(0, max_tokens) * 4
-    fit = len(text.encode("utf-8", "surrogatepass")[:max_bytes].decode("utf-8", "ignore"))
-    ends = [m.end() for m in _CUT_POINT.finditer(text, 0, fit + 1) if m.end() <= fit]
-    for end in reversed(ends):
+    ends = [m.end() for m in _CUT_POINT.finditer(text)]
+    # A head's tokens grow with it: the last cut point whose head fits is found by bisection.
+    lo, hi = 0, len(ends)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count(text[: ends[mid]]) <= max_tokens:
+            lo = mid + 1
+        else:
+            hi = mid
+    for end in reversed(ends[:lo]):
         head = text[:end].rstrip()
         while head and (opening := _OPENING_LINE.search(head)):
             head = head[: opening.start()].rstrip()
@@ -125,7 +135,9 @@ def first_level(text: str) -> str:
 # --------------------------------------------------------------------------- assembly
 
 
-def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[str, ...]]:
+def pick_parts(
+    lead: str, parts: Sequence[Part], room: int, count: Count = estimate_tokens
+) -> tuple[str, tuple[str, ...]]:
     """(text, cited messages) of the run of whole parts that fits ``room`` tokens around the part
     with the highest ``share`` (ties: a turn before framing, then the earlier), which is kept even
     alone over ``room``.
@@ -136,18 +148,20 @@ def pick_parts(lead: str, parts: Sequence[Part], room: int) -> tuple[str, tuple[
         return lead, ()
     best = min(range(len(parts)), key=lambda i: (-parts[i].share, not parts[i].turn, i))
     lo = hi = best
-    size = (utf8_bytes(lead) + 1 if lead else 0) + utf8_bytes(parts[best].text)
     while True:
         sides = [i for i in (hi + 1, lo - 1) if 0 <= i < len(parts)]
         sides.sort(key=lambda i: -parts[i].share)  # stable: the following turn first on a tie
-        fits = [i for i in sides if math.ceil((size + utf8_bytes(parts[i].text) + 2) / 4) <= room]
+        fits = [i for i in sides if count(_run(lead, parts, min(lo, i), max(hi, i))) <= room]
         if not fits:
             break
-        i = fits[0]
-        lo, hi, size = min(lo, i), max(hi, i), size + utf8_bytes(parts[i].text) + 2
-    body = "\n\n".join(part.text for part in parts[lo : hi + 1])
+        lo, hi = min(lo, fits[0]), max(hi, fits[0])
     cited = tuple(dict.fromkeys(m for part in parts[lo : hi + 1] for m in part.messages))
-    return (f"{lead} {body}" if lead else body), cited
+    return _run(lead, parts, lo, hi), cited
+
+
+def _run(lead: str, parts: Sequence[Part], lo: int, hi: int) -> str:
+    body = "\n\n".join(part.text for part in parts[lo : hi + 1])
+    return f"{lead} {body}" if lead else body
 
 
 @dataclass(frozen=True)
@@ -182,9 +196,10 @@ class _Work:
     messages: tuple[str, ...] | None = None  # narrowed by a cut by parts
     extra: int = 0  # what the block costs beyond its text in the Markdown: its marker and reference line
     tokens: int = -1  # what this block costs now (0 once dropped); kept in step with ``text``
+    count: Count = field(default=estimate_tokens, repr=False)
 
     def __post_init__(self) -> None:
-        self.tokens = estimate_tokens(self.text) + self.extra
+        self.tokens = self.count(self.text) + self.extra
 
     @property
     def room(self) -> int:
@@ -193,11 +208,11 @@ class _Work:
 
     def set_text(self, text: str) -> None:
         """Replace the text (a cut) and its cost."""
-        self.text, self.truncated, self.tokens = text, True, estimate_tokens(text) + self.extra
+        self.text, self.truncated, self.tokens = text, True, self.count(text) + self.extra
 
     def cut_parts(self, room: int) -> None:
         """Cut a transcript chunk to the whole turns that fit ``room`` (at least one; see ``pick_parts``)."""
-        text, cited = pick_parts(self.item.lead, self.item.parts, room)
+        text, cited = pick_parts(self.item.lead, self.item.parts, room, self.count)
         if text != self.text:
             self.set_text(text)
             self.messages = cited
@@ -243,6 +258,7 @@ def assemble(
     window_share: float,
     head: str = "",
     structured: bool = False,
+    counter: TokenCounter | None = None,
 ) -> Assembly:
     """Fit the selection into ``min(budget, cap)`` tokens, cutting peripheral, structural, then core.
 
@@ -250,9 +266,11 @@ def assemble(
     for each block, its text, its marker and its share of the reference list (``block_overhead``);
     with ``structured``, also the small structured result the MCP tool returns beside the text.
     A note's reference line is shared by its blocks, so the cuts count each block's share of it;
-    the rendered whole is then measured, and the last blocks leave until it fits (``_fit_whole``)."""
+    the rendered whole is then measured, and the last blocks leave until it fits (``_fit_whole``).
+    Tokens are ``counter``'s (default: the bytes estimate)."""
+    count = (counter or bytes_counter()).count
     cap = hard_cap(window, window_share)
-    frame = estimate_tokens(head + REFERENCES) + (estimate_tokens(structured_frame()) if structured else 0)
+    frame = count(head + REFERENCES) + (count(structured_frame()) if structured else 0)
     limit = min(budget, cap) - (frame if selection else 0)
     levels = assign_levels(selection)
     width = len(str(len(selection)))
@@ -260,7 +278,11 @@ def assemble(
     work = sorted(
         (
             _Work(
-                s, levels[s.chunk_id], s.text, extra=block_overhead(s, width, structured, shared[reference_target(s)])
+                s,
+                levels[s.chunk_id],
+                s.text,
+                extra=block_overhead(s, width, structured, shared[reference_target(s)], count),
+                count=count,
             )
             for s in selection
         ),
@@ -272,7 +294,7 @@ def assemble(
     _cut_to(work, limit)
     _refill(work, limit)
     repeats = _leave_out_repeats(work, limit)
-    blocks = _fit_whole(work, min(budget, cap), head, structured)
+    blocks = _fit_whole(work, min(budget, cap), head, structured, count)
     outcomes = {w.item.chunk_id: Outcome(w.level, _cut_label(w), cap_fired and _cut_label(w) != "full") for w in work}
     dropped = tuple(
         {
@@ -280,7 +302,7 @@ def assemble(
             "chunk_id": w.item.chunk_id,
             "path": w.item.path,
             "level": w.level,
-            "tokens": estimate_tokens(w.item.text) + w.extra,
+            "tokens": count(w.item.text) + w.extra,
             **({"repeats": repeats[w.item.chunk_id]} if w.item.chunk_id in repeats else {}),
         }
         for w in work
@@ -289,16 +311,16 @@ def assemble(
     return Assembly(blocks, outcomes, dropped, sum(b.tokens for b in blocks), budget, cap, cap_fired)
 
 
-def _fit_whole(work: list[_Work], limit: int, head: str, structured: bool) -> tuple[Block, ...]:
+def _fit_whole(work: list[_Work], limit: int, head: str, structured: bool, count: Count) -> tuple[Block, ...]:
     """The kept blocks in source order, once what they render to (with ``head``, the references and,
     with ``structured``, the structured result) fits ``limit``: until it does, the last block in
     cutting order (peripheral, structural, then core, each from the bottom) leaves."""
     order = [w for level in LEVEL_ORDER for w in reversed(work) if w.level == level]
     while True:
         blocks = in_source_order(
-            [Block(w.item, w.level, w.text, w.truncated, w.messages) for w in work if not w.dropped]
+            [Block(w.item, w.level, w.text, w.truncated, w.messages, w.room) for w in work if not w.dropped]
         )
-        if not blocks or returned_tokens(head, blocks, structured) <= limit:
+        if not blocks or returned_tokens(head, blocks, structured, count) <= limit:
             return blocks
         next(w for w in order if not w.dropped).drop()
 
@@ -371,7 +393,7 @@ def _refill(work: list[_Work], limit: int, skip: Mapping[str, str] | None = None
     total = _total(work)
     for w in work:
         if w.dropped and not w.truncated and not (skip and w.item.chunk_id in skip):  # a cut marks it truncated
-            tokens = estimate_tokens(w.text) + w.extra
+            tokens = w.count(w.text) + w.extra
             if total + tokens <= limit:
                 w.dropped, w.tokens = False, tokens
                 total += tokens
@@ -391,7 +413,7 @@ def _fit(w: _Work, work: list[_Work], limit: int) -> None:
         w.cut_parts(room)
         if w.room <= room:
             return
-    text = cut_text(w.text, room) if room > 0 else ""
+    text = cut_text(w.text, room, w.count) if room > 0 else ""
     if not text.strip() or (w.item.parts and _only_a_label(text[len(w.item.lead) :])):
         w.drop()
         return
@@ -431,10 +453,11 @@ class ContextPackage:
     query: str
     intent: str
     blocks: tuple[Block, ...]
-    tokens: int  # the estimate of ``to_markdown()``: the package as a model reads it, references included
+    tokens: int  # ``to_markdown()``'s tokens: the package as a model reads it, references included
     stats: FunnelStats | None = None
     trace: tuple[CandidateTrace, ...] = ()
     found: bool = True  # False: nothing in the vault clears the evidence threshold for the prompt
+    tokenizer: str = BYTES  # the counter of ``tokens`` and the budget (``metering.TOKENIZERS``)
 
     def to_dict(self, *, trace: bool = False) -> dict[str, Any]:
         """The package as plain JSON-ready data (floats rounded); the trace only when asked for."""
@@ -444,6 +467,7 @@ class ContextPackage:
             "found": self.found,
             "blocks": [b.to_dict() for b in self.blocks],
             "tokens": self.tokens,
+            "tokenizer": self.tokenizer,
             "stats": self.stats.to_dict() if self.stats is not None else {},
         }
         if trace:
@@ -467,11 +491,10 @@ class ContextPackage:
         """(text, structured result) as the MCP ``query`` tool returns them: the Markdown, and beside
         it whether anything was found, the tokens of both together and each block's citation."""
         text = self.to_markdown()
+        count = token_counter(self.tokenizer).count
         tokens = 0
         for _ in range(3):  # the count is part of what it counts: settle it (its digits change at most twice)
-            counted = estimate_tokens(text) + estimate_tokens(
-                compact(structured_result(self.found, self.blocks, tokens))
-            )
+            counted = count(text) + count(compact(structured_result(self.found, self.blocks, tokens)))
             if counted == tokens:
                 break
             tokens = counted

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, probability_of, reason_of, reasoning_of
+from vault_pipeline.retrieve.metering import token_counter
 from vault_pipeline.retrieve.package import Assembly, ContextPackage
 from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats, QueryRun, Walk
 from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate, Scored
-from vault_pipeline.text import estimate_tokens
 
 
 def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
@@ -41,8 +41,11 @@ def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
         elif c.row.chunk_id in unfound:
             entry = _also(entry, "nothing in the vault is clearly about the prompt: no block")
         entries.append(entry)
-    package = ContextPackage(state.query, state.intent, assembly.blocks, 0, stats, tuple(entries), state.found)
-    tokens = estimate_tokens(package.to_markdown())  # the package as returned, references included
+    counter = token_counter(state.config.tokenizer)
+    package = ContextPackage(
+        state.query, state.intent, assembly.blocks, 0, stats, tuple(entries), state.found, counter.name
+    )
+    tokens = counter.count(package.to_markdown())  # the package as returned, references included
     return replace(package, tokens=tokens, stats=replace(stats, tokens=tokens))
 
 

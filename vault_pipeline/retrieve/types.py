@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, field_validator
 from vault_pipeline.config import Settings, funnel_values
 from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.embed import MINILM_CALIBRATION, Embedder, calibration_of
+from vault_pipeline.retrieve.metering import DEFAULT_TOKENIZER, TOKENIZERS, tokenizer_for
 
 MAX_VARIANTS = 4
 # Hits per lane and query when the depth walks by budget: ten lists of 20 give the walk 60-120
@@ -76,6 +77,9 @@ class FunnelConfig:
     include_archived: bool = False
     # The package goes back over MCP: the structured result's entries count against the budget too.
     structured: bool = False
+    # What the budget and a package's ``tokens`` count by (``metering.TOKENIZERS``); ``from_settings``
+    # takes the extraction model's family.
+    tokenizer: str = DEFAULT_TOKENIZER
 
     def __post_init__(self) -> None:
         checks = [
@@ -96,6 +100,7 @@ class FunnelConfig:
             (0 <= self.recency_weight <= 1, "recency_weight must be within 0-1"),
             (self.budget >= 1 and self.window >= 1, "budget and window must be positive"),
             (0 < self.window_share <= 1, "window_share must be within (0, 1]"),
+            (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {', '.join(TOKENIZERS)}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -108,7 +113,7 @@ class FunnelConfig:
         The floor is the one vault.toml (or ``VAULT_FLOOR``) sets; unset, it is ``embedder``'s
         calibration (without an embedder, the MiniLM default).
         """
-        values = funnel_values(settings)
+        values = funnel_values(settings) | {"tokenizer": tokenizer_for(settings.extract_model)}
         if settings.floor is not None:
             values["floor"] = settings.floor
         elif embedder is not None:

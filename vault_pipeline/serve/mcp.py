@@ -1,7 +1,8 @@
 """``vault mcp``: the vault's tools on the Model Context Protocol (the official SDK's ``MCPServer``).
 
-Five tools, described for a model choosing between them: ``query`` (the context package),
-``search``, ``read_note``, ``remember`` and ``status``. Each returns a ``CallToolResult`` built
+Tools described for a model choosing between them: ``query`` (the context package),
+``search``, ``read_note``, ``remember`` and ``status``, and the note tools of ``mcp_notes.py``
+(``recent``, ``list_notes``, ``neighbours``, ``edit_note``, ``archive_note``, ``supersede``, ``undo``). Each returns a ``CallToolResult`` built
 here: structured content (the same JSON the CLI's ``--json`` prints) beside a text rendering,
 and, for an error the user could cause, ``isError`` with the CLI's one-line message, so no
 traceback ever reaches the client. Served over stdio (the default; the SDK keeps stray prints
@@ -21,12 +22,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from vault_pipeline.config import BUDGET_RANGE
 from vault_pipeline.errors import VaultError, storage_fault
 from vault_pipeline.ingest.extract import CATEGORIES
 from vault_pipeline.serve.auth import BearerGuard, token_path, vault_token
 from vault_pipeline.serve.frames import MAX_FRAME_BYTES, one_line_errors, serve_stdio
+from vault_pipeline.serve.mcp_notes import bound_explain, refuse_unknown_arguments, register_note_tools
+from vault_pipeline.serve.notes import bounded
 from vault_pipeline.serve.sampling import client_model
-from vault_pipeline.serve.tools import MAX_SEARCH_LIMIT, SEARCH_LIMIT, VaultTools
+from vault_pipeline.serve.tools import MAX_PAGE_CHARS, MAX_SEARCH_LIMIT, PAGE_CHARS, SEARCH_LIMIT, VaultTools
 from vault_pipeline.serve.watch import Watcher
 from vault_pipeline.vault.files import STATE_DIR
 
@@ -38,7 +42,9 @@ INSTRUCTIONS = (
     "LLMs, plus documents they filed, in an Obsidian vault. Call `query` before answering anything that "
     "may depend on the user's earlier decisions, constraints, open questions or work; cite the notes it "
     "returns. Use `search` to look notes up by words, `read_note` to open one, `remember` to keep a "
-    "new decision or fact the user states, `status` to see what the vault holds."
+    "new decision or fact the user states, `status` to see what the vault holds; `recent`, `list_notes` and "
+    "`neighbours` to browse; `edit_note`, `archive_note` and `supersede` to maintain notes (each undoable "
+    "with `undo`)."
 )
 
 QUERY_DOC = (
@@ -58,9 +64,10 @@ SEARCH_DOC = (
     "`read_note`; use `query` instead to gather context for answering a prompt."
 )
 READ_NOTE_DOC = (
-    "Open one note of the user's memory vault: its properties (frontmatter) and its Markdown text. "
-    "`path` is vault-relative, exactly as `search` or `query` return it (e.g. 'engrams/some-note.md'); "
-    "paths outside the vault are refused."
+    "Open one note of the user's memory vault: its properties (frontmatter) and a page of its Markdown "
+    "text (`offset`, `limit` characters; `next_offset` reads on). Name it by `path`, vault-relative exactly "
+    "as `search` or `query` return it (e.g. 'engrams/some-note.md'; paths outside the vault are refused), "
+    "or by `id`. `version` identifies what you read, for `edit_note` and `archive_note`."
 )
 REMEMBER_DOC = (
     "Keep something new in the user's memory vault: a decision, fact, constraint, idea, action item or "
@@ -80,9 +87,10 @@ ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempot
 
 
 def build_server(tools: VaultTools) -> MCPServer:
-    """An ``MCPServer`` named ``vault`` with the five tools on ``tools``."""
+    """An ``MCPServer`` named ``vault`` with the tools on ``tools``."""
     server: MCPServer = MCPServer("vault", instructions=INSTRUCTIONS, log_level="WARNING")
     server.middleware.append(one_line_errors)  # argument validation errors too: one line, no URL
+    server.middleware.append(refuse_unknown_arguments(server))
 
     @server.tool(description=QUERY_DOC, annotations=READ_ONLY)
     async def query(
@@ -92,7 +100,10 @@ def build_server(tools: VaultTools) -> MCPServer:
             str | None, Field(description="The subject domain the notes must fit (optional; default: the prompt's).")
         ] = None,
         budget: Annotated[
-            int | None, Field(description="Token budget of the package (optional; default: the vault's).", gt=0)
+            int | None,
+            Field(
+                description="Token budget of the package (optional; default: the vault's).", gt=0, le=BUDGET_RANGE[1]
+            ),
         ] = None,
         explain: Annotated[
             bool,
@@ -119,9 +130,14 @@ def build_server(tools: VaultTools) -> MCPServer:
 
     @server.tool(description=READ_NOTE_DOC, annotations=READ_ONLY)
     def read_note(
-        path: Annotated[str, Field(description="Vault-relative path of the note, e.g. 'inbox/some-note.md'.")],
+        path: Annotated[str, Field(description="Vault-relative path of the note, e.g. 'inbox/some-note.md'.")] = "",
+        id: Annotated[str | None, Field(description="The note's frontmatter id (instead of `path`).")] = None,
+        offset: Annotated[int, Field(description="Character of the text to start at (0: the start).", ge=0)] = 0,
+        limit: Annotated[
+            int, Field(description=f"Characters of text at most (1-{MAX_PAGE_CHARS}).", ge=1, le=MAX_PAGE_CHARS)
+        ] = PAGE_CHARS,
     ) -> CallToolResult:
-        return _answer(lambda: _note_result(tools.read_note(path)))
+        return _answer(lambda: _note_result(tools.read_note(path, id, offset, limit)))
 
     @server.tool(description=REMEMBER_DOC, annotations=ADDITIVE)
     async def remember(
@@ -144,6 +160,7 @@ def build_server(tools: VaultTools) -> MCPServer:
     def status() -> CallToolResult:
         return _answer(lambda: _status_result(tools.status()))
 
+    register_note_tools(server, tools, _answer)
     return server
 
 
@@ -238,7 +255,7 @@ def _package_result(package, explain: bool = False, note: str | None = None) -> 
     text, data = package.to_mcp()
     if explain:
         full = json.loads(package.to_json(indent=None, trace=True))
-        data = {**data, "stats": full["stats"], "trace": full["trace"]}
+        data = bound_explain(data, full["stats"], full["trace"])  # the trace as far as the size bound allows
     if note is None:
         return _result(data, text)
     return _result({**data, "notes": [note]}, f"> {note}\n\n{text}")
@@ -247,12 +264,13 @@ def _package_result(package, explain: bool = False, note: str | None = None) -> 
 def _search_result(hits: list[dict[str, Any]]) -> CallToolResult:
     lines = [f"{len(hits)} note(s)"]
     lines += [f"- {h['path']} ({h['tier']}, {h['category'] or h['type']}): {_one_line(h['text'])}" for h in hits]
-    return _result({"notes": hits}, "\n".join(lines))
+    return _result(bounded(hits), "\n".join(lines))  # whole hits up to the size bound; `left_off` counts the rest
 
 
 def _note_result(note: dict[str, Any]) -> CallToolResult:
     props = json.dumps(note["properties"], ensure_ascii=False, indent=1)
-    tail = "\n\n[cut: the note is longer]" if note["truncated"] else ""
+    more = note["total_chars"] - note["offset"] - len(note["text"])
+    tail = f"\n\n[{more:,} more characters: read_note with offset {note['next_offset']}]" if note["truncated"] else ""
     return _result(note, f"{note['path']}\n\nproperties: {props}\n\n{note['text']}{tail}")
 
 

@@ -1,8 +1,9 @@
-"""The five things the MCP server offers, as plain library calls on one vault.
+"""What the MCP server offers, as plain library calls on one vault.
 
 ``VaultTools`` takes collaborators already built (``cli/`` is the composition root) and
 answers with the same values the CLI prints: a ``ContextPackage`` for ``query``, the index's
-rows for ``search``, a note's properties and text, a ``RememberReport``, the status counts.
+rows for ``search``, a note's properties and a page of its text, a ``RememberReport``, the status
+counts; ``notes`` (``notes.py``) lists, relates, edits, archives and supersedes notes.
 Errors are ``VaultError``s with the CLI's one-line messages. Each call opens its own ``Vault``
 (its state database connection belongs to one thread, and calls arrive on worker threads).
 A read that finds the index unreadable rebuilds it from the vault (a line in the server log) and
@@ -12,6 +13,7 @@ answers from the new one.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import math
 import os
@@ -27,13 +29,17 @@ from typing import Any, TypeVar
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.models.protocol import CallRecorder, StructuredLLM
+from vault_pipeline.serve.notes import NoteTools
 from vault_pipeline.serve.remember import RememberReport, remember
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.state import sha256_bytes
 
 SEARCH_LIMIT, MAX_SEARCH_LIMIT = 10, 100
 READY_WAIT = 120.0  # seconds a query waits for the watcher's first sync (a new vault's first index)
-MAX_NOTE_CHARS = 100_000  # a note longer than this is returned cut, and says so
+PAGE_CHARS, MAX_PAGE_CHARS = 16_000, 32_000  # read_note's page of a note's text: its default and largest
+MAX_PAGE_BYTES = 40 * 1024  # and in UTF-8 bytes (the text is returned twice: as text and structured)
+MAX_PROPERTY_CHARS, MAX_PROPERTY_ITEMS, MAX_PROPERTIES_BYTES = 1_000, 50, 16 * 1024
 MAX_NOTE_BYTES = 4 * 1024 * 1024  # read_note reads no more of a file than this
 MAX_PATH_CHARS = 1024  # no note path is longer (file names are bounded): refused before any lookup
 READ_TIMEOUT = 10.0  # seconds read_note waits for a file's bytes (a stuck network mount)
@@ -67,6 +73,7 @@ class VaultTools:
         # (``mcp-sampling``): the server asks it per call where the client offers sampling, and the
         # offline backends above stand in where it does not. ``call_log``: where those calls are recorded.
         self.sampling, self.call_log = sampling, call_log
+        self.notes = NoteTools(self.root, embedder=embedder, lock_wait=lock_wait)
         # Set by a live watcher once its first sync is done: reads wait for it rather than
         # answer from an index that is missing or behind the files.
         self.ready: threading.Event | None = None
@@ -177,11 +184,22 @@ class VaultTools:
                 break
         return list(found.values())
 
-    def read_note(self, path: str) -> dict[str, Any]:
-        """A note's properties and text; ``path`` is vault-relative and must stay inside the vault.
+    def read_note(
+        self, path: str = "", note_id: str | None = None, offset: int = 0, limit: int = PAGE_CHARS
+    ) -> dict[str, Any]:
+        """A note's properties and one page of its text (``offset``, ``limit`` characters); the note is
+        named by ``path`` (vault-relative, inside the vault) or by its frontmatter ``id``.
 
         Only a regular file is opened (a FIFO, device or folder named ``*.md`` is refused), read up
         to ``MAX_NOTE_BYTES`` within ``READ_TIMEOUT`` seconds on a reader thread of its own."""
+        if not 1 <= limit <= MAX_PAGE_CHARS:
+            raise VaultError(f"limit {limit}: give 1 to {MAX_PAGE_CHARS:,} characters")
+        if offset < 0:
+            raise VaultError(f"offset {offset}: give 0 or more")
+        if note_id is not None and note_id.strip():
+            if (path or "").strip():
+                raise VaultError("give the note's `path` or its `id`, not both")
+            path = self.notes.entry(note_id=note_id).path
         relpath = (path or "").strip()
         if len(relpath) > MAX_PATH_CHARS:
             raise VaultError(
@@ -201,12 +219,18 @@ class VaultTools:
             frontmatter, body = split_frontmatter(data.decode("utf-8", errors="replace"), relpath)
         except FrontmatterError as exc:
             raise VaultError(str(exc)) from None
-        cut = len(body) > MAX_NOTE_CHARS
+        page = _page(body, offset, limit)
+        end = offset + len(page)
         return {
             "path": relpath,
-            "properties": _plain(frontmatter),
-            "text": body[:MAX_NOTE_CHARS],
-            "truncated": cut,
+            "id": str(frontmatter.get("id") or ""),
+            "version": sha256_bytes(data),  # what edit_note and archive_note take to refuse a changed file
+            "properties": _bounded_properties(_plain(frontmatter)),
+            "text": page,
+            "offset": offset,
+            "next_offset": end if end < len(body) else None,
+            "total_chars": len(body),
+            "truncated": end < len(body),
         }
 
     def remember(
@@ -247,6 +271,39 @@ class VaultTools:
             "waiting_to_index": result.pending,
             "fresh": result.index is not None and not any(result.pending.values()),
         }
+
+
+def _page(body: str, offset: int, limit: int) -> str:
+    """``limit`` characters of ``body`` from ``offset``, fewer where they pass ``MAX_PAGE_BYTES``."""
+    page = body[offset : offset + limit]
+    if len(page.encode("utf-8", "surrogatepass")) > MAX_PAGE_BYTES:
+        page = page.encode("utf-8", "surrogatepass")[:MAX_PAGE_BYTES].decode("utf-8", "ignore")
+    return page
+
+
+def _bounded_properties(props: dict[str, Any]) -> dict[str, Any]:
+    """Properties with long values cut ("…") and long lists shortened, then keys left off past
+    ``MAX_PROPERTIES_BYTES`` (``_left_off`` names how many): a hand-made frontmatter can be huge."""
+
+    def short(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > MAX_PROPERTY_CHARS:
+            return value[: MAX_PROPERTY_CHARS - 1] + "…"
+        if isinstance(value, list):
+            return [short(v) for v in value[:MAX_PROPERTY_ITEMS]] + (["…"] if len(value) > MAX_PROPERTY_ITEMS else [])
+        if isinstance(value, dict):
+            return {k: short(v) for k, v in list(value.items())[:MAX_PROPERTY_ITEMS]}
+        return value
+
+    out: dict[str, Any] = {}
+    size = 2
+    for key, value in props.items():
+        value = short(value)
+        size += len(json.dumps({key: value}, ensure_ascii=False).encode("utf-8"))
+        if size > MAX_PROPERTIES_BYTES:
+            out["_left_off"] = len(props) - len(out)
+            break
+        out[key] = value
+    return out
 
 
 def _read_regular(full: Path, relpath: str) -> bytes:
