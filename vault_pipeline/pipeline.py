@@ -83,9 +83,11 @@ def ingest(
         for done, (conv, outcome) in enumerate(extracted, 1):
             extraction = _extract(conv, outcome, report, selector)
             if extraction is not None:
-                stem = write_conversation(vault, extraction, report, hubs)
-                people.add(conv, stem)
-                sessions[conv.id] = (conv, extraction.summary, stem)
+                notes: list[tuple[str, str]] = []
+                stem = write_conversation(vault, extraction, report, hubs, notes)
+                people.add(conv, stem, notes)
+                # Thread maps read titles, dates and summaries: the messages are not kept.
+                sessions[conv.id] = (replace(conv, messages=()), extraction.summary, stem)
                 written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
                 report.archived += retirement.retire(conv.kind, conv.id, written)
             if progress:

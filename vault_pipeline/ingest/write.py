@@ -116,10 +116,17 @@ class IngestReport:
         }
 
 
-def write_conversation(vault: Vault, extraction: Extraction, report: IngestReport, hubs: dict[str, set[str]]) -> str:
+def write_conversation(
+    vault: Vault,
+    extraction: Extraction,
+    report: IngestReport,
+    hubs: dict[str, set[str]],
+    written: list[tuple[str, str]] | None = None,
+) -> str:
     """Write a conversation's session note and atomic notes; file them under their topic hubs.
 
-    Returns the session note's stem (thread maps link to it)."""
+    Returns the session note's stem (thread maps link to it); ``written`` receives each atomic
+    note's (stem, sentence), for the people pages."""
     conv = extraction.conversation
     # Links use the session note's current name: the user may have renamed it (found by its id).
     session_stem = _stem(write_note(vault, session_note(conv, extraction.summary), report))
@@ -141,6 +148,8 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
     for unit, note in notes:
         report.notes_by_category[unit.category] += 1
         stems.append(_stem(write_note(vault, note, report)))
+        if written is not None:
+            written.append((stems[-1], unit.text))
     for topic in topics:
         hubs[topic].update(stems)
     return session_stem

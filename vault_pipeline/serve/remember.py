@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import cast
 
 from vault_pipeline.errors import VaultError
@@ -27,6 +28,7 @@ from vault_pipeline.ingest.extract import (
 )
 from vault_pipeline.ingest.notes import atomic_note, positions, session_note
 from vault_pipeline.ingest.parse.types import Conversation, Kind, Message
+from vault_pipeline.ingest.people import link_people
 from vault_pipeline.ingest.quality import hard_problems, word_limit
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import normalise_text
@@ -91,6 +93,7 @@ def remember(
         return report
     with vault.lock("remember", wait=wait):
         _write(vault, conv, extraction.summary, passing, client, report)
+        link_people(vault, text, [PurePosixPath(p).stem for p in [report.session, *report.written]])
         if embedder is not None and report.written:
             from vault_pipeline.index.sync import sync
 
