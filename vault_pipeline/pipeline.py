@@ -8,7 +8,7 @@ builds them from settings. The work itself lives in the stage packages.
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -24,7 +24,8 @@ from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
 from vault_pipeline.ingest.people import People, write_people
 from vault_pipeline.ingest.retire import Retirement
 from vault_pipeline.ingest.select import Selector, select_units
-from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
+from vault_pipeline.ingest.topics import plan_subjects
+from vault_pipeline.ingest.write import Hubs, IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
 from vault_pipeline.models.workers import ordered
 from vault_pipeline.vault.files import Vault
@@ -77,14 +78,15 @@ def ingest(
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         retirement = Retirement(vault)  # notes of a re-ingested conversation no longer written
-        hubs: dict[str, set[str]] = defaultdict(set)
+        hubs = Hubs()
+        subjects = plan_subjects(vault, _parsed(paths, max_record))  # a first read: titles and names only
         people = People()
         extracted = ordered(lambda conv: _extract_call(conv, llm), _conversations(paths, report, max_record), workers)
         for done, (conv, outcome) in enumerate(extracted, 1):
             extraction = _extract(conv, outcome, report, selector)
             if extraction is not None:
                 notes: list[tuple[str, str]] = []
-                stem = write_conversation(vault, extraction, report, hubs, notes)
+                stem = write_conversation(vault, extraction, report, hubs, notes, subjects.get(conv.id, ()))
                 people.add(conv, stem, notes)
                 # Thread maps read titles, dates and summaries: the messages are not kept.
                 sessions[conv.id] = (replace(conv, messages=()), extraction.summary, stem)
@@ -113,6 +115,15 @@ def _conversations(paths: Sequence[Path], report: IngestReport, max_record: int)
                 yield item
         except ParseError as exc:
             report.skipped.append(str(exc))
+
+
+def _parsed(paths: Sequence[Path], max_record: int) -> Iterable[Conversation]:
+    """The conversations of ``paths``, what cannot be read left out (the ingest's own read reports it)."""
+    for path in paths:
+        try:
+            yield from (c for c in read_export(path, max_record=max_record) if isinstance(c, Conversation))
+        except ParseError:
+            continue
 
 
 def _extract_call(conv: Conversation, llm: StructuredLLM) -> Extraction | ModelError:

@@ -10,7 +10,7 @@ to overwrite any file whose bytes are not the ones vault_pipeline last wrote.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -25,6 +25,7 @@ from vault_pipeline.ingest.notes import (
     session_note,
     thread_note,
     topic_hub,
+    topic_tag,
 )
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.models.protocol import StructuredLLM
@@ -116,26 +117,44 @@ class IngestReport:
         }
 
 
+@dataclass
+class Hubs:
+    """The hubs an ingest writes: per hub the notes it links, and the subject tags it carries.
+
+    A subject's hub (``ingest/topics.py``) gathers the sessions and notes of every conversation
+    about it; a conversation's own hub (named by its title) gathers its notes, tagged with its
+    subjects rather than a tag of its own. Only stems are kept."""
+
+    links: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    tags: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+
 def write_conversation(
     vault: Vault,
     extraction: Extraction,
     report: IngestReport,
-    hubs: dict[str, set[str]],
+    hubs: Hubs,
     written: list[tuple[str, str]] | None = None,
+    subjects: Sequence[str] = (),
 ) -> str:
-    """Write a conversation's session note and atomic notes; file them under their topic hubs.
+    """Write a conversation's session note and atomic notes; file them under their subjects' hubs.
 
     Returns the session note's stem (thread maps link to it); ``written`` receives each atomic
-    note's (stem, sentence), for the people pages."""
+    note's (stem, sentence), for the people pages. ``subjects``: what the conversation is about
+    among subjects several conversations share (``ingest/topics.py``)."""
     conv = extraction.conversation
+    # A subject tags the session note and every note, and its hub links them all. A topic unit that
+    # says more than the title (a model's) is a subject too; one that only names its topic ("The
+    # conversation is about Offerte software project.") names the conversation's own hub: no note
+    # (the Note Quality Gate refuses it as template filler) and no tag of its own.
+    topics = list(dict.fromkeys([*subjects, *(_topic_name(u.text) for u in extraction.units if _own_topic(u))]))
+    titles = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if _names_a_topic(u)))
+    session = session_note(conv, extraction.summary)
+    tags = [*session.frontmatter.get("tags", []), *(topic_tag(t) for t in topics)]
+    session = replace(session, frontmatter={**session.frontmatter, "tags": list(dict.fromkeys(tags))})
     # Links use the session note's current name: the user may have renamed it (found by its id).
-    session_stem = _stem(write_note(vault, session_note(conv, extraction.summary), report))
+    session_stem = _stem(write_note(vault, session, report))
     created = conversation_created(conv)
-    # A topic unit anchors a hub note that loads its conversation's cluster of notes (and tags them).
-    topics = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if u.category == "topic"))
-    # One that only names its topic ("The conversation is about Offerte software project.") is no
-    # note worth keeping (the Note Quality Gate refuses it as template filler): its name lives on in
-    # the hub and in every note's `topic/...` tag.
     scores = extraction.scores or (None,) * len(extraction.units)
     kept = [(u, p) for u, p in zip(extraction.units, scores) if not _names_a_topic(u)]
     report.topics_named += len(extraction.units) - len(kept)
@@ -151,12 +170,20 @@ def write_conversation(
         if written is not None:
             written.append((stems[-1], unit.text))
     for topic in topics:
-        hubs[topic].update(stems)
+        hubs.links[topic].update([session_stem, *stems])
+    for title in titles:
+        hubs.links[title].update(stems)
+        hubs.tags[title].update(topic_tag(t) for t in topics)
     return session_stem
 
 
 def _stem(relpath: str) -> str:
     return PurePosixPath(relpath).stem
+
+
+def _own_topic(unit: AtomicUnit) -> bool:
+    """A topic unit that names a subject of its own, not the conversation's title."""
+    return unit.category == "topic" and not _names_a_topic(unit)
 
 
 def _names_a_topic(unit: AtomicUnit) -> bool:
@@ -173,11 +200,17 @@ def _topic_name(sentence: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def write_topic_hubs(vault: Vault, hubs: dict[str, set[str]], report: IngestReport) -> None:
-    """Write each topic hub, its links merged with those its file already holds."""
-    for topic in sorted(hubs):
-        existing = existing_links(vault, topic_hub(topic, []))
-        write_note(vault, topic_hub(topic, sorted(hubs[topic] | existing)), report)
+def write_topic_hubs(vault: Vault, hubs: Hubs, report: IngestReport) -> None:
+    """Write each hub, its links merged with those its file already holds; a hub with nothing to
+    link is not written. A conversation's own hub carries its subjects' tags, not one of its own."""
+    for topic in sorted(hubs.links):
+        links = hubs.links[topic] | existing_links(vault, topic_hub(topic, []))
+        if not links:
+            continue
+        hub = topic_hub(topic, sorted(links))
+        if topic in hubs.tags:
+            hub = replace(hub, frontmatter={**hub.frontmatter, "tags": ["hub", *sorted(hubs.tags[topic])]})
+        write_note(vault, hub, report)
 
 
 def existing_links(vault: Vault, probe: Note) -> set[str]:
