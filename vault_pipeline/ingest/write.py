@@ -128,6 +128,14 @@ class Hubs:
     links: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     tags: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
+    def file(self, subjects: Sequence[str], titles: Sequence[str], session: str, notes: Sequence[str]) -> None:
+        """A conversation's session and notes under each subject; its notes under its own hub."""
+        for subject in subjects:
+            self.links[subject].update([session, *notes])
+        for title in titles:
+            self.links[title].update(notes)
+            self.tags[title].update(topic_tag(t) for t in subjects)
+
 
 def write_conversation(
     vault: Vault,
@@ -169,11 +177,7 @@ def write_conversation(
         stems.append(_stem(write_note(vault, note, report)))
         if written is not None:
             written.append((stems[-1], unit.text))
-    for topic in topics:
-        hubs.links[topic].update([session_stem, *stems])
-    for title in titles:
-        hubs.links[title].update(stems)
-        hubs.tags[title].update(topic_tag(t) for t in topics)
+    hubs.file(topics, titles, session_stem, stems)
     return session_stem
 
 
