@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vault_pipeline.errors import ModelError, ParseError
-from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread
+from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread, thread_header
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.notes import atomic_id
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
@@ -88,8 +88,8 @@ def ingest(
                 notes: list[tuple[str, str]] = []
                 stem = write_conversation(vault, extraction, report, hubs, notes, subjects.get(conv.id, ()))
                 people.add(conv, stem, notes)
-                # Thread maps read titles, dates and summaries: the messages are not kept.
-                sessions[conv.id] = (replace(conv, messages=()), extraction.summary, stem)
+                # Thread maps read titles, dates, openings and summaries: the messages are not kept.
+                sessions[conv.id] = (thread_header(conv), extraction.summary, stem)
                 written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
                 report.archived += retirement.retire(conv.kind, conv.id, written)
             if progress:
