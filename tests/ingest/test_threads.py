@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
+from vault_pipeline import pipeline
 from vault_pipeline.ingest.extract import group_threads, thread_header
 from vault_pipeline.ingest.parse import Conversation, Message
+from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.extraction import continued, summarize, thread_map
 
 DAY0 = datetime(2023, 4, 22, 9, tzinfo=UTC)
@@ -89,3 +92,40 @@ def test_a_continue_split_reads_as_one_answer():
     said = summarize({"title": "Copy", "messages": messages})["summary"]
     assert "Assistant: Use cp with the -n tag to prevent overwriting." in said
     assert "Assistant: tag" not in said and "continue" not in said
+
+
+def _export(path, chats):
+    rows = []
+    for n, (title, day, opening) in enumerate(chats):
+        when = DAY0.timestamp() + day * 86_400
+        message = {
+            "id": f"u{n}",
+            "author": {"role": "user"},
+            "create_time": when,
+            "content": {"content_type": "text", "parts": [opening]},
+        }
+        mapping = {
+            "root": {"id": "root", "message": None, "parent": None, "children": [f"u{n}"]},
+            f"u{n}": {"id": f"u{n}", "parent": "root", "children": [], "message": message},
+        }
+        rows.append({"id": f"c{n}", "title": title, "create_time": when, "mapping": mapping})
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    return path
+
+
+PAPER = [
+    ("Planning the retrieval paper", 0, "I'm starting a paper on retrieval for notes."),
+    ("Peer review for the retrieval paper", 5, "Can we talk about peer review for our paper?"),
+    ("Related work for the retrieval paper", 9, "For the related-work section of our paper, what to compare?"),
+]
+
+
+def test_a_partial_ingest_leaves_no_second_map_of_the_same_line(make_vault, tmp_path):
+    vault = make_vault()
+    full = pipeline.ingest(vault, [_export(tmp_path / "all.json", PAPER)], OfflineBackend())
+    assert full.threads == 1
+    # The later two chats again, alone: the line's map already links both; no map under a new key.
+    rows = json.loads((tmp_path / "all.json").read_text(encoding="utf-8"))[1:]
+    (tmp_path / "later.json").write_text(json.dumps(rows), encoding="utf-8")
+    again = pipeline.ingest(vault, [tmp_path / "later.json"], OfflineBackend())
+    assert again.threads == 0 and len(list((vault.root / "threads").glob("*.md"))) == 1

@@ -245,7 +245,15 @@ def write_threads(
         except ModelError as exc:
             return exc
 
-    for (key, members), outcome in ordered(mapped, group_threads([conv for conv, _, _ in sessions]), concurrency):
+    # A partial ingest sees part of a line of work: a map already in the vault that links all of
+    # its sessions (under another key: the earliest session was not ingested) is that line's map.
+    mapped_before = _thread_links(vault)
+    threads = [
+        (key, members)
+        for key, members in group_threads([conv for conv, _, _ in sessions])
+        if not any(k != key and {by_id[c.id][2] for c in members} <= links for k, links in mapped_before.items())
+    ]
+    for (key, members), outcome in ordered(mapped, threads, concurrency):
         thread_map = outcome.result()
         if isinstance(thread_map, ModelError):
             report.errors.append(f"thread {key}: {thread_map}")
@@ -253,6 +261,24 @@ def write_threads(
         stems = {c.id: by_id[c.id][2] for c in members}
         write_note(vault, thread_note(key, thread_map, stems), report)
         report.threads += 1
+
+
+def _thread_links(vault: Vault) -> dict[str, set[str]]:
+    """Thread key -> the session stems its map in the vault links."""
+    found: dict[str, set[str]] = {}
+    for relpath in vault.iter_note_paths():
+        if not relpath.startswith(THREADS + "/"):
+            continue
+        try:
+            fm, body, _ = vault.read(relpath)
+        except VaultError:
+            continue
+        if fm.get("type") == "thread" and fm.get("thread"):
+            found[str(fm["thread"])] = {link.target for link in wikilinks(body)}
+    return found
+
+
+THREADS = "threads"
 
 
 def write_note(vault: Vault, note: Note, report: IngestReport) -> str:
