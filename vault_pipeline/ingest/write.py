@@ -71,7 +71,7 @@ class IngestReport:
     not_written: Counter = field(default_factory=Counter)  # candidates below the selector's bar, by reason
     archived: list[str] = field(default_factory=list)  # inbox notes of re-ingested conversations no longer written
     archive_run: str = ""  # the journal run that archived them (``vault clean --undo <run>``)
-    topics_named: int = 0  # topic units that only named their topic: kept as hubs and tags, not notes
+    topics_named: int = 0  # topic units that only named their topic: named the conversation's hub, not notes
     writes: Counter = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # read all the same (e.g. bytes not UTF-8)
