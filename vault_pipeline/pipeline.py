@@ -263,6 +263,7 @@ class VaultStatus:
     lint: list[tuple[str, str, int]] = field(default_factory=list)
     vault: str = ""
     models: list[tuple[str, str, str]] = field(default_factory=list)  # (role, model, "local" | "remote")
+    broken: list[tuple[str, str]] = field(default_factory=list)  # (path, problem): indexed from the body
 
     def to_dict(self) -> dict[str, Any]:
         """The status as ``vault status --json`` prints it (the CLI adds ``exit_code``)."""
@@ -273,6 +274,7 @@ class VaultStatus:
             "pending": self.pending,
             "models": [{"role": r, "model": m, "where": w} for r, m, w in self.models],
             "lint": [{"path": p, "heading": h, "bullets": b} for p, h, b in self.lint],
+            "broken_frontmatter": [{"path": p, "problem": w} for p, w in self.broken],
         }
 
 
@@ -289,6 +291,7 @@ def status(vault: Vault, *, lint: bool = False, models: Sequence[tuple[str, str,
         models=list(models),
     )
     result.pending, result.index = index_status.index_status(vault, paths)
+    result.broken = index_status.broken_notes(vault)
     if lint:
         result.lint = index_status.lint(vault, paths)
     return result

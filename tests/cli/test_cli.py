@@ -678,3 +678,19 @@ def test_the_ingest_table_explains_every_candidate_not_written():
     shown = console.export_text()
     counts = [int(m) for m in re.findall(r"│\s+reason number \d\s+│\s+(\d+)", shown)]
     assert sorted(counts) == sorted(reasons.values()) and sum(counts) == sum(reasons.values())
+
+
+def test_a_hand_broken_note_is_found_and_warned_of_in_index_and_status(make_vault, write_note, hash_embedder):
+    root = make_vault().root
+    write_note(root, "inbox/ok.md", "a1", "The release ships on Friday.")
+    (root / "inbox" / "broken.md").write_text(
+        "---\nid: a2\ntags: [oops\n---\nThe heron nests by the old mill every spring.\n", encoding="utf-8"
+    )
+    indexed = vault("index", "--vault", root)
+    assert indexed.exit_code == EXIT_OK, indexed.output  # read all the same: nothing skipped
+    assert "warning: inbox/broken.md: frontmatter is not valid YAML" in indexed.stderr
+    status = vault("status", "--vault", root, "--json")
+    assert json.loads(status.stdout)["broken_frontmatter"][0]["path"] == "inbox/broken.md"
+    assert "warning: inbox/broken.md" in vault("status", "--vault", root).stderr
+    found = vault("query", "Where does the heron nest?", "--vault", root, "--json")
+    assert "inbox/broken.md" in found.stdout
