@@ -83,7 +83,6 @@ class IndexReport:
     embedded_chunks: int = 0  # texts sent to the embedder
     reused_chunks: int = 0  # rewritten chunks whose text was unchanged, so their vector was kept
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, what): indexed all the same
     repairs: list[tuple[str, str]] = field(default_factory=list)  # (path, fault found)
     rebuilt: bool = False
     rebuild_reason: str = ""
@@ -98,6 +97,7 @@ class IndexReport:
     rows: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0  # inside the embedder; the rest of ``seconds`` is the pipeline's own cost
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, what): indexed from the body
 
     def to_dict(self) -> dict[str, Any]:
         """The report as ``vault index --json`` prints it (the CLI adds ``exit_code``)."""

@@ -127,14 +127,14 @@ class Subjects:
 
     def name(self, key: str) -> str:
         """How a subject is shown: each word in its most frequent spelling ("GitHub", "Google Cloud")."""
-        return " ".join(self._spelled(w) for w in key.split())
+        shown = " ".join(self._spelled(w) for w in key.split())
+        return shown[:1].upper() + shown[1:]
 
     def _spelled(self, word: str) -> str:
         seen = self.spelling.get(word)
         if not seen:
-            return word.capitalize()
-        best = max(seen.items(), key=lambda p: (p[1], p[0] != p[0].lower(), p[0]))[0]
-        return best[:1].upper() + best[1:]
+            return word
+        return max(seen.items(), key=lambda p: (p[1], p[0] != p[0].lower(), p[0]))[0]
 
 
 def mentioned(user_texts: Iterable[str]) -> tuple[str, ...]:
