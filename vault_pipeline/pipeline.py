@@ -10,7 +10,7 @@ reads again, here, so no caller has to. ``vault_pipeline`` re-exports these name
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vault_pipeline.errors import IndexDamagedError, ModelError, ParseError
-from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread
+from vault_pipeline.ingest.extract import Extraction, extract_conversation, group_threads, map_thread, thread_header
 from vault_pipeline.ingest.keep import keep
 from vault_pipeline.ingest.notes import atomic_id
 from vault_pipeline.ingest.parse import Conversation, ParseIssue, read_export
@@ -26,7 +26,8 @@ from vault_pipeline.ingest.parse.jsonstream import MAX_RECORD_CHARS
 from vault_pipeline.ingest.people import People, write_people
 from vault_pipeline.ingest.retire import Retirement
 from vault_pipeline.ingest.select import Selector, select_units
-from vault_pipeline.ingest.write import IngestReport, write_conversation, write_threads, write_topic_hubs
+from vault_pipeline.ingest.topics import plan_subjects
+from vault_pipeline.ingest.write import Hubs, IngestReport, write_conversation, write_threads, write_topic_hubs
 from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
 from vault_pipeline.models.workers import ordered
 from vault_pipeline.vault.files import Vault
@@ -89,17 +90,18 @@ def ingest(
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         retirement = Retirement(vault)  # notes of a re-ingested conversation no longer written
-        hubs: dict[str, set[str]] = defaultdict(set)
+        hubs = Hubs()
+        subjects = plan_subjects(vault, _parsed(paths, max_record))  # a first read: titles and names only
         people = People()
         extracted = ordered(lambda conv: _extract_call(conv, llm), _conversations(paths, report, max_record), workers)
         for done, (conv, outcome) in enumerate(extracted, 1):
             extraction = _extract(conv, outcome, report, selector)
             if extraction is not None:
-                stem = write_conversation(vault, extraction, report, hubs)
-                people.add(conv, stem)
-                # Thread maps need a session's id, title, date and thread, never its messages: memory
-                # stays at the largest conversation, not the export.
-                sessions[conv.id] = (replace(conv, messages=()), extraction.summary, stem)
+                notes: list[tuple[str, str]] = []
+                stem = write_conversation(vault, extraction, report, hubs, notes, subjects.get(conv.id, ()))
+                people.add(conv, stem, notes)
+                # Thread maps read titles, dates, openings and summaries: the messages are not kept.
+                sessions[conv.id] = (thread_header(conv), extraction.summary, stem)
                 written = (atomic_id(conv.kind, conv.id, u.category, u.text) for u in extraction.units)
                 report.archived += retirement.retire(conv.kind, conv.id, written)
             if progress:
@@ -125,6 +127,15 @@ def _conversations(paths: Sequence[Path], report: IngestReport, max_record: int)
                 yield item
         except ParseError as exc:
             report.skipped.append(str(exc))
+
+
+def _parsed(paths: Sequence[Path], max_record: int) -> Iterable[Conversation]:
+    """The conversations of ``paths``, what cannot be read left out (the ingest's own read reports it)."""
+    for path in paths:
+        try:
+            yield from (c for c in read_export(path, max_record=max_record) if isinstance(c, Conversation))
+        except ParseError:
+            continue
 
 
 def _extract_call(conv: Conversation, llm: StructuredLLM) -> Extraction | ModelError:
@@ -294,6 +305,7 @@ class VaultStatus:
     lint: list[tuple[str, str, int]] = field(default_factory=list)
     vault: str = ""
     models: list[tuple[str, str, str]] = field(default_factory=list)  # (role, model, "local" | "remote")
+    broken: list[tuple[str, str]] = field(default_factory=list)  # (path, problem): indexed from the body
 
     def to_dict(self) -> dict[str, Any]:
         """The status as ``vault status --json`` prints it (the CLI adds ``exit_code``)."""
@@ -304,6 +316,7 @@ class VaultStatus:
             "pending": self.pending,
             "models": [{"role": r, "model": m, "where": w} for r, m, w in self.models],
             "lint": [{"path": p, "heading": h, "bullets": b} for p, h, b in self.lint],
+            "broken_frontmatter": [{"path": p, "problem": w} for p, w in self.broken],
         }
 
 
@@ -342,6 +355,7 @@ def _status(vault: Vault, lint: bool, models: Sequence[tuple[str, str, str]]) ->
         models=list(models),
     )
     result.pending, result.index = index_status.index_status(vault, paths)
+    result.broken = index_status.broken_notes(vault)
     if lint:
         result.lint = index_status.lint(vault, paths)
     return result

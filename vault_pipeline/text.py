@@ -448,3 +448,13 @@ def query_runs(text: str, prompt: str | None = None) -> list[list[str]]:
     tell no language, "evaluating a fine-tuned model" has more Italian function words than English),
     where that language's function words break runs too."""
     return stem_runs(text, prompt_stopwords(text if prompt is None else prompt))
+
+
+def apart(value: float, bar: float, least: int = 2, most: int = 6) -> tuple[str, str]:
+    """``value`` and ``bar`` printed with the fewest decimals (at least ``least``) that tell them
+    apart: "0.6793 below 0.68", never "0.68 below 0.68"."""
+    for places in range(least, most + 1):
+        shown = f"{value:.{places}f}", f"{bar:.{places}f}"
+        if shown[0] != shown[1]:
+            return shown
+    return f"{value:.{most}f}", f"{bar:.{most}f}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -287,7 +288,7 @@ def test_an_unknown_option_exits_2():
 def test_index_with_an_unreadable_note_exits_1(make_vault, write_note, hash_embedder):
     found = make_vault()
     write_note(found.root, "inbox/good.md", "g1", "A good note about releases.")
-    (found.root / "inbox" / "broken.md").write_text("---\nid: [unclosed\n---\nbody\n", encoding="utf-8")
+    (found.root / "inbox" / "broken.md").write_bytes(b"---\nid: x\n---\nbody \xff\xfe\n")  # not UTF-8 text
     result = vault("index", "--vault", found.root, "--json")
     report = json.loads(result.stdout)
     assert len(report["skipped"]) == 1 and report["exit_code"] == EXIT_INCOMPLETE
@@ -433,8 +434,9 @@ JSON_KEYS = {
         "rows",
         "seconds",
         "embed_seconds",
+        "warnings",
     ],
-    "status": ["vault", "folders", "index", "pending", "models", "lint"],
+    "status": ["vault", "folders", "index", "pending", "models", "lint", "broken_frontmatter"],
     "check": [
         "notes",
         "invalid",
@@ -534,33 +536,37 @@ def ref(note_id: str, text: str, folder: str = "inbox"):
     return NoteRef(note_id, f"{folder}/{slug}-{note_id[-6:]}.md", "sha", text)
 
 
-def test_the_clean_plan_prints_a_summary_then_each_action_with_texts_and_paths():
+def test_the_clean_plan_prints_a_summary_then_each_action_wrapped_never_cut():
     from vault_pipeline.clean.types import Collapse, Plan, Relate, Supersede
     from vault_pipeline.cli.clean import plan_lines
 
     may10, may3 = ref("a-000000955c2f", "The deadline is May 10."), ref("a-000000453d92", "The deadline is May 3.")
     long = ref("a-0000001b1fef", "A very long note " + "that keeps going " * 12 + "\nand has a second line.")
+    reason = "a-000000955c2f supersedes a-000000453d92: " + "the value differs " * 20
     plan = Plan(
         actions=[
             Collapse(may10, (ref("a-0000007a7a7a", "The deadline is May 10!"),), "2 notes state one claim"),
-            Supersede(may10, may3, "a-000000955c2f supersedes a-000000453d92: " + "the value differs " * 20),
+            Supersede(may10, may3, reason),
             Relate(long, may3, "one subject"),
         ],
         notes=40,
         candidates=7,
     )
-    lines = plan_lines(plan, 120)
-    assert lines[0].startswith("clean plan: 3 action(s) from 7 candidate pair(s) over 40 notes")
-    assert [line.split()[:2] for line in lines[1:4]] == [["1", "duplicate"], ["1", "supersede"], ["1", "relate"]]
-    body = "\n".join(lines[4:])
-    assert lines[4] == "" and lines[5] == "1. duplicate: 2 notes state one claim"
-    assert "\n2. supersede: " in body and "\n3. relate: one subject" in body
-    assert f"   keep     The deadline is May 10.  {may10.path}" in body
-    assert f"   archive  The deadline is May 3.   {may3.path}" in body
-    assert all(len(line) <= 120 for line in lines), [len(line) for line in lines]
-    cut = next(line for line in lines if long.path in line)
-    assert "…" in cut and "second line" not in cut and cut.startswith("   link     A very long note")
-    assert len(lines) == 4 + 1 + 3 + (2 + 2 + 2)  # the summary, a blank line, a head per action, a line per note
+    for width in (80, 120):
+        lines = plan_lines(plan, width)
+        assert lines[0].startswith("clean plan: 3 action(s) from 7 candidate pair(s) over 40 notes")
+        start = lines.index("")
+        kinds = [line.split()[:2] for line in lines[1:start] if line.split()[0].isdigit()]
+        assert kinds == [["1", "duplicate"], ["1", "supersede"], ["1", "relate"]]
+        body = "\n".join(lines[start:])
+        assert lines[start + 1] == "1. duplicate: 2 notes state one claim"
+        assert "\n2. supersede: " in body and "\n3. relate: one subject" in body
+        assert f"   keep     {may10.path}\n            The deadline is May 10." in body
+        assert f"   archive  {may3.path}\n            The deadline is May 3." in body
+        assert all(len(line) <= width for line in lines), [len(line) for line in lines]
+        assert "…" not in body
+        flat = " ".join(body.split())
+        assert " ".join(reason.split()) in flat and " ".join(long.text.split()) in flat  # whole, in order
 
 
 def test_clean_dry_run_prints_the_summary_first(make_vault, write_note, hash_embedder):
@@ -571,19 +577,13 @@ def test_clean_dry_run_prints_the_summary_first(make_vault, write_note, hash_emb
     assert shown.exit_code == EXIT_OK, shown.output
     lines = shown.stdout.splitlines()
     assert lines[0].startswith("clean plan: 1 action(s)") and lines[1].split()[:2] == ["1", "duplicate"]
-    assert "   keep     The release ships on Friday.  inbox/" in shown.stdout
-    assert "   archive  The release ships on Friday.  inbox/" in shown.stdout
+    assert "   keep     inbox/" in shown.stdout and "   archive  inbox/" in shown.stdout
+    assert shown.stdout.count("            The release ships on Friday.") == 2
 
 
-def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_the_left(
-    make_vault, write_note, hash_embedder, monkeypatch
-):
-    from vault_pipeline.cli.query import print_package, short_path
+def test_the_explain_table_wraps_paths_and_reasons_never_cuts_them(make_vault, write_note, hash_embedder, monkeypatch):
+    from vault_pipeline.cli.query import print_package
 
-    assert short_path("inbox/a-short-note-3a55fd.md") == "inbox/a-short-note-3a55fd"
-    assert short_path("inbox/can-we-talk-about-peer-review-for-our-paper-3a55fd.md", 30) == (
-        "…/-review-for-our-paper-3a55fd"  # 30 characters, the note's hash kept
-    )
     root = make_vault().root
     for n in range(6):
         name = f"the-release-of-version-{n}-ships-on-friday-after-the-long-review-{n:06d}.md"
@@ -592,10 +592,9 @@ def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_t
     shown = vault("query", "When does the release ship?", "--vault", root, "--explain", "--json")
     assert shown.exit_code == EXIT_OK, shown.output
     package = json.loads(shown.stdout)
-    rows = [line for line in shown.stderr.splitlines() if "…/" in line]
-    assert len(rows) == len(package["trace"]) >= 6  # every candidate on one line
-    assert all(len(line) <= 120 for line in shown.stderr.splitlines()[:-1])  # the depth line may run on
-    assert all(row.split()[1].startswith("…/") and row.split()[1][-6:].isdigit() for row in rows)
+    table = shown.stderr.splitlines()[:-1]  # the depth line may run on
+    assert len(package["trace"]) >= 6 and all(len(line) <= 120 for line in table)
+    assert "…" not in "\n".join(table)
 
     class Shown:  # what print_package reads of a package: its trace, query, intent, walk line and Markdown
         query, intent = "q", "i"
@@ -607,10 +606,20 @@ def test_the_explain_table_is_one_line_per_candidate_with_paths_shortened_from_t
         def to_markdown(self) -> str:
             return ""
 
-    narrow = Console(width=100, record=True, file=io.StringIO(), force_terminal=True)
-    monkeypatch.setattr("vault_pipeline.cli.query.err", narrow)  # a terminal of 100 columns
+    narrow = Console(width=80, record=True, file=io.StringIO(), force_terminal=True)
+    monkeypatch.setattr("vault_pipeline.cli.query.err", narrow)  # a terminal of 80 columns
     print_package(Shown(), json_out=False, explain=True)
-    assert all(len(line) <= 100 for line in narrow.export_text().splitlines()[:-1])
+    text = narrow.export_text().splitlines()[:-1]
+    assert all(len(line) <= 80 for line in text) and "…" not in "\n".join(text)
+    header = next(n for n, line in enumerate(text) if " note " in f" {line} " and "lanes" in line)
+    left, right = text[header].index("note"), text[header].index("lanes")
+    paths: list[str] = []
+    for line in text[header + 2 :]:  # after the header and its rule
+        if line[:left].strip():
+            paths.append("")  # a new row: its rank stands left of the note column
+        if paths:
+            paths[-1] += line[left:right].strip()
+    assert paths == [e["path"].removesuffix(".md") for e in package["trace"]]  # every path whole
 
 
 def test_plain_progress_prints_a_line_every_few_seconds_with_rate_and_eta():
@@ -684,3 +693,33 @@ def test_a_bad_batch_line_is_skipped_and_counted_and_a_missing_batch_file_does_n
     missing = vault("query", "--vault", root, "--batch", tmp_path / "missing.jsonl")
     assert missing.exit_code == EXIT_USAGE and missing.stdout == ""
     assert missing.stderr.strip() == f"error: {tmp_path / 'missing.jsonl'}: no such file"
+
+
+def test_the_ingest_table_explains_every_candidate_not_written():
+    from collections import Counter
+
+    from vault_pipeline.cli.ingest import print_ingest
+    from vault_pipeline.ingest.write import IngestReport
+
+    reasons = Counter({f"reason number {n}": 10 * n for n in range(1, 9)})  # more kinds than any cut-off
+    console = Console(width=120, record=True, file=io.StringIO())
+    print_ingest(IngestReport(not_written=reasons), console)
+    shown = console.export_text()
+    counts = [int(m) for m in re.findall(r"│\s+reason number \d\s+│\s+(\d+)", shown)]
+    assert sorted(counts) == sorted(reasons.values()) and sum(counts) == sum(reasons.values())
+
+
+def test_a_hand_broken_note_is_found_and_warned_of_in_index_and_status(make_vault, write_note, hash_embedder):
+    root = make_vault().root
+    write_note(root, "inbox/ok.md", "a1", "The release ships on Friday.")
+    (root / "inbox" / "broken.md").write_text(
+        "---\nid: a2\ntags: [oops\n---\nThe heron nests by the old mill every spring.\n", encoding="utf-8"
+    )
+    indexed = vault("index", "--vault", root)
+    assert indexed.exit_code == EXIT_OK, indexed.output  # read all the same: nothing skipped
+    assert "warning: inbox/broken.md: frontmatter is not valid YAML" in indexed.stderr
+    status = vault("status", "--vault", root, "--json")
+    assert json.loads(status.stdout)["broken_frontmatter"][0]["path"] == "inbox/broken.md"
+    assert "warning: inbox/broken.md" in vault("status", "--vault", root).stderr
+    found = vault("query", "Where does the heron nest?", "--vault", root, "--json")
+    assert "inbox/broken.md" in found.stdout

@@ -201,24 +201,33 @@ def test_moving_a_note_without_frontmatter_is_a_move_found_by_its_bytes(vault, e
     assert paths == ["web/garden notes.md"]
 
 
-def test_broken_frontmatter_is_skipped_with_its_reason(vault, embedder):
-    write_file(vault, "inbox/broken.md", "---\nid: n-9\ncategory: [unclosed\n---\nBody.\n")
+def test_broken_frontmatter_is_indexed_from_its_body_with_a_warning(vault, embedder):
+    write_file(
+        vault, "inbox/broken.md", "---\nid: n-9\ncategory: [unclosed\ntier: kept\n---\nThe heron nests by the mill.\n"
+    )
     report = sync(vault, embedder)
-    assert [p for p, _ in report.skipped] == ["inbox/broken.md"]
-    reason = report.skipped[0][1]
-    assert reason.startswith("frontmatter is not valid YAML") and "\n" not in reason
-    assert report.added == len(NOTES)
-    # Still broken next time: reported again, nothing else touched.
+    assert not report.skipped and [p for p, _ in report.warnings] == ["inbox/broken.md"]
+    reason = report.warnings[0][1]
+    assert (
+        reason.startswith("frontmatter is not valid YAML") and "\n" not in reason and "indexed from its body" in reason
+    )
+    assert report.added == len(NOTES) + 1
+    rows = [r for r in _all_rows(vault) if r["path"] == "inbox/broken.md"]
+    assert rows and {r["note_id"] for r in rows} == {"n-9"}  # its id read from the lines that still parse
+    assert any("heron nests" in r["text"] for r in rows)
+    # Still broken next time: named again (the record keeps it), nothing embedded again.
     again = sync(vault, embedder)
-    assert [p for p, _ in again.skipped] == ["inbox/broken.md"] and again.embedded_notes == 0
+    assert [p for p, _ in again.warnings] == ["inbox/broken.md"] and again.embedded_notes == 0
+    _edit(vault.root / "inbox/broken.md", "---\nid: n-9\ntier: kept\n---\nThe heron nests by the mill.\n")
+    assert sync(vault, embedder).warnings == []  # fixed: no warning left
 
 
-def test_a_note_that_breaks_later_loses_its_rows(vault, embedder):
+def test_a_note_that_breaks_later_keeps_its_rows_from_its_body(vault, embedder):
     sync(vault, embedder)
     _edit(vault.root / "inbox/budget.md", "---\nid: n-0002\nstatus: [\n---\nBody.\n")
     report = sync(vault, embedder)
-    assert [p for p, _ in report.skipped] == ["inbox/budget.md"] and report.removed == 1
-    assert not [r for r in _all_rows(vault) if r["path"] == "inbox/budget.md"]
+    assert [p for p, _ in report.warnings] == ["inbox/budget.md"] and report.removed == 0
+    assert [r["note_id"] for r in _all_rows(vault) if r["path"] == "inbox/budget.md"] == ["n-0002"]
 
 
 def test_duplicate_note_id_is_skipped_not_mixed(vault, embedder):

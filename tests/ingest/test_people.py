@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.support.fakes import HashEmbedder
 from vault_pipeline import pipeline
 from vault_pipeline.index.check import check
 from vault_pipeline.ingest.parse import Conversation, Message
-from vault_pipeline.ingest.people import named_people, person_id
+from vault_pipeline.ingest.people import People, named_people, people_in, person_id, write_people
 from vault_pipeline.ingest.select import Selector
+from vault_pipeline.ingest.write import IngestReport
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.retrieve.types import FunnelConfig
+from vault_pipeline.serve.remember import remember
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 EVERY = Selector({}, 0.0, write=0.0, keep=0.0)  # writes every candidate: a small fixture, many notes
 
@@ -89,3 +94,74 @@ def test_a_question_about_a_person_draws_on_their_page(make_vault, tmp_path):
     assert from_page, "the page's conversations joined the hop"
     assert {t["path"].split("/")[0] for t in from_page} == {"sessions"}  # her conversations' turns
     assert not any(b.item.note_id == page for b in package.blocks)  # a hub is no block
+
+
+LABELS = [json.loads(line) for line in (DATA / "people_labels.jsonl").read_text(encoding="utf-8").splitlines() if line]
+
+
+def test_the_labelled_sentences_name_exactly_their_people():
+    """Every labelled test sentence: its person found, and no page for a labelled non-person."""
+    for row in (r for r in LABELS if r["source"] == "tests"):
+        found = people_in(row["text"])
+        if row["person"]:
+            assert row["name"] in found, row
+        else:
+            assert row["name"] not in found and not found, row
+
+
+def test_cues_in_english_and_dutch_and_no_page_for_things():
+    assert people_in("Caroline from finance asked. Dear Marja, thanks.") == {"Caroline", "Marja"}
+    assert people_in("Mijn buurman Gerrit en collega Anne-Marie. Een mail naar Marja Janssen.") == {
+        "Gerrit",
+        "Anne-Marie",
+        "Marja Janssen",
+    }
+    assert people_in("We use Python, Django and LanceDB. Data from sensors. Thankfully, my son is fine.") == set()
+    assert people_in("I will ask Google. May I? Python says no. The model of Schulz von Thun.") == {"Schulz von Thun"}
+
+
+def test_a_page_quotes_the_users_sentences_and_links_later_mentions_whichever_chat_came_first(make_vault):
+    vault = make_vault()
+    later = Conversation(
+        "chatgpt",
+        "c2",
+        "Deadline",
+        None,
+        None,
+        (Message("m2", "user", "user", "Marta's review came back.", None),),
+        "x",
+    )
+    named = Conversation(
+        "chatgpt",
+        "c1",
+        "Review",
+        None,
+        None,
+        (Message("m1", "user", "user", "I'll ask Marta to review it.", None),),
+        "x",
+    )
+    people = People()
+    people.add(later, "deadline")
+    people.add(named, "review", [("marta-asked", "Marta reviews the draft.")])
+    assert set(people.pages()) == {"Marta"}
+    report = IngestReport()
+    (path,) = write_people(vault, people, report)
+    text = (vault.root / path).read_text(encoding="utf-8")
+    assert "- Marta's review came back. ([[deadline#^m-m2]])" in text
+    assert "- I'll ask Marta to review it. ([[review#^m-m1]])" in text
+    assert all(f"[[{s}]]" in text for s in ("deadline", "review", "marta-asked"))
+    assert write_people(vault, people, report) and report.writes["unchanged"] == 1  # re-ingest: nothing new
+
+
+def test_remember_naming_a_person_links_their_page(make_vault):
+    vault = make_vault()
+    report = remember(
+        vault, "My colleague Jan prefers PostgreSQL over MySQL for the billing service.", OfflineBackend()
+    )
+    assert report.written
+    (page,) = (vault.root / "people").glob("*.md")
+    text = page.read_text(encoding="utf-8")
+    assert "# Jan" in text and f"[[{Path(report.written[0]).stem}]]" in text
+    again = remember(vault, "Jan wants the billing service moved to Kubernetes next quarter.", OfflineBackend())
+    text = page.read_text(encoding="utf-8")
+    assert all(f"[[{Path(p).stem}]]" in text for p in again.written)  # a known person: no cue needed

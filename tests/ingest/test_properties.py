@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -92,23 +93,28 @@ def test_created_is_an_aware_datetime_in_every_note(ingested):
     assert timed and all(r in dated for r in timed)
 
 
-def test_tags_are_valid_and_name_category_topics_and_session_kind(ingested):
+def test_tags_are_valid_and_name_category_subjects_and_session_kind(ingested):
     notes = _notes(ingested)
-    hub_tags: list[tuple[str, str]] = []  # (atomic stem, topic tag of a hub linking it)
+    hub_tags: list[tuple[str, str]] = []  # (linked stem, topic tag of a hub linking it)
     for relpath, (fm, body) in notes.items():
         assert fm.get("tags"), relpath
         assert all(TAG.match(t) for t in fm["tags"]), (relpath, fm["tags"])
         if fm["type"] == "topic":
-            (topic,) = [t for t in fm["tags"] if t.startswith("topic/")]
-            hub_tags += [(stem, topic) for stem in re.findall(r"\[\[([^\]#|]+)\]\]", body)]
+            links = re.findall(r"\[\[([^\]#|]+)\]\]", body)
+            assert links, relpath  # no empty hub
+            hub_tags += [(stem, t) for stem in links for t in fm["tags"] if t.startswith("topic/")]
         elif fm["type"] == "session":
-            assert fm["tags"] == ["session", fm["source_kind"]]
+            assert fm["tags"][:2] == ["session", fm["source_kind"]]
+            assert all(t.startswith("topic/") for t in fm["tags"][2:])
         elif fm["type"] == "atomic":
             assert fm["tags"][0] == fm["category"]
-    atomic = {Path(r).stem: fm for r, (fm, _) in notes.items() if fm["type"] == "atomic"}
-    assert hub_tags and {stem for stem, _ in hub_tags} <= set(atomic)
+    tagged = {Path(r).stem: fm for r, (fm, _) in notes.items() if fm["type"] in ("atomic", "session")}
+    assert hub_tags and {stem for stem, _ in hub_tags} <= set(tagged)
     for stem, topic in hub_tags:
-        assert topic in atomic[stem]["tags"], (stem, topic)
+        assert topic in tagged[stem]["tags"], (stem, topic)
+    # A subject tag gathers several conversations: none is one conversation's title.
+    sessions = Counter(t for fm in tagged.values() if fm["type"] == "session" for t in fm["tags"][2:])
+    assert sessions and min(sessions.values()) >= 2
 
 
 def test_tag_and_created_helpers():
@@ -226,9 +232,10 @@ def test_reingest_migrates_untouched_old_notes_and_leaves_edited_ones(tmp_path):
     vault.close()
 
 
-def test_a_topic_only_named_is_a_hub_and_tags_not_a_note(tmp_path):
+def test_a_topic_only_named_is_a_hub_not_a_note_nor_a_tag(tmp_path):
     """A topic note "The conversation is about Stores." is template filler (the Note Quality Gate refuses it): the
-    topic's name lives in its hub note and in every note's `topic/...` tag instead."""
+    title names the conversation's own hub, which links its notes; no tag is made of one title (a
+    subject tag gathers several conversations: tests/ingest/test_topics.py)."""
     export = tmp_path / "chat.md"
     export.write_text(
         "# Stores\n\nUser: Which database do we use?\n\nAssistant: We use Postgres for the main store.\n",
@@ -241,5 +248,5 @@ def test_a_topic_only_named_is_a_hub_and_tags_not_a_note(tmp_path):
     atomic = {Path(r).stem: fm for r, (fm, body) in notes.items() if fm["type"] == "atomic"}
     assert atomic and not [r for r, (_, body) in notes.items() if "The conversation is about" in body]
     (hub,) = [(fm, body) for fm, body in notes.values() if fm["type"] == "topic"]
-    assert "topic/stores" in hub[0]["tags"] and set(re.findall(r"\[\[([^\]#|]+)\]\]", hub[1])) == set(atomic)
-    assert all("topic/stores" in fm["tags"] for fm in atomic.values())
+    assert hub[0]["tags"] == ["hub"] and set(re.findall(r"\[\[([^\]#|]+)\]\]", hub[1])) == set(atomic)
+    assert not any(t.startswith("topic/") for fm in atomic.values() for t in fm["tags"])

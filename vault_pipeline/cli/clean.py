@@ -1,7 +1,8 @@
 """``vault clean``: the nightly sweep, its dry-run plan, and undo.
 
 The plan is printed for a person: a summary (actions per kind and what each does) first, then
-each action with its reason and one line per note (what it becomes, its text, its vault path).
+each action with its reason and, per note, what it becomes, its vault path and its text, all
+wrapped to the terminal's width, never cut.
 ``--json`` prints the plan as the list of actions the journal records.
 """
 
@@ -42,9 +43,6 @@ KINDS = {
     "relate": "two notes about one subject: each gets a related link to the other",
 }
 PLAN_WIDTH = 120  # columns of the plan when stdout is not a terminal (a file, a pipe)
-# A note's text is cut to fit the line beside its path, but keeps at least this share of the
-# width: the text is what a person reads; the path is never cut (it is what opens the note).
-TEXT_SHARE = 0.4
 
 
 def clean(
@@ -149,11 +147,13 @@ def print_clean_report(report: CleanReport, console: Console) -> None:
 def plan_lines(plan: Plan, width: int) -> list[str]:
     """The plan for a person: the summary, then each action numbered as ``--undo --action`` counts them."""
     counts = Counter(action.action for action in plan.actions)
-    lines = [
+    head = (
         f"clean plan: {len(plan.actions):,} action(s) from {plan.candidates:,} candidate pair(s) over {plan.notes:,} "
-        "notes; a dry run, nothing changed",
-        *(f"  {counts[kind]:>6,}  {kind:<9}  {meaning}" for kind, meaning in KINDS.items()),
-    ]
+        "notes; a dry run, nothing changed"
+    )
+    lines = wrapped(head, width, "", "  ")
+    for kind, meaning in KINDS.items():
+        lines += wrapped(meaning, width, f"  {counts[kind]:>6,}  {kind:<9}  ", " " * 21)
     if plan.actions:
         lines.append("")
     for number, action in enumerate(plan.actions, 1):
@@ -162,16 +162,28 @@ def plan_lines(plan: Plan, width: int) -> list[str]:
 
 
 def action_lines(number: int, action: Action, width: int) -> list[str]:
-    """``N. kind: reason`` on one line, then ``role  text  path`` for each of the action's notes."""
-    rows = note_roles(action)
+    """``N. kind: reason`` wrapped to ``width``, then for each of the action's notes ``role  path`` and
+    its text wrapped beneath: nothing is cut (the path opens the note, the reason and text are read)."""
     head = f"{number}. {action.action}: "
-    longest = max(len(one_line(ref.text)) for _, ref in rows)
-    room = width - len("   archive  ") - max(len(ref.path) for _, ref in rows) - 2
-    text_width = min(longest, max(int(width * TEXT_SHARE), room))
-    return [
-        head + cut(action.reason, width - len(head)),
-        *(f"   {role:<7}  {cut(ref.text, text_width):<{text_width}}  {ref.path}" for role, ref in rows),
-    ]
+    lines = wrapped(action.reason, width, head, " " * 3)
+    for role, ref in note_roles(action):
+        lines.append(f"   {role:<7}  {ref.path}")
+        lines += wrapped(ref.text, width, " " * 12, " " * 12)
+    return lines
+
+
+def wrapped(text: str, width: int, first: str, rest: str) -> list[str]:
+    """``text`` on lines of at most ``width`` columns (a word longer than a line stands alone, whole)."""
+    import textwrap
+
+    return textwrap.wrap(
+        one_line(text),
+        width=max(width, len(first) + 20),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
 
 
 def note_roles(action: Action) -> list[tuple[str, NoteRef]]:
@@ -192,9 +204,3 @@ def note_roles(action: Action) -> list[tuple[str, NoteRef]]:
 def one_line(text: str) -> str:
     """``text`` with its line breaks and runs of spaces made single spaces."""
     return " ".join(text.split())
-
-
-def cut(text: str, width: int) -> str:
-    """``text`` on one line, at most ``width`` characters (an ellipsis marks a cut)."""
-    line = one_line(text)
-    return line if len(line) <= width else line[: max(0, width - 1)].rstrip() + "…"

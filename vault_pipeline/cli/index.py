@@ -63,6 +63,8 @@ def print_index(report: IndexReport, console: Console) -> None:
     """Skips, repairs and rebuilds on stderr, then the counts as a table."""
     for path, reason in report.skipped:
         err.print(f"skipped: {path}: {reason}", markup=False)
+    for path, problem in report.warnings:
+        err.print(f"warning: {path}: {problem}", markup=False)
     for path, fault in report.repairs:
         err.print(f"repaired: {path}: {fault}", markup=False)
     if report.rebuilt:

@@ -211,10 +211,11 @@ def print_ingest(report: IngestReport, console: Console, usage: Usage | None = N
         ("thread maps", report.threads),
         *((f"  {cat}", n) for cat, n in sorted(report.notes_by_category.items())),
         ("candidates not written (below the selector's bar)", sum(report.not_written.values())),
-        *((f"  {reason}", n) for reason, n in report.not_written.most_common(5)),
+        # Every reason selection gave, however many kinds: the rows add up to the total above.
+        *((f"  {reason}", n) for reason, n in report.not_written.most_common()),
         ("sentences too long to be a note (left to the transcript)", report.units_skipped),
         ("notes no longer written, archived", len(report.archived)),
-        ("topics named only (kept as hubs and tags, not notes)", report.topics_named),
+        ("topics named only (the conversation's hub, not a note)", report.topics_named),
         ("files created", report.writes["created"]),
         ("files updated", report.writes["updated"]),
         ("files unchanged", report.writes["unchanged"] + report.writes["moved-elsewhere"]),

@@ -168,7 +168,8 @@ def short_path(path: str, width: int = NOTE_WIDTH[1]) -> str:
 
 
 def trace_table(package: ContextPackage, width: int = TRACE_WIDTH) -> Table:
-    """One line per candidate: rank, note, lanes, similarity, floor, gate, score and the reason, cut to fit."""
+    """A row per candidate: rank, note, lanes, similarity, floor, gate, score and the reason; the path
+    and the reason wrap to fit (never cut: the path is what opens the note, the reason is read)."""
     from rich import box
     from rich.table import Table
 
@@ -180,14 +181,15 @@ def trace_table(package: ContextPackage, width: int = TRACE_WIDTH) -> Table:
         padding=0,
         width=width,
     )
-    for header in ("rank", "note", "lanes", "sim", "floor", "gate", "score"):
-        table.add_column(header, no_wrap=True, justify="right" if header in ("rank", "sim", "score") else "left")
-    table.add_column("reason", no_wrap=True, overflow="ellipsis", ratio=1)
     note_width = min(NOTE_WIDTH[1], max(NOTE_WIDTH[0], width - OTHER_COLUMNS - REASON_WIDTH))
+    for header in ("rank", "note", "lanes", "sim", "floor", "gate", "score"):
+        wraps = {"no_wrap": False, "overflow": "fold", "width": note_width} if header == "note" else {"no_wrap": True}
+        table.add_column(header, justify="right" if header in ("rank", "sim", "score") else "left", **wraps)
+    table.add_column("reason", no_wrap=False, overflow="fold", ratio=1)
     for entry in package.to_dict(trace=True)["trace"]:
         table.add_row(
             shown(entry.get("rank")),
-            short_path(entry.get("path", ""), note_width),
+            str(entry.get("path", "")).removesuffix(".md"),
             ",".join(entry.get("lanes", [])),
             shown(entry.get("similarity")),
             entry.get("floor") or "-",

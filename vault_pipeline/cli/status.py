@@ -12,6 +12,7 @@ from vault_pipeline.cli.common import (
     VaultOpt,
     VerboseOpt,
     build_embedder,
+    err,
     open_vault,
     out,
     print_json,
@@ -87,3 +88,5 @@ def print_status(result: VaultStatus) -> None:
     out.print(table("models", result.models, ("role", "model", "where")))
     for relpath, heading, bullets in result.lint:
         out.print(f"lint: {relpath}: '{heading}' has {bullets} bullets (more than four: split the idea)", markup=False)
+    for relpath, problem in result.broken:
+        err.print(f"warning: {relpath}: {problem} (fix its frontmatter; `vault check` shows it)", markup=False)

@@ -10,11 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, IndexStateError
+from vault_pipeline.index.broken import broken_notes
 from vault_pipeline.index.chunk import lint_levels
 from vault_pipeline.index.damage import IndexDamagedError, describe, is_damage
 from vault_pipeline.index.manifest import MANIFEST_FILE, ManifestEntry, opened_manifest
 from vault_pipeline.index.search import Index
 from vault_pipeline.vault.files import STATE_DIR, Vault
+
+__all__ = ["broken_notes", "index_status", "lint", "pending"]
 
 
 def index_status(vault: Vault, paths: list[str]) -> tuple[dict[str, int], dict[str, Any] | None]:

@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from vault_pipeline.errors import FrontmatterError, ModelError
+from vault_pipeline.index.broken import record_broken
 from vault_pipeline.index.chunk import CHUNKING_VERSION, Chunk, chunks_for_note
 from vault_pipeline.index.damage import describe, is_damage, probe, set_aside
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
@@ -47,7 +48,7 @@ from vault_pipeline.index.table import (
 )
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.vault.files import STATE_DIR, Vault
-from vault_pipeline.vault.frontmatter import split_frontmatter
+from vault_pipeline.vault.frontmatter import salvage_frontmatter, split_frontmatter
 
 __all__ = ["IndexReport", "Preloadable", "repair", "sync", "user_note_id"]
 
@@ -96,6 +97,7 @@ class IndexReport:
     rows: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0  # inside the embedder; the rest of ``seconds`` is the pipeline's own cost
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, what): indexed from the body
 
     def to_dict(self) -> dict[str, Any]:
         """The report as ``vault index --json`` prints it (the CLI adds ``exit_code``)."""
@@ -138,6 +140,8 @@ def sync(
     finally:
         if loading is not None:
             loading.join()
+    # Every note read from its body, this run's and those unchanged since: ``vault status`` reads them too.
+    report.warnings = record_broken(vault, report.warnings)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -365,14 +369,17 @@ class _Run:
         return _Note(entry, note_columns(frontmatter, relpath), chunks, kind, replaces, reuse)
 
     def _split(self, relpath: str, data: bytes) -> tuple[dict, str] | None:
-        """A file's (frontmatter, body); None, reported, if it is not UTF-8 or its frontmatter is broken."""
+        """A file's (frontmatter, body); None, reported, if it is not UTF-8. A broken frontmatter
+        (hand-edited) is read as far as it goes and the note indexed from its body, with a warning."""
         try:
-            return split_frontmatter(data.decode("utf-8"), relpath)
+            text = data.decode("utf-8")
+            return split_frontmatter(text, relpath)
         except UnicodeDecodeError:
             self._skip(relpath, "not UTF-8 text")
         except FrontmatterError as exc:
             # One line per file: YAML errors span several lines with their context marks.
-            self._skip(relpath, " ".join(exc.reason.split()))
+            self.report.warnings.append((relpath, " ".join(exc.reason.split()) + "; indexed from its body"))
+            return salvage_frontmatter(text)
         return None
 
     def _replaced(

@@ -12,7 +12,8 @@ import hashlib
 import itertools
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
@@ -336,6 +337,20 @@ def extract_conversation(conv: Conversation, llm: StructuredLLM) -> Extraction:
 # --------------------------------------------------------------------------- thread maps
 
 TITLE_JACCARD, TITLE_SHARED = 0.5, 2
+# Chats whose titles pass the rule continue each other only when close in time: within a day, or
+# within CONTINUES_DAYS when the titles share a name (a word no dictionary knows: "django", "gcp")
+# or the later one opens by pointing back at what they share ("our paper", "the garden essay");
+# or when they open with the same ask (a request retried in a new chat). docs/decisions/0147.
+CONTINUES_DAYS, SAME_DAY = 14.0, 1.0
+OPENING_CHARS = 300  # what of a chat's first user message a thread map keeps to compare openings
+
+
+def thread_header(conv: Conversation) -> Conversation:
+    """What grouping reads of a conversation: title, times, thread, and its opening ask (cut to
+    ``OPENING_CHARS``): an ingest keeps this much per conversation, never its messages."""
+    first = next((m for m in conv.messages if m.role == "user"), None)
+    opening = (replace(first, text=first.text[:OPENING_CHARS]),) if first else ()
+    return replace(conv, messages=opening)
 
 
 def _title_terms(title: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
@@ -352,6 +367,46 @@ def _same_line(a: tuple[frozenset, frozenset], b: tuple[frozenset, frozenset]) -
     return shared / len(a[0] | b[0]) >= TITLE_JACCARD or bool(a[1] & b[1])
 
 
+def _continues(a: Conversation, b: Conversation, shared: frozenset[str]) -> bool:
+    """Whether two chats whose titles pass the rule continue each other (see ``CONTINUES_DAYS``)."""
+    if _opening(a) and _opening(a) == _opening(b):
+        return True
+    if a.created is None or b.created is None:
+        return True  # no times (transcripts): the titles decide, as they always did
+    days = abs((a.created - b.created).total_seconds()) / 86_400
+    if days <= SAME_DAY:
+        return True
+    later = max(a, b, key=_when)
+    return days <= CONTINUES_DAYS and (any(map(_is_name, shared)) or _points_back(_opening(later), shared))
+
+
+# "our paper", "the related-work section of our paper", "mijn scriptie": a possessive or "the"
+# at most two words before a word the titles share.
+_BACK = re.compile(r"\b(?:our|my|the|this|ons|onze|mijn|deze)\s+(?:[\w-]+\s+){0,2}?([\w-]+)")
+
+
+def _points_back(opening: str, shared: frozenset[str]) -> bool:
+    """Whether a chat's opening refers to something the titles share as known ("our paper")."""
+    folded = {w[:-1] if w.endswith("s") and len(w) > 4 else w for w in _BACK.findall(opening)}
+    return bool(folded & shared)
+
+
+def _opening(conv: Conversation) -> str:
+    first = next((m for m in conv.messages if m.role == "user"), None)
+    return normalise_text(first.text[:OPENING_CHARS]) if first else ""
+
+
+@lru_cache(maxsize=1)
+def _lexicon() -> Any:
+    from textblob.en import lexicon  # the tagger's word list, imported on first use
+
+    return lexicon
+
+
+def _is_name(word: str) -> bool:
+    return _lexicon().get(word) is None
+
+
 def group_threads(conversations: Sequence[Conversation]) -> list[tuple[str, list[Conversation]]]:
     """Sessions of one line of work, groups of 2+ only, sorted by key; members by (created, id).
 
@@ -359,8 +414,9 @@ def group_threads(conversations: Sequence[Conversation]) -> list[tuple[str, list
     join when their titles share at least 2 content words (stop words and generic verbs such as
     "fix" or "create" left out, a plural "s" folded) and either the Jaccard index of those word
     sets is at least 0.5 or both titles hold the same two-word phrase ("retrieval paper",
-    "garden essay"); joining is transitive. Key: ``title:`` + a hash of the group's earliest session,
-    so a group keeps its key when later sessions join it.
+    "garden essay"), and they continue each other (``_continues``: the same opening ask, or close
+    in time); joining is transitive. Key: ``title:`` + a hash of the group's earliest session, so a
+    group keeps its key when later sessions join it.
     """
     groups: dict[str, list[Conversation]] = {}
     for conv in conversations:
@@ -394,7 +450,7 @@ def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:
             postings.setdefault(w, []).append(i)
     pairs = {(i, j) for ids in postings.values() for a, i in enumerate(ids) for j in ids[a + 1 :]}
     for i, j in sorted(pairs):
-        if _same_line(terms[i], terms[j]):
+        if _same_line(terms[i], terms[j]) and _continues(convs[i], convs[j], terms[i][0] & terms[j][0]):
             parent[find(j)] = find(i)
     clusters: dict[int, list[Conversation]] = {}
     for i, conv in enumerate(convs):

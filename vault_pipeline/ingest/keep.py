@@ -20,7 +20,7 @@ from vault_pipeline.ingest.quality import hard_problems, unfaithful, word_limit
 from vault_pipeline.ingest.quality_model import QualityItem, judge_notes, problems_of
 from vault_pipeline.ingest.select import Candidate, Scored, Selector, score, shipped
 from vault_pipeline.models.protocol import StructuredLLM
-from vault_pipeline.text import link_target, normalise_text, sentence_count
+from vault_pipeline.text import apart, link_target, normalise_text, sentence_count
 from vault_pipeline.vault.files import Vault
 from vault_pipeline.vault.format import block_id, parse_atomic_body, transcript_turns
 from vault_pipeline.vault.frontmatter import frontmatter_span, source_messages, source_properties
@@ -166,7 +166,8 @@ def _score_problem(scored: Scored | None, keep_at: float | None) -> list[str]:
     bar = shipped().keep if keep_at is None else keep_at
     if scored.probability < bar:
         why = ", ".join(scored.reasons) or "no one sign against it, but not enough for it"
-        return [f"quality score {scored.probability:.2f} below {bar:.2f}: {why}"]
+        score, least = apart(scored.probability, bar)
+        return [f"quality score {score} below {least}: {why}"]
     return []
 
 

@@ -10,7 +10,7 @@ to overwrite any file whose bytes are not the ones vault_pipeline last wrote.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -25,6 +25,7 @@ from vault_pipeline.ingest.notes import (
     session_note,
     thread_note,
     topic_hub,
+    topic_tag,
 )
 from vault_pipeline.ingest.parse import Conversation
 from vault_pipeline.models.protocol import StructuredLLM
@@ -70,7 +71,7 @@ class IngestReport:
     not_written: Counter = field(default_factory=Counter)  # candidates below the selector's bar, by reason
     archived: list[str] = field(default_factory=list)  # inbox notes of re-ingested conversations no longer written
     archive_run: str = ""  # the journal run that archived them (``vault clean --undo <run>``)
-    topics_named: int = 0  # topic units that only named their topic: kept as hubs and tags, not notes
+    topics_named: int = 0  # topic units that only named their topic: named the conversation's hub, not notes
     writes: Counter = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # read all the same (e.g. bytes not UTF-8)
@@ -118,19 +119,52 @@ class IngestReport:
         }
 
 
-def write_conversation(vault: Vault, extraction: Extraction, report: IngestReport, hubs: dict[str, set[str]]) -> str:
-    """Write a conversation's session note and atomic notes; file them under their topic hubs.
+@dataclass
+class Hubs:
+    """The hubs an ingest writes: per hub the notes it links, and the subject tags it carries.
 
-    Returns the session note's stem (thread maps link to it)."""
+    A subject's hub (``ingest/topics.py``) gathers the sessions and notes of every conversation
+    about it; a conversation's own hub (named by its title) gathers its notes, tagged with its
+    subjects rather than a tag of its own. Only stems are kept."""
+
+    links: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    tags: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+    def file(self, subjects: Sequence[str], titles: Sequence[str], session: str, notes: Sequence[str]) -> None:
+        """A conversation's session and notes under each subject; its notes under its own hub."""
+        for subject in subjects:
+            self.links[subject].update([session, *notes])
+        for title in titles:
+            self.links[title].update(notes)
+            self.tags[title].update(topic_tag(t) for t in subjects)
+
+
+def write_conversation(
+    vault: Vault,
+    extraction: Extraction,
+    report: IngestReport,
+    hubs: Hubs,
+    written: list[tuple[str, str]] | None = None,
+    subjects: Sequence[str] = (),
+) -> str:
+    """Write a conversation's session note and atomic notes; file them under their subjects' hubs.
+
+    Returns the session note's stem (thread maps link to it); ``written`` receives each atomic
+    note's (stem, sentence), for the people pages. ``subjects``: what the conversation is about
+    among subjects several conversations share (``ingest/topics.py``)."""
     conv = extraction.conversation
+    # A subject tags the session note and every note, and its hub links them all. A topic unit that
+    # says more than the title (a model's) is a subject too; one that only names its topic ("The
+    # conversation is about Offerte software project.") names the conversation's own hub: no note
+    # (the Note Quality Gate refuses it as template filler) and no tag of its own.
+    topics = list(dict.fromkeys([*subjects, *(_topic_name(u.text) for u in extraction.units if _own_topic(u))]))
+    titles = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if _names_a_topic(u)))
+    session = session_note(conv, extraction.summary)
+    tags = [*session.frontmatter.get("tags", []), *(topic_tag(t) for t in topics)]
+    session = replace(session, frontmatter={**session.frontmatter, "tags": list(dict.fromkeys(tags))})
     # Links use the session note's current name: the user may have renamed it (found by its id).
-    session_stem = _stem(write_note(vault, session_note(conv, extraction.summary), report))
+    session_stem = _stem(write_note(vault, session, report))
     created = conversation_created(conv)
-    # A topic unit anchors a hub note that loads its conversation's cluster of notes (and tags them).
-    topics = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if u.category == "topic"))
-    # One that only names its topic ("The conversation is about Offerte software project.") is no
-    # note worth keeping (the Note Quality Gate refuses it as template filler): its name lives on in
-    # the hub and in every note's `topic/...` tag.
     scores = extraction.scores or (None,) * len(extraction.units)
     kept = [(u, p) for u, p in zip(extraction.units, scores) if not _names_a_topic(u)]
     report.topics_named += len(extraction.units) - len(kept)
@@ -143,13 +177,19 @@ def write_conversation(vault: Vault, extraction: Extraction, report: IngestRepor
     for unit, note in notes:
         report.notes_by_category[unit.category] += 1
         stems.append(_stem(write_note(vault, note, report)))
-    for topic in topics:
-        hubs[topic].update(stems)
+        if written is not None:
+            written.append((stems[-1], unit.text))
+    hubs.file(topics, titles, session_stem, stems)
     return session_stem
 
 
 def _stem(relpath: str) -> str:
     return PurePosixPath(relpath).stem
+
+
+def _own_topic(unit: AtomicUnit) -> bool:
+    """A topic unit that names a subject of its own, not the conversation's title."""
+    return unit.category == "topic" and not _names_a_topic(unit)
 
 
 def _names_a_topic(unit: AtomicUnit) -> bool:
@@ -166,11 +206,17 @@ def _topic_name(sentence: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def write_topic_hubs(vault: Vault, hubs: dict[str, set[str]], report: IngestReport) -> None:
-    """Write each topic hub, its links merged with those its file already holds."""
-    for topic in sorted(hubs):
-        existing = existing_links(vault, topic_hub(topic, []))
-        write_note(vault, topic_hub(topic, sorted(hubs[topic] | existing)), report)
+def write_topic_hubs(vault: Vault, hubs: Hubs, report: IngestReport) -> None:
+    """Write each hub, its links merged with those its file already holds; a hub with nothing to
+    link is not written. A conversation's own hub carries its subjects' tags, not one of its own."""
+    for topic in sorted(hubs.links):
+        links = hubs.links[topic] | existing_links(vault, topic_hub(topic, []))
+        if not links:
+            continue
+        hub = topic_hub(topic, sorted(links))
+        if topic in hubs.tags:
+            hub = replace(hub, frontmatter={**hub.frontmatter, "tags": ["hub", *sorted(hubs.tags[topic])]})
+        write_note(vault, hub, report)
 
 
 def existing_links(vault: Vault, probe: Note) -> set[str]:
@@ -201,7 +247,15 @@ def write_threads(
         except ModelError as exc:
             return exc
 
-    for (key, members), outcome in ordered(mapped, group_threads([conv for conv, _, _ in sessions]), concurrency):
+    # A partial ingest sees part of a line of work: a map already in the vault that links all of
+    # its sessions (under another key: the earliest session was not ingested) is that line's map.
+    mapped_before = _thread_links(vault)
+    threads = [
+        (key, members)
+        for key, members in group_threads([conv for conv, _, _ in sessions])
+        if not any(k != key and {by_id[c.id][2] for c in members} <= links for k, links in mapped_before.items())
+    ]
+    for (key, members), outcome in ordered(mapped, threads, concurrency):
         thread_map = outcome.result()
         if isinstance(thread_map, ModelError):
             report.errors.append(f"thread {key}: {thread_map}")
@@ -209,6 +263,24 @@ def write_threads(
         stems = {c.id: by_id[c.id][2] for c in members}
         write_note(vault, thread_note(key, thread_map, stems), report)
         report.threads += 1
+
+
+def _thread_links(vault: Vault) -> dict[str, set[str]]:
+    """Thread key -> the session stems its map in the vault links."""
+    found: dict[str, set[str]] = {}
+    for relpath in vault.iter_note_paths():
+        if not relpath.startswith(THREADS + "/"):
+            continue
+        try:
+            fm, body, _ = vault.read(relpath)
+        except VaultError:
+            continue
+        if fm.get("type") == "thread" and fm.get("thread"):
+            found[str(fm["thread"])] = {link.target for link in wikilinks(body)}
+    return found
+
+
+THREADS = "threads"
 
 
 def write_note(vault: Vault, note: Note, report: IngestReport) -> str:

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import cast
 
 from vault_pipeline.errors import VaultError
@@ -30,6 +31,7 @@ from vault_pipeline.ingest.extract import (
 )
 from vault_pipeline.ingest.notes import atomic_note, positions, session_note
 from vault_pipeline.ingest.parse.types import Conversation, Kind, Message
+from vault_pipeline.ingest.people import link_people
 from vault_pipeline.ingest.quality import hard_problems, word_limit
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.text import normalise_text
@@ -100,6 +102,7 @@ def remember(
     started = time.monotonic()
     with vault.lock("remember", wait=wait):
         _write(vault, conv, passing, client, report, when)
+        link_people(vault, text, [PurePosixPath(p).stem for p in [report.session, *report.written]])
     if embedder is not None and report.written:
         from vault_pipeline.index.sync import sync
 

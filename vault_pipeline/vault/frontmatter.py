@@ -194,6 +194,39 @@ def split_frontmatter(text: str, source: str = "<note>") -> tuple[dict, str]:
     return frontmatter, body
 
 
+# A top-level ``key: value`` line, and a list item under the key before it.
+_KEY_LINE = re.compile(r"^([A-Za-z_][\w-]*)\s*:\s*(.*?)\s*$")
+_ITEM_LINE = re.compile(r"^\s+-\s+(.*?)\s*$")
+
+
+def salvage_frontmatter(text: str) -> tuple[dict, str]:
+    """(what can be read of a broken frontmatter block, the body): for a note a person broke by hand,
+    so it stays findable. Each top-level ``key: value`` line and each list item under a key are
+    taken as plain text (quotes stripped); any other line of the block is left out. A block that is
+    never closed is no block: the whole text is the body."""
+    opening = _OPEN.match(text)
+    closing = _CLOSE.search(text, opening.end()) if opening else None
+    if opening is None or closing is None:
+        return {}, text
+    found: dict[str, Any] = {}
+    key = ""
+    for line in text[opening.end() : closing.start()].splitlines():
+        if (item := _ITEM_LINE.match(line)) and key:
+            value = found.get(key)
+            found[key] = [*(value if isinstance(value, list) else []), _unquoted(item[1])]
+        elif match := _KEY_LINE.match(line):
+            key = match[1]
+            found[key] = _unquoted(match[2]) if match[2] else []
+        else:
+            key = ""
+    body = text[closing.end() :]
+    return {k: v for k, v in found.items() if v not in ("", [])}, body[1:] if body.startswith("\n") else body
+
+
+def _unquoted(value: str) -> str:
+    return value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+
+
 def render_note(frontmatter: Mapping[str, Any], body: str) -> str:
     """Render frontmatter (canonical key order, empty values omitted) and body; byte-stable."""
     clean = ordered_frontmatter(frontmatter)

@@ -95,6 +95,7 @@ class Claim:
     relational: bool = False  # the predicate opens with a many-valued preposition ("is about X")
     question: bool = False  # a question, not a claim ("Can I ...?", "What can you expect.")
     core: frozenset[str] = frozenset()  # content stems without light verbs: equal for any duplicate pair
+    forms: tuple[tuple[str, str], ...] = ()  # (stem, word as written, lower-cased): a reason shows words
 
 
 @lru_cache(maxsize=200_000)
@@ -128,6 +129,7 @@ def parse_claim(text: str) -> Claim:
         relational=bool(tail) and lower[tail[0]] in _MANY_VALUED,
         question=_is_question(first, lower),
         core=_core(kept, label),
+        forms=tuple(dict.fromkeys(zip(stems, lower))),
     )
 
 

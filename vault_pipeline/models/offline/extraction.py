@@ -192,13 +192,46 @@ def summarize(variables: Mapping[str, Any]) -> dict:
     sentences before second ones, user turns before assistant turns, turns spread evenly over
     the session, pleasantries last.
     """
-    messages = list(variables.get("messages", []))
+    messages = continued(list(variables.get("messages", [])))
     turns = [("user" if m.get("role") == "user" else "assistant", sentences(str(m.get("text", "")))) for m in messages]
     labels = [_speaker_label(m, role) for m, (role, _) in zip(messages, turns)]  # named people keep their names
     opening = _opening(str(variables.get("title", "")), len(messages), labels)
     chosen = _fill(turns, SUMMARY_BUDGET - word_count(opening))
     lines = [opening] + [f"{label}: " + " ".join(picked) for label, picked in zip(labels, chosen) if picked]
     return {"summary": "\n\n".join(lines)}
+
+
+# A user turn that only asks the assistant to go on: ChatGPT cut its answer, the next one finishes it.
+_CONTINUE = re.compile(
+    r"^\W*(?:please\s+)?(?:continue|go on|keep going|carry on|ga door|ga verder|verder|doorgaan)\W*(?:please)?\W*$",
+    re.I,
+)
+
+
+def continued(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Messages with every "continue" split healed: the user's "continue" left out and the answer
+    that finishes the cut one joined to it, so a summary never opens a turn mid-sentence
+    ("Assistant: tag to prevent overwriting.")."""
+    out: list[Mapping[str, Any]] = []
+    heal = False
+    for n, message in enumerate(messages):
+        nxt = messages[n + 1] if n + 1 < len(messages) else None
+        if _is_continue(message) and out and out[-1].get("role") != "user" and nxt and nxt.get("role") != "user":
+            heal = True  # the "continue" itself: left out, the next answer joins the cut one
+            continue
+        if heal:
+            out[-1] = {
+                **out[-1],
+                "text": f"{str(out[-1].get('text', '')).rstrip()} {str(message.get('text', '')).lstrip()}",
+            }
+            heal = False
+            continue
+        out.append(message)
+    return out
+
+
+def _is_continue(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "user" and bool(_CONTINUE.match(str(message.get("text", ""))))
 
 
 def _opening(title: str, turns: int, labels: list[str]) -> str:
@@ -287,21 +320,38 @@ _LABEL = re.compile(r"^(?:The )?(?:user|assistant)\s*:\s*", re.I)
 
 
 def thread_map(variables: Mapping[str, Any]) -> dict:
-    """One step per session (its title and first ask, at most 25 words), and the questions it left."""
+    """One step per session (its title and first ask, at most 25 words), and the questions the user
+    left: a question the assistant asked (a quiz item, "Which of the following ...?") or a quiz
+    option is no open question of the user's."""
     steps, questions = [], []
     for session in variables.get("sessions", []):
-        summary = sentences(str(session.get("summary", "")))
-        body = [_LABEL.sub("", s) for s in summary if not s.startswith("Session “")]
+        body, asked = _summary_turns(str(session.get("summary", "")))
         title = str(session.get("title", "")).strip()
         lead = next((s for s in body if word_count(s) >= 3), "")
         step = f"{title}: {lead}" if title and lead else (title or lead or "Session held.")
         steps.append({"session_id": str(session.get("id")), "step": _fit(step, 25)})
-        questions += [s for s in body if s.endswith("?")]
+        questions += asked
     return {
         "title": str(variables.get("title", "")).strip() or "Line of work",
         "steps": steps,
         "open_questions": list(dict.fromkeys(questions)),
     }
+
+
+def _summary_turns(summary: str) -> tuple[list[str], list[str]]:
+    """A summary's sentences (its title line left out), and the questions of its user turns that
+    ask something (no quiz option, no "Which of the following ...?")."""
+    body, asked = [], []
+    for turn in (p.strip() for p in summary.split("\n\n") if p.strip()):
+        said = [s for s in sentences(_LABEL.sub("", turn)) if not s.startswith("Session “")]
+        body += said
+        if re.match(r"^(?:The )?user\s*:", turn, re.I) or not _LABEL.match(turn):
+            asked += [s for s in said if s.endswith("?") and not _OPTION_ITEM.match(s) and not _QUIZ.search(s)]
+    return body, asked
+
+
+# A question that tests the reader rather than asks something: "Which of the following ...?".
+_QUIZ = re.compile(r"\b(?:which of the following|welke van de volgende|true or false|juist of onjuist)\b", re.I)
 
 
 # --------------------------------------------------------------------------- statements as units

@@ -34,7 +34,7 @@ from vault_pipeline.models.offline.claims import (
     same_subject,
     subject_weakness,
 )
-from vault_pipeline.text import stem
+from vault_pipeline.text import FUNCTION_WORDS, STOPWORDS, stem
 
 
 def judge(variables: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,6 +72,10 @@ def decide(a: Claim, b: Claim, text_a: str = "", text_b: str = "") -> tuple[str,
     if not same_subject(a, b):
         return "unrelated", (
             f"Different subjects ({_words(a)} / {_words(b)}); shared words alone do not make the same claim."
+        )
+    if _trivial(a) or _trivial(b):
+        return "unrelated", (
+            f"The subjects ({_words(a)} / {_words(b)}) hold no word that names a thing, so the notes share no subject."
         )
     exact = a.subject == b.subject
     change = _slot_change(a, b, exact=exact)
@@ -121,7 +125,7 @@ def _gap(a: Claim, b: Claim, text_a: str, text_b: str) -> str:
     if not (text_a or text_b):
         return _stem_gap(a, b)
     if a.core != b.core:
-        only_a, only_b = _show(a.core - b.core) or "-", _show(b.core - a.core) or "-"
+        only_a, only_b = _show(a.core - b.core, a, b) or "-", _show(b.core - a.core, b, a) or "-"
         return f"words of one note are missing from the other ({only_a} / {only_b})"
     return meaning_gap(text_a, text_b)
 
@@ -153,7 +157,7 @@ def _change(a: Claim, b: Claim) -> str:
     if a.negated != b.negated:
         return "one note negates what the other asserts"
     if a.values and b.values and not (a.values <= b.values or b.values <= a.values):
-        return f"the value differs ({_show(a.values - b.values)} vs {_show(b.values - a.values)})"
+        return f"the value differs ({_show(a.values - b.values, a)} vs {_show(b.values - a.values, b)})"
     return _announced(a, b) if a.changed or b.changed else ""
 
 
@@ -161,16 +165,27 @@ def _announced(a: Claim, b: Claim) -> str:
     """Under a change cue ("moved to", "no longer"): the new value, or the new predicate words, or ""
     when neither differs."""
     if a.values != b.values:
-        return f"a change is announced ({_show(a.values) or '-'} -> {_show(b.values) or '-'})"
+        return f"a change is announced ({_show(a.values, a) or '-'} -> {_show(b.values, b) or '-'})"
     if a.rest and b.rest and a.rest != b.rest:
-        return f"a change is announced ({_show(a.rest)} -> {_show(b.rest)})"
+        return f"a change is announced ({_show(a.rest, a)} -> {_show(b.rest, b)})"
     return ""
 
 
-def _show(stems: frozenset[str]) -> str:
-    return ", ".join(sorted(stems))
+def _show(stems: frozenset[str], *claims: Claim) -> str:
+    """Stems as the notes write them ("available", not "availabl"), for a reason a person reads."""
+    spelled: dict[str, str] = {}
+    for claim in claims:
+        for key, word in claim.forms:
+            spelled.setdefault(key, word)
+    return ", ".join(sorted(spelled.get(s, s) for s in stems))
 
 
 def _words(claim: Claim) -> str:
     """The subject as the note words it ("staging server"), for a reason a person reads."""
-    return " ".join(claim.subject_words) or _show(claim.subject) or "?"
+    return " ".join(claim.subject_words) or _show(claim.subject, claim) or "?"
+
+
+def _trivial(claim: Claim) -> bool:
+    """A subject of closed-class words only ("may", "it", "this one"): no subject two notes can share."""
+    words = claim.subject_words or tuple(w for _, w in claim.forms if stem(w) in claim.subject)
+    return all(w in FUNCTION_WORDS or w in STOPWORDS or len(w) <= 2 for w in words)
