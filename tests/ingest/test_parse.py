@@ -567,7 +567,10 @@ def test_claude_zip_ignores_companion_files(tmp_path):
         zf.writestr("memories.json", "[]")
         zf.writestr("users.json", json.dumps([{"uuid": "u"}]))
     convs, issues = split(read_export(archive))
-    assert [c.id for c in convs] == ["k1"] and not issues
+    assert [c.id for c in convs] == ["k1"]
+    # projects.json holds the user's documents: not read yet, and said so in one warning line
+    assert [(i.source, i.warning) for i in issues] == [(f"{archive}!projects.json", True)]
+    assert "not ingested" in issues[0].reason
     assert convs[0].source == f"{archive}!conversations.json" and detect_kind(archive) == "claude"
 
 

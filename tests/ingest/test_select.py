@@ -125,7 +125,8 @@ def test_keep_reads_a_note_as_ingest_scored_it(tmp_path: Path):
     sources = SourceTexts(vault, paths)
     rows = [(p, *vault.read(p)[:2]) for p in paths if p.startswith("inbox/")]
     assert rows, "the shipped selector wrote no note of the example exports"
-    scores = keep_scores([(p, fm, body, sources.text(fm)) for p, fm, body in rows])
+    asked = {p: sources.question(fm) for p, fm, _ in rows}
+    scores = keep_scores([(p, fm, body, sources.text(fm)) for p, fm, body in rows], None, asked)
     for p, fm, _ in rows:
         assert scores[p].probability == pytest.approx(fm["quality_score"], abs=0.001), p
 

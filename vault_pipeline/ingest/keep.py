@@ -177,9 +177,12 @@ def note_context(body: str) -> str | None:
 
 
 def keep_scores(
-    entries: Sequence[tuple[str, Mapping[str, Any], str, str | None]], selector: Selector | None = None
+    entries: Sequence[tuple[str, Mapping[str, Any], str, str | None]],
+    selector: Selector | None = None,
+    questions: Mapping[str, str | None] | None = None,
 ) -> dict[str, Scored]:
-    """The selector's judgement of notes ((key, frontmatter, body, source text)), in one batch."""
+    """The selector's judgement of notes ((key, frontmatter, body, source text)), in one batch;
+    ``questions``: by key, the user's message an assistant's note answers, as ingest read it."""
     found: dict[str, Candidate] = {}
     for key, frontmatter, body, source in entries:
         sentence = note_sentence(body)
@@ -192,6 +195,7 @@ def keep_scores(
                 source,
                 str(frontmatter.get("source_title") or "") or None,
                 people=bool(frontmatter.get("speaker_name")),
+                question=(questions or {}).get(key),
             )
     return dict(zip(found, score(list(found.values()), selector)))
 
@@ -221,6 +225,7 @@ class SourceTexts:
         self._vault = vault
         self._by_stem = {p.rsplit("/", 1)[-1][:-3]: p for p in paths if p.startswith("sessions/")}
         self._sessions: dict[str, dict[str, str]] = {}
+        self._turns: dict[str, list[tuple[str, str, str]]] = {}  # (block id, speaker label, text) in order
 
     def text(self, frontmatter: Mapping[str, Any]) -> str | None:
         """The note's source messages joined, or None where they cannot be read (then nothing is checked)."""
@@ -232,11 +237,26 @@ class SourceTexts:
         found = [messages.get(block_id(str(m))) for m in ids]
         return None if any(f is None for f in found) else "\n".join(f or "" for f in found)
 
+    def question(self, frontmatter: Mapping[str, Any]) -> str | None:
+        """The user's message before an assistant's note's first source message (what it answers), as
+        ingest read it (``select.questions``); None for the user's own notes or where it cannot be read."""
+        ids = source_messages(frontmatter)
+        relpath = self._by_stem.get(link_target(frontmatter.get("session")))
+        if frontmatter.get("speaker") != "assistant" or not ids or relpath is None:
+            return None
+        self._session(relpath)
+        turns = self._turns.get(relpath, [])
+        at = next((i for i, (k, _, _) in enumerate(turns) if k == block_id(str(ids[0]))), None)
+        before = [text for _, who, text in turns[:at] if who != turns[at][1]] if at is not None else []
+        return before[-1] if before else None
+
     def _session(self, relpath: str) -> dict[str, str]:
         if relpath not in self._sessions:
             try:
                 _, body, _ = self._vault.read(relpath)
-                self._sessions[relpath] = transcript_messages(body)
+                turns = transcript_turns(body)
+                self._sessions[relpath] = {block: text for block, (_, text) in turns.items()}
+                self._turns[relpath] = [(block, who, text) for block, (who, text) in turns.items()]
             except (FrontmatterError, VaultError):
                 self._sessions[relpath] = {}
         return self._sessions[relpath]
@@ -397,7 +417,8 @@ class _Run:
         """The selector's judgement of these candidates, in one batch."""
         live = [e for e in entries if not e.error]
         rows = [(e.relpath, e.frontmatter, e.body, self.sources.text(e.frontmatter)) for e in live]
-        self.scores = keep_scores(rows, self.selector)
+        asked = {e.relpath: self.sources.question(e.frontmatter) for e in live}
+        self.scores = keep_scores(rows, self.selector, asked)
 
     def judge(self, entries: Sequence[_Entry], llm: StructuredLLM, report: KeepReport) -> dict[str, list[str]]:
         """relpath -> a quality model's problems with these candidates' sentences, in batched calls."""
@@ -416,6 +437,12 @@ class _Run:
         self.model_down = judged.unreachable
         return {paths[key]: problems_of(v) for key, v in judged.verdicts.items()}
 
+    def _keep_at(self, frontmatter: Mapping[str, Any]) -> float | None:
+        """The selector's keep threshold for the note's speaker."""
+        if self.selector is None:
+            return None
+        return self.selector.keep_for(str(frontmatter.get("speaker") or ""), bool(frontmatter.get("speaker_name")))
+
     def keep_one(self, entry: _Entry, mode: str, report: KeepReport) -> None:
         """Gate one candidate, record the verdict on it, and keep it if it passes (or the user insists)."""
         if entry.error:
@@ -428,7 +455,7 @@ class _Run:
             self.sources.text(entry.frontmatter),
             self.scores.get(entry.relpath),
             self.judged.get(entry.relpath),
-            self.selector.keep if self.selector else None,
+            self._keep_at(entry.frontmatter),
         )
         changes = {"quality": verdict(problems)}
         if problems and (mode == "passing" or (mode == "named" and not self.force)):

@@ -22,11 +22,27 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from vault_pipeline.ingest.categories import Categories
+from vault_pipeline.ingest.context import merge_context, unit_context
 from vault_pipeline.ingest.extract import MAX_VERBATIM_CONTEXT_WORDS, MAX_VERBATIM_WORDS
 from vault_pipeline.ingest.quality import FEATURES, features, is_dutch, meaning_vectors
+from vault_pipeline.ingest.specific import specificity
 from vault_pipeline.models.logistic import newton, sigmoid
 from vault_pipeline.models.offline.statements import Reading, Statement, is_verbatim, key, read_message
 from vault_pipeline.text import content_stems, word_count
+
+# Specificity signs (``specific.py``), read for the assistant's statements and the user's apart.
+_SPECIFIC: dict[str, str] = {
+    "typical": "worded as most conversations are",
+    "common_share": "mostly common words",
+    "rare_terms": "names rare terms",
+    "value": "holds a value with its unit",
+    "version": "holds a version",
+    "bare_number": "holds a bare number",
+    "mid_names": "names things",
+    "asked": "what the user asked about",
+    "asked_terms": "shares terms with the user's question",
+}
 
 # Sign -> what a user reads when it counts against a note. Order is the order of the model's inputs.
 SIGNS: dict[str, str] = {
@@ -68,9 +84,13 @@ SIGNS: dict[str, str] = {
     "people_first_person": "a person speaking of themselves",
     "people_question": "a person's question",
     **{f"sign:{k}": v for k, v in FEATURES.items()},
+    "user_first_person": "the user speaking of themselves",
+    "turn_size": "from a long turn",
+    "user_turn_size": "from a long turn of the user's (pasted material)",
     **{
-        f"category:{c}": f"filed as {c}"
-        for c in ("decision", "open-question", "constraint", "idea", "action-item", "provisional")
+        f"{who}{k}": f"{v}{where}"
+        for who, where in (("spec:", ""), ("user_spec:", " (the user's)"))
+        for k, v in _SPECIFIC.items()
     },
 }
 
@@ -97,6 +117,7 @@ class Candidate:
     source: str | None  # the source message's text, where it can be read
     title: str | None = None  # the conversation's title
     people: bool = False  # a conversation between people (named speakers, no assistant)
+    question: str | None = None  # the user's message this one answers (an assistant's candidate only)
 
 
 def locate(sentence: str, source: str | None) -> tuple[Statement | None, Reading | None]:
@@ -115,7 +136,7 @@ def _reading(source: str) -> Reading:
 
 
 def signs(c: Candidate) -> dict[str, float]:
-    """The selector's inputs for one candidate: structure, speaker, form and category (0/1 each)."""
+    """The selector's inputs for one candidate: structure, speaker, form (0/1 each) and specificity (0-1)."""
     found, reading = locate(c.sentence, c.source)
     text = c.sentence
     words = word_count(text)
@@ -136,7 +157,6 @@ def signs(c: Candidate) -> dict[str, float]:
         "definite_open": bool(_DEFINITE.match(text)),
         "connective_open": bool(_CONNECTIVE.match(text)),
         "placeholder": bool(_PLACEHOLDER.search(text)),
-        f"category:{c.category}": True,
     }
     if found is not None and reading is not None:
         on.update(_structure(found, reading))
@@ -144,7 +164,12 @@ def signs(c: Candidate) -> dict[str, float]:
     on["imperative"] = quality.pop("imperative", False)
     on.update(_who(c, on))
     on.update({f"sign:{k}": v for k, v in quality.items()})
-    return {k: 1.0 for k, v in on.items() if v and k in SIGNS}
+    found_on = {k: 1.0 for k, v in on.items() if v and k in SIGNS}
+    if reading is not None:
+        found_on["user_turn_size" if c.speaker == "user" and not c.people else "turn_size"] = _turn_size(reading)
+    prefix = "user_spec:" if c.speaker == "user" and not c.people else "spec:"
+    found_on.update((prefix + k, v) for k, v in specificity(text, c.context, c.question).items())
+    return found_on
 
 
 def _who(c: Candidate, on: Mapping[str, bool]) -> dict[str, bool]:
@@ -161,6 +186,7 @@ def _who(c: Candidate, on: Mapping[str, bool]) -> dict[str, bool]:
         "user_you": user and on["second_person"],
         "user_imperative": user and on["imperative"],
         "user_question": user and on["question"],
+        "user_first_person": user and on["first_person"],
         "assistant_you": not user and on["second_person"],
         "assistant_first_person": not user and on["first_person"],
     }
@@ -184,6 +210,12 @@ def _structure(s: Statement, reading: Reading) -> dict[str, bool]:
     }
 
 
+def _turn_size(reading: Reading) -> float:
+    """How long the turn is, 0 (one sentence) to 1 (40 sentences or more): a long user turn is mostly
+    pasted material, not what they say of themselves."""
+    return min(reading.sentences, 40) / 40
+
+
 # --------------------------------------------------------------------------- the model
 
 
@@ -197,6 +229,18 @@ class Selector:
     keep: float  # `vault keep --all-passing` promotes a note at or above this probability
     meaning: tuple[float, ...] = ()
     note: str = ""
+    categories: Categories = field(default_factory=lambda: Categories({}))  # none fitted: the cue category stands
+    # The user's own statements are read at their own thresholds (fitted for recall of what is theirs).
+    write_user: float | None = None
+    keep_user: float | None = None
+
+    def write_for(self, speaker: str, people: bool = False) -> float:
+        """The write threshold for a candidate of this speaker (people talking to each other: the base one)."""
+        return self.write_user if speaker == "user" and not people and self.write_user is not None else self.write
+
+    def keep_for(self, speaker: str, people: bool = False) -> float:
+        """The keep threshold for a note of this speaker."""
+        return self.keep_user if speaker == "user" and not people and self.keep_user is not None else self.keep
 
     def probability(self, on: Mapping[str, float], vector: Sequence[float] | None = None) -> float:
         z = self.bias + math.fsum(self.weights.get(k, 0.0) * v for k, v in on.items())
@@ -221,6 +265,7 @@ class Scored:
     candidate: Candidate
     probability: float
     reasons: list[str] = field(default_factory=list)
+    category: str = ""  # the fitted category ("" : the candidate's own)
 
 
 def score(candidates: Sequence[Candidate], model: Selector | None = None) -> list[Scored]:
@@ -230,18 +275,28 @@ def score(candidates: Sequence[Candidate], model: Selector | None = None) -> lis
     vectors: list[Any] = [None] * len(candidates)
     if model.meaning and candidates:
         vectors = meaning_vectors([c.sentence for c in candidates])
-    bar = max(model.write, model.keep)  # below either threshold, say why
     out = []
     for c, on, vector in zip(candidates, found, vectors):
+        bar = max(model.write_for(c.speaker, c.people), model.keep_for(c.speaker, c.people))  # below either, say why
         p = model.probability(on, vector)
-        out.append(Scored(c, p, [] if p >= bar else model.reasons(on, vector)))
+        filed = model.categories.category(on, c.category, c.speaker)
+        out.append(Scored(c, p, [] if p >= bar else model.reasons(on, vector), filed))
     return out
 
 
 def load_selector(path: Path) -> Selector:
     data = json.loads(path.read_text(encoding="utf-8"))
+    categories = Categories({c: (m["bias"], m["weights"]) for c, m in data.get("categories", {}).items()})
     return Selector(
-        data["weights"], data["bias"], data["write"], data["keep"], tuple(data.get("meaning", ())), data.get("note", "")
+        data["weights"],
+        data["bias"],
+        data["write"],
+        data["keep"],
+        tuple(data.get("meaning", ())),
+        data.get("note", ""),
+        categories,
+        data.get("write_user"),
+        data.get("keep_user"),
     )
 
 
@@ -252,8 +307,13 @@ def dump_selector(model: Selector, path: Path) -> None:
         "bias": model.bias,
         "write": model.write,
         "keep": model.keep,
+        "write_user": model.write_user,
+        "keep_user": model.keep_user,
         "weights": dict(sorted(model.weights.items())),
         "meaning": list(model.meaning),
+        "categories": {
+            c: {"bias": b, "weights": dict(sorted(w.items()))} for c, (b, w) in sorted(model.categories.models.items())
+        },
     }
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -290,7 +350,13 @@ def shipped(write: float | None = None, keep: float | None = None) -> Selector:
     model = _shipped()
     if write is None and keep is None:
         return model
-    return replace(model, write=model.write if write is None else write, keep=model.keep if keep is None else keep)
+    return replace(
+        model,
+        write=model.write if write is None else write,
+        keep=model.keep if keep is None else keep,
+        write_user=model.write_user if write is None else None,  # the user's threshold is the one they set
+        keep_user=model.keep_user if keep is None else None,
+    )
 
 
 # --------------------------------------------------------------------------- at ingest
@@ -306,12 +372,25 @@ class Selection:
     not_written: tuple[str, ...]
 
 
+def questions(messages: Sequence[Any]) -> dict[str, str]:
+    """Each assistant message's id -> the text of the user's message before it (what it answers)."""
+    out: dict[str, str] = {}
+    last: str | None = None
+    for m in messages:
+        if m.role == "user":
+            last = m.text
+        elif last is not None:
+            out[m.id] = last
+    return out
+
+
 def select_units(conversation: Any, units: Sequence[Any], model: Selector | None = None) -> Selection:
     """Score a conversation's verbatim units and keep those at or above the write threshold; topic
     units and a model's own (rewritten) units pass as they are."""
 
     model = model or _shipped()
     texts = {m.id: m.text for m in conversation.messages}
+    asked = questions(conversation.messages)
     people = not any(m.role == "assistant" for m in conversation.messages)
     title = conversation.title if conversation.titled else None
     judged = [
@@ -322,12 +401,13 @@ def select_units(conversation: Any, units: Sequence[Any], model: Selector | None
     candidates = [
         Candidate(
             units[i].text,
-            units[i].context,
+            merge_context(units[i].context, unit_context(units[i], conversation)[1]),  # the Context line as written
             units[i].category,
             units[i].speaker,
             texts[units[i].source_ids[0]],
             title,
             people,
+            asked.get(units[i].source_ids[0]),
         )
         for i in judged
     ]
@@ -338,8 +418,9 @@ def select_units(conversation: Any, units: Sequence[Any], model: Selector | None
         s = scored.get(i)
         if s is None:
             written.append((unit, None))
-        elif s.probability >= model.write:
-            written.append((unit, round(s.probability, 3)))
+        elif s.probability >= model.write_for(unit.speaker, people):
+            filed = unit if s.category in ("", unit.category) else unit.model_copy(update={"category": s.category})
+            written.append((filed, round(s.probability, 3)))
         else:
             refused.append(s.reasons[0] if s.reasons else "low score")
     return Selection(tuple(written), tuple(refused))

@@ -117,6 +117,12 @@ def _message(item: dict) -> Message | None:
 
 
 def _text(item: dict) -> str:
+    """The turn's text, then each attachment's extracted text under its file name."""
+    parts = [_turn_text(item), *_attachments(item)]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _turn_text(item: dict) -> str:
     """Only ``text`` blocks: the top-level text can glue the thinking block to the answer."""
     content = item.get("content")
     if isinstance(content, list):
@@ -128,3 +134,13 @@ def _text(item: dict) -> str:
         return "\n\n".join(b for b in blocks if b)
     text = item.get("text")
     return clean_text(text) if isinstance(text, str) else ""
+
+
+def _attachments(item: dict) -> list[str]:
+    """An attachment's ``extracted_content`` is what the user gave the conversation: it is read as theirs."""
+    found = []
+    for a in item.get("attachments") or ():
+        if isinstance(a, dict) and isinstance(a.get("extracted_content"), str) and a["extracted_content"].strip():
+            name = clean_id(a.get("file_name")) or "attachment"
+            found.append(f"Attachment {name}\n\n{clean_text(a['extracted_content'])}")
+    return found

@@ -209,6 +209,13 @@ def _classify(name: str) -> str:
     return "ignore" if suffix in _MEDIA else "unknown"
 
 
+def _unread_companion(name: str) -> str:
+    """The one line said of an export companion that holds the user's material but is not read yet."""
+    if name.rsplit("/", 1)[-1].lower() == "projects.json":
+        return "Claude project documents (projects.json) are not ingested yet; skipped"
+    return ""
+
+
 def _json_kind(name: str, kind: Kind | None) -> Kind | None:
     """The kind forced on a JSON file inside a folder or zip: never 'transcript', which only fits text files."""
     return kind if name.lower().endswith(".json") and kind != "transcript" else None
@@ -223,7 +230,9 @@ def _read_folder(folder: Path, kind: Kind | None, limit: int) -> Iterator[Item]:
     )
     for path in files:
         verdict = _classify(path.relative_to(folder).as_posix())
-        if verdict == "unknown":
+        if _unread_companion(path.name):
+            yield ParseIssue(writable(str(path)), WHOLE_FILE, _unread_companion(path.name), warning=True)
+        elif verdict == "unknown":
             yield ParseIssue(writable(str(path)), WHOLE_FILE, "not a recognised export file; skipped")
         elif verdict == "read":
             try:
@@ -247,6 +256,8 @@ def _read_zip(path: Path, kind: Kind | None, limit: int) -> Iterator[Item]:
             verdict = _classify(info.filename)
             if refused:
                 yield ParseIssue(source, WHOLE_FILE, refused)
+            elif _unread_companion(info.filename):
+                yield ParseIssue(source, WHOLE_FILE, _unread_companion(info.filename), warning=True)
             elif verdict == "unknown" or info.filename.lower().endswith(".zip"):
                 yield ParseIssue(source, WHOLE_FILE, "not a recognised export file; skipped")
             elif verdict == "read":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from vault_pipeline.models.offline.statements import points_back, read_message, sentences
@@ -370,7 +371,7 @@ _LOG = re.compile(
 )
 
 
-def _stands(s: Any, max_context_words: int) -> bool:
+def _stands(s: Any, max_context_words: int, role: str = "assistant") -> bool:
     """Whether a statement can be a note at all: a sentence (it ends as one) of a few words, not a
     quiz option or program output, a list item only under its lead-in or heading, and not pointing
     back at a sentence it does not have beside it as context."""
@@ -380,7 +381,8 @@ def _stands(s: Any, max_context_words: int) -> bool:
         and not _OPTION_ITEM.match(s.text)
         and not _LOG.match(s.text)
         and _last_word(s.text) not in FUNCTION_WORDS  # "... and." lost its end in its source already
-        and (s.kind != "item" or s.lead is not None or s.heading is not None)  # a list item needs its lead-in
+        # A list item needs its lead-in; the user's own list item names its subject in their message.
+        and (s.kind != "item" or s.lead is not None or s.heading is not None or role == "user")
         and (not s.points_back or _resolvable(s.before, max_context_words))
     )
 
@@ -403,7 +405,9 @@ def statement_units(message: Mapping[str, Any], max_words: int, max_context_word
     reading = read_message(str(message.get("text", "")), max_words, max_context_words)
     units = []
     for s in reading.statements:
-        if not _is_prose(s.text) or not _stands(s, max_context_words):
+        if role == "user" and not _ENDED.search(s.text):
+            s = replace(s, text=f"{s.text.rstrip(',;:')}.")  # people often end a line without a full stop
+        if not _is_prose(s.text) or not _stands(s, max_context_words, role):
             continue
         context = s.full_context(max_context_words)
         category = classify(s.text, role, context)

@@ -42,6 +42,8 @@ _TRAILING = re.compile(
 _COORDINATE = re.compile(r";\s+|,\s+(?:and|but|so|or|en|maar|dus|of)\s+|\s+[-–—]\s+", re.I)
 _LABEL = re.compile(r"^(?P<label>[^:.!?]{1,60}?):\s+(?P<rest>\S.*)$")
 _LEAD_IN = re.compile(r":\s*$")
+# A short line that ends no sentence, standing over a list as its heading would ("Requirements", "Unity").
+_LABEL_LINE = re.compile(r"^(?=\S)[^.!?;:\n]{2,60}$")
 _SPACE = re.compile(r"\s+")
 
 
@@ -210,6 +212,8 @@ class _Walker:
 
     def _list(self, token: dict[str, Any], depth: int) -> None:
         lead = self.previous if self.previous and _LEAD_IN.search(self.previous) else None
+        if lead is None and self.heading is None and self.previous and _LABEL_LINE.match(self.previous):
+            lead = self.previous  # "**Unity**" or "Requirements" on its own line names what the list is about
         for item in token.get("children") or ():
             first = len(self.blocks)
             self.previous = None
@@ -266,7 +270,11 @@ def read_message(markdown: str, max_words: int, max_context_words: int) -> Readi
         for line in _lines(block.text):
             for sentence in split_sentences(line):
                 sentence = tidy(sentence)
-                if not sentence or _LEAD_IN.search(sentence):
+                if not sentence:
+                    continue
+                if _LEAD_IN.search(sentence):  # a lead-in is its list's context; the user's may be a statement too
+                    if word_count(sentence) <= max_words and _balanced(sentence):
+                        statements.append(_statement(sentence, None, "whole", block, lead, count, before))
                     continue
                 made = [c for c in _candidates(sentence, max_words, max_context_words) if _balanced(c[0])]
                 long += not made and word_count(sentence) > max_words
