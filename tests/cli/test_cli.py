@@ -431,6 +431,9 @@ JSON_KEYS = {
         "rows",
         "seconds",
         "embed_seconds",
+        "cached_chunks",
+        "shared_chunks",
+        "store_error",
     ],
     "status": ["vault", "folders", "index", "pending", "models", "lint"],
     "check": [

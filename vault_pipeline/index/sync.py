@@ -84,8 +84,6 @@ class IndexReport:
     embedded_notes: int = 0  # notes with at least one chunk sent to the embedder
     embedded_chunks: int = 0  # texts sent to the embedder
     reused_chunks: int = 0  # rewritten chunks whose text was unchanged, so their vector was kept
-    cached_chunks: int = 0  # chunks whose vector came from the embedding store (embedded by an earlier run)
-    shared_chunks: int = 0  # chunks whose text another chunk of the run holds: embedded once for both
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     repairs: list[tuple[str, str]] = field(default_factory=list)  # (path, fault found)
     rebuilt: bool = False
@@ -98,10 +96,13 @@ class IndexReport:
     integrity: str = "layout"
     optimized: bool = False  # compaction and index refresh ran (after large or many writes)
     ann_index_built: bool = False
-    store_error: str = ""  # why the embedding store was not used (it could not be read or written), or ''
     rows: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0  # inside the embedder; the rest of ``seconds`` is the pipeline's own cost
+    # Added by issue 48, after the keys scripts read already (``--json`` keeps its order).
+    cached_chunks: int = 0  # chunks whose vector came from the embedding store (embedded by an earlier run)
+    shared_chunks: int = 0  # chunks whose text another chunk of the run holds: embedded once for both
+    store_error: str = ""  # why the embedding store was not used (it could not be read or written), or ''
 
     def to_dict(self) -> dict[str, Any]:
         """The report as ``vault index --json`` prints it (the CLI adds ``exit_code``)."""

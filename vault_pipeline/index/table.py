@@ -49,7 +49,7 @@ PREDICATE_CHUNK = 2_000  # paths per ``path IN (...)`` predicate
 # optimize() deletes the files of table versions older than this (LanceDB's default keeps 7 days,
 # so an index edited daily grew past twice its fresh size). A reader that opened an older version
 # is a query in flight, well under this; a read that still meets a removed file reads again
-# (``Index._complete``'s fallback). Decision 0133.
+# (``Index._complete``'s fallback). Decision 0132.
 VERSION_GRACE = timedelta(minutes=5)
 
 # Column order of the table; ``vector`` last. ``active`` is false for archived, superseded and
