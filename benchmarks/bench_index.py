@@ -47,17 +47,11 @@ def fresh_copy(vault: Path, where: Path) -> Path:
 
 def index_run(root: Path, build: Path, *extra: str) -> dict:
     """`vault index` of ``root`` by the checkout ``build``, as a fresh process."""
-    env_path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(build)
-    try:
-        done = run([sys.executable, "-m", "vault_pipeline.cli", "index", "--vault", str(root), "--json", *extra])
-    finally:
-        if env_path is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = env_path
+    # The child's own environment: threads of a side-by-side run must not share os.environ.
+    env = {**os.environ, "PYTHONPATH": str(build)}
+    done = run([sys.executable, "-m", "vault_pipeline.cli", "index", "--vault", str(root), "--json", *extra], env=env)
     report = json.loads(done["stdout"])
-    return {
+    figures = {
         "seconds": done["seconds"],
         "peak_mib": done["peak_mib"],
         "rows": report["rows"],
@@ -66,6 +60,8 @@ def index_run(root: Path, build: Path, *extra: str) -> dict:
         "per_second": report["rows"] / done["seconds"],
         "load": os.getloadavg()[0],
     }
+    print(f"vault index of {root.name} by {build}: {json.dumps(figures)}", flush=True)  # as each run ends
+    return figures
 
 
 def row_texts(root: Path) -> list[str]:

@@ -162,11 +162,11 @@ def queries(n: int, seed: int) -> list[str]:
 # --------------------------------------------------------------------------- measuring
 
 
-def run(args: list[str], *, ok: tuple[int, ...] = (0,)) -> dict:
+def run(args: list[str], *, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None) -> dict:
     """Run a command as a fresh process: wall seconds, output, and its own peak RSS (``os.wait4``)."""
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errors, text=True)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
         stdout = proc.stdout.read() if proc.stdout is not None else ""
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
