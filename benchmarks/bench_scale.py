@@ -5,6 +5,8 @@
     python benchmarks/bench_scale.py --out /tmp/scale --reuse  # keep the built vault and index
     python benchmarks/bench_scale.py --out /tmp/scale --reuse --funnel-only --profile funnel.txt
                                                               # pyinstrument: pip install -e ".[bench]"
+    python benchmarks/bench_scale.py --out /tmp/scaling --sizes 10000,30000,100000,300000 --queries 100
+                                                              # how cost grows: one row per size
 
 Atomic notes are bench_clean's generated claims ("The staging server port is 8080.",
 duplicates and contradictions planted among unique filler); long notes are resources of
@@ -160,11 +162,11 @@ def queries(n: int, seed: int) -> list[str]:
 # --------------------------------------------------------------------------- measuring
 
 
-def run(args: list[str], *, ok: tuple[int, ...] = (0,)) -> dict:
+def run(args: list[str], *, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None) -> dict:
     """Run a command as a fresh process: wall seconds, output, and its own peak RSS (``os.wait4``)."""
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errors, text=True)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
         stdout = proc.stdout.read() if proc.stdout is not None else ""
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
@@ -279,6 +281,58 @@ def funnel_latency(root: Path, qs: list[str], profile: Path | None, *, adaptive:
     }
 
 
+def gate_for_50(root: Path, qs: list[str]) -> dict:
+    """The gate alone on 50 candidates a query: the first 50 fused candidates of each of ``qs``
+    go through ``judge`` (floor, then gate) as the depth walk sends them; ``gate_rows`` is timed
+    (signals and model both: the whole gate) and counts what it was given. A candidate the floor
+    refuses never reaches it, so ``to_gate`` may be under 50."""
+    from vault_pipeline.config import load_settings
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.models.embed import MiniLMEmbedder
+    from vault_pipeline.models.offline import OfflineBackend
+    from vault_pipeline.retrieve import judge as judge_mod
+    from vault_pipeline.retrieve.lanes import retrieve
+    from vault_pipeline.retrieve.plan import plan
+    from vault_pipeline.retrieve.state import FunnelState, Tools
+    from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
+
+    embedder = MiniLMEmbedder()
+    index = Index.open(str(root), embedder, columns=QUERY_COLUMNS)
+    config = FunnelConfig.from_settings(load_settings(root))
+    tools = Tools(index, embedder, OfflineBackend(), OfflineBackend())
+    inner, spent, given = judge_mod.gate_rows, [0.0], [0]
+
+    def timed(rows, **kwargs):
+        started = time.perf_counter()
+        try:
+            return inner(rows, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - started
+            given[0] += len(rows)
+
+    times, sent, taken = [], [], []
+    judge_mod.gate_rows = timed  # the benchmark's own hook: the library is not changed
+    try:
+        for i, q in enumerate(qs):
+            state = retrieve(plan(FunnelState(query=q, config=config, tools=tools)))
+            cands = state.fused[:50]
+            spent[0], given[0] = 0.0, 0
+            judge_mod.judge(state, cands)
+            if i >= 3:  # the first few warm the caches
+                times.append(spent[0] * 1000)
+                sent.append(given[0])
+                taken.append(len(cands))
+    finally:
+        judge_mod.gate_rows = inner
+    return {
+        "queries": len(times),
+        "p50_ms": percentile(times, 0.5),
+        "p95_ms": percentile(times, 0.95),
+        "candidates_mean": statistics.fmean(taken),
+        "to_gate_mean": statistics.fmean(sent),
+    }
+
+
 class TimedEmbedder:
     """An embedder whose calls are added up, so query-embedding time can be shown apart."""
 
@@ -313,9 +367,56 @@ def percentile(values: list[float], q: float) -> float:
 # --------------------------------------------------------------------------- the run
 
 
+def scaling(out: Path, sizes: list[int], seed: int, n_queries: int) -> list[dict]:
+    """How cost grows: per size, a seeded vault of ``size`` atomic notes and ``size // 50`` long
+    notes (one generator), its first `vault index` (rows/s, peak RSS), the funnel's p50/p95 and a
+    one-shot `vault query`'s peak RSS. A size built before (its marker present) is reused."""
+    qs = queries(n_queries, seed)
+    table = []
+    for size in sizes:
+        root = out / f"n{size}"
+        marker = root / MARK
+        if marker.exists():
+            built = json.loads(marker.read_text(encoding="utf-8"))
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            built = {"vault": build_vault(root, size, size // 50, seed)}
+            full = run([*VAULT_CMD, "index", "--vault", str(root), "--json"])
+            report = json.loads(full["stdout"])
+            built["index"] = {
+                "seconds": full["seconds"],
+                "peak_mib": full["peak_mib"],
+                "rows": report["rows"],
+                "per_second": report["rows"] / full["seconds"],
+                "load": os.getloadavg()[0],
+            }
+            marker.write_text(json.dumps(built), encoding="utf-8")
+        fun = funnel_latency(root, qs, None)
+        one = run([*VAULT_CMD, "query", qs[0], "--vault", str(root), "--json"])
+        row = {"size": size, **built["index"], "p50_ms": fun["p50_ms"], "p95_ms": fun["p95_ms"]}
+        row |= {"query_peak_mib": one["peak_mib"], "funnel_load": os.getloadavg()[0]}
+        table.append(row)
+        print(json.dumps(row), flush=True)
+    print(
+        "\n| atomic notes | rows | vault index rows/s | index peak RSS | funnel p50 | funnel p95 | vault query peak RSS |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in table:
+        print(
+            f"| {r['size']:,} | {r['rows']:,} | {r['per_second']:.0f} (load {r['load']:.0f}) | {r['peak_mib']:.0f} MiB "
+            f"| {r['p50_ms']:.1f} ms | {r['p95_ms']:.1f} ms | {r['query_peak_mib']:.0f} MiB |"
+        )
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     one_blas_thread()  # as ``vault`` does at start: the funnel is timed in this process
+    if args.sizes:
+        if args.out is None:
+            raise SystemExit("--sizes needs --out (a folder for one vault per size)")
+        scaling(args.out, [int(n) for n in args.sizes.split(",")], args.seed, args.queries)
+        return 0
     root = args.out or Path(tempfile.mkdtemp(prefix="bench-scale-")) / "vault"
     figures: dict = {"date": date.today().isoformat(), "machine": _machine()}
     marker = root / MARK
@@ -368,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"neighbours a query (query embeddings p50 {fun['embed_p50_ms']:.1f} ms); CPU "
                     f"{fun['cpu_ms']:.1f} ms a query (all threads, model time included); load {os.getloadavg()[0]:.1f}"
                 )
+        gate = gate_for_50(root, qs[:40])
+        print(
+            f"gate alone (the build's gate, signals and model): p50 {gate['p50_ms']:.1f} ms, p95 {gate['p95_ms']:.1f} ms "
+            f"for {gate['candidates_mean']:.0f} candidates, {gate['to_gate_mean']:.1f} of them past the floor and gated, "
+            f"over {gate['queries']} queries; load {os.getloadavg()[0]:.1f}"
+        )
         return 0
     figures["raw"] = raw_embedder(root, args.raw_sample, args.seed)
     figures["index_share"] = figures["index"]["per_second"] / figures["raw"]["per_second"]
@@ -494,6 +601,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--compare-fixed", action="store_true", help="with --funnel-only: also time the fixed-depth funnel, same load"
     )
     p.add_argument("--json", type=Path, default=None, help="also write every figure as JSON")
+    p.add_argument(
+        "--sizes", default="", help="comma-separated atomic-note counts: the scaling table (one vault each under --out)"
+    )
     p.add_argument("--export", type=Path, default=None, help="a chat export to ingest into the vault too (offline)")
     p.add_argument(
         "--real-queries", type=Path, default=REAL_QUERIES, help='JSONL of {"query"} about the export, timed apart'

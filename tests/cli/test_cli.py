@@ -435,6 +435,9 @@ JSON_KEYS = {
         "seconds",
         "embed_seconds",
         "warnings",
+        "cached_chunks",
+        "shared_chunks",
+        "store_error",
     ],
     "status": ["vault", "folders", "index", "pending", "models", "lint", "broken_frontmatter"],
     "check": [
@@ -665,7 +668,7 @@ def test_off_a_terminal_long_steps_print_plain_progress_lines(make_vault, write_
     result = vault("index", "--vault", root)
     assert result.exit_code == EXIT_OK, result.output
     lines = [line for line in result.stderr.splitlines() if line.startswith("index: ")]
-    assert lines and lines[-1].startswith("index: 3/3 notes (100%), ") and lines[-1].endswith(" elapsed")
+    assert lines and lines[-1].startswith("index: 3/3 rows (100%), ") and " elapsed" in lines[-1]
     assert "\x1b[" not in result.stderr  # plain text, no bar drawn into the log
 
 
@@ -723,3 +726,19 @@ def test_a_hand_broken_note_is_found_and_warned_of_in_index_and_status(make_vaul
     assert "warning: inbox/broken.md" in vault("status", "--vault", root).stderr
     found = vault("query", "Where does the heron nest?", "--vault", root, "--json")
     assert "inbox/broken.md" in found.stdout
+
+
+def test_the_progress_bar_shows_the_rate_in_its_unit():
+    from rich.progress import Progress
+
+    from vault_pipeline.cli.progress import _rate_column
+
+    now = [0.0]
+    column = _rate_column("rows")
+    bar = Progress(column, console=Console(file=io.StringIO()), get_time=lambda: now[0], auto_refresh=False)
+    task = bar.add_task("index", total=1000)
+    assert column.render(bar.tasks[0]).plain == "- rows/s"  # no rate before the first samples
+    for _ in range(4):
+        now[0] += 1.0
+        bar.advance(task, 250)
+    assert column.render(bar.tasks[0]).plain == "250 rows/s"

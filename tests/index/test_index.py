@@ -123,7 +123,8 @@ def _clean(report) -> bool:
 def test_first_sync_indexes_every_note(vault, embedder):
     seen: list[tuple[int, int]] = []
     report = sync(vault, embedder, progress=lambda done, total: seen.append((done, total)))
-    assert seen[-1] == (len(NOTES), len(NOTES)) and seen == sorted(seen)
+    # Progress counts rows with their vectors ready, of an estimated total that is exact at the end.
+    assert seen[-1] == (report.rows, report.rows) and [d for d, _ in seen] == sorted(d for d, _ in seen)
     assert report.scanned == report.added == len(NOTES) and report.embedded_notes == len(NOTES)
     assert not report.skipped and not report.rebuilt and report.repaired == 0
     rows = _all_rows(vault)
@@ -273,9 +274,56 @@ def test_a_chunking_change_rechunks_every_note_and_keeps_unchanged_vectors(vault
 
 
 def test_rebuild_on_request(vault, embedder):
-    sync(vault, embedder)
+    first = sync(vault, embedder)
+    before = {r["chunk_id"]: r for r in _table(vault).search().limit(None).to_arrow().to_pylist()}
+    embedder.calls.clear()
     report = sync(vault, embedder, rebuild=True)
-    assert report.rebuilt and report.rebuild_reason == "requested" and report.embedded_notes == len(NOTES)
+    assert report.rebuilt and report.rebuild_reason == "requested" and report.rows == first.rows
+    # Every vector comes from the embedding store: the rebuild embeds nothing, and its rows (checks
+    # and vectors too) are the ones a fresh embedding wrote.
+    assert embedder.calls == [] and report.embedded_chunks == 0 and report.cached_chunks == first.embedded_chunks
+    after = {r["chunk_id"]: r for r in _table(vault).search().limit(None).to_arrow().to_pylist()}
+    assert after == before
+
+
+def test_rebuild_without_the_store_embeds_again(vault, embedder):
+    first = sync(vault, embedder)
+    (vault.root / STATE_DIR / "embeddings.sqlite").unlink()
+    report = sync(vault, embedder, rebuild=True)
+    assert report.embedded_chunks == first.embedded_chunks and report.cached_chunks == 0
+
+
+def test_each_distinct_text_is_embedded_once(vault, embedder):
+    twin = NOTES["inbox/lancedb.md"].replace("n-0001", "n-0101")
+    write_file(vault, "inbox/lancedb-twin.md", twin)
+    report = sync(vault, embedder)
+    sent = [t for call in embedder.calls for t in call]
+    assert len(sent) == len(set(sent)) == report.embedded_chunks
+    assert report.shared_chunks >= 1 and report.rows == report.embedded_chunks + report.shared_chunks
+    rows = {
+        r["chunk_id"]: r
+        for r in _table(vault).search().select(["chunk_id", "vector"]).limit(None).to_arrow().to_pylist()
+    }
+    assert rows["n-0101:0"]["vector"] == rows["n-0001:0"]["vector"]
+
+
+def test_an_unreadable_store_is_left_alone_and_the_sync_embeds(vault, embedder):
+    store = vault.root / STATE_DIR / "embeddings.sqlite"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_bytes(b"this is not a sqlite database" * 100)
+    report = sync(vault, embedder)
+    assert report.store_error.startswith("embeddings.sqlite: ") and report.rows == report.embedded_chunks
+    assert store.read_bytes() == b"this is not a sqlite database" * 100
+    assert _clean(sync(vault, embedder))
+
+
+def test_a_wrong_sized_stored_vector_is_embedded_again(vault, embedder):
+    first = sync(vault, embedder)
+    with sqlite3.connect(vault.root / STATE_DIR / "embeddings.sqlite") as db:
+        db.execute("UPDATE vectors SET vector = ?", (b"\x00" * 12,))
+    report = sync(vault, embedder, rebuild=True)
+    assert report.cached_chunks == 0 and report.embedded_chunks == first.embedded_chunks
+    assert _clean(sync(vault, embedder, verify=True))
 
 
 def test_empty_note_and_user_note_ids(vault, embedder):
@@ -835,3 +883,31 @@ def test_an_index_built_before_a_column_existed_still_answers(tmp_path, embedder
     assert row.note_id == "a-step" and row.source_position == 0
     (hit,) = Index.open(vault).vector_search(embedder.embed(["Export the photo as PNG."])[0], 1)
     assert hit.note_id == "a-step" and hit.source_position == 0
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+@pytest.mark.parametrize("grace_days", [0, 7])
+def test_old_versions_are_compacted_so_the_index_stays_near_its_fresh_size(
+    make_vault, embedder, monkeypatch, grace_days
+):
+    """Edits and re-syncs leave old table versions behind; optimize removes those past the grace,
+    so a much-edited index stays within 1.5x a fresh index of the same notes. LanceDB's own
+    seven days (``grace_days=7``) let it grow past that: the bound is the cleanup's doing."""
+    from datetime import timedelta
+
+    monkeypatch.setattr(index_table, "VERSION_GRACE", timedelta(days=grace_days))
+    notes = {
+        f"inbox/n{i:03d}.md": _atomic(f"n-{i:04d}", f"Fact number {i} about the storage layer.") for i in range(60)
+    }
+    edited = make_vault(notes=notes)
+    for round_ in range(6):
+        for i in range(60):
+            _edit(edited.root / f"inbox/n{i:03d}.md", _atomic(f"n-{i:04d}", f"Fact {i} revised in round {round_}."))
+        assert sync(edited, embedder, verify=True).optimized  # a verify always folds its writes in
+    fresh = make_vault("fresh", notes={p: (edited.root / p).read_text(encoding="utf-8") for p in notes})
+    sync(fresh, embedder)
+    ratio = _size(edited.root / STATE_DIR / INDEX_DIR) / _size(fresh.root / STATE_DIR / INDEX_DIR)
+    assert (ratio <= 1.5) == (grace_days == 0), ratio

@@ -109,7 +109,7 @@ def run_demo(out_dir: Path, example: Path, console: Console) -> DemoReport:
     ingest_cmd.print_ingest(ingested, console)
     embedder = build_embedder(settings)
     console.rule("2. index")
-    with progress("index", "notes") as advance:
+    with progress("index", "rows") as advance:
         indexed = pipeline.index(vault, embedder, progress=advance)
     print_index(indexed, console)
     _clean(vault, settings, log, embedder, console)

@@ -45,7 +45,7 @@ def index(
 
     vault, settings, _ = open_vault(vault_path)
     embedder = build_embedder(settings)
-    with progress("index", "notes") as advance:
+    with progress("index", "rows") as advance:
         report = pipeline.index(vault, embedder, progress=advance, rebuild=rebuild, verify=verify, wait=wait)
     if json_out:
         print_json(report.to_dict(), exit_for(problems(report)))

@@ -1,7 +1,7 @@
 """Progress of a long step, on stderr: a live bar on a terminal, plain lines elsewhere.
 
-On a terminal a rich bar shows done/total, the time taken and the ETA, and goes away when the
-step ends. When stderr is a file or a pipe (``vault index > log 2>&1``, cron, CI) a bar would
+On a terminal a rich bar shows done/total, the rate (``310 rows/s``), the time taken and the
+ETA, and goes away when the step ends. When stderr is a file or a pipe (``vault index > log 2>&1``, cron, CI) a bar would
 print nothing readable, so a plain line is written every ``PLAIN_EVERY`` seconds instead:
 ``index: 4,096/102,400 notes (4%), 41.3/s, 1:39 elapsed, ETA 39:42``. A step shorter than
 that prints no line at all.
@@ -41,14 +41,14 @@ def progress(
     where the library passes none (the ingest counts conversations before it starts); ``status`` a
     running figure shown beside the count (the ingest's model calls and cost so far)."""
     if err.is_terminal:
-        with _bar() as bar:
+        with _bar(unit) as bar:
             task = bar.add_task(f"counting {unit}" if count else name, total=None)
             yield bar_callback(bar, task, count() if count else None, status)
     else:
         yield PlainProgress(err, name, unit, count() if count else None, every=PLAIN_EVERY, status=status)
 
 
-def _bar() -> Progress:
+def _bar(unit: str) -> Progress:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -62,11 +62,25 @@ def _bar() -> Progress:
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        _rate_column(unit),
         TimeElapsedColumn(),
         TimeRemainingColumn(),  # the ETA, where the total is known
         console=err,
         transient=True,
     )
+
+
+def _rate_column(unit: str):
+    """A bar column showing the task's rate (rich's own estimate over its recent updates)."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f} {unit}/s" if speed else f"- {unit}/s", style="progress.data.speed")
+
+    return RateColumn()
 
 
 def bar_callback(

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +48,7 @@ from vault_pipeline.index.table import (
     text_key,
     vectors_of,
 )
+from vault_pipeline.index.vector_cache import CACHE_FILE, VectorCache
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import salvage_frontmatter, split_frontmatter
@@ -98,10 +101,18 @@ class IndexReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0  # inside the embedder; the rest of ``seconds`` is the pipeline's own cost
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, what): indexed from the body
+    # Added by issue 48, after the keys scripts read already (``--json`` keeps its order).
+    cached_chunks: int = 0  # chunks whose vector came from the embedding store (embedded by an earlier run)
+    shared_chunks: int = 0  # chunks whose text another chunk of the run holds: embedded once for both
+    store_error: str = ""  # why the embedding store was not used (it could not be read or written), or ''
 
     def to_dict(self) -> dict[str, Any]:
         """The report as ``vault index --json`` prints it (the CLI adds ``exit_code``)."""
         return asdict(self)
+
+
+# Where a written row's vector came from (``_Pending.source``).
+_EMBEDDED, _SHARED, _CACHED, _REUSED = 0, 1, 2, 3
 
 
 @dataclass
@@ -114,6 +125,20 @@ class _Note:
     kind: str  # added | changed | moved | repaired
     replaces: tuple[str, ...]  # paths whose rows this write deletes
     reuse_from: tuple[str, ...]  # paths whose rows may lend vectors for unchanged texts
+
+
+@dataclass
+class _Pending:
+    """A batch whose distinct new texts (``need``) are on the embedding thread (``future``);
+    ``slots`` maps each such text to its rows in ``out``."""
+
+    batch: list[_Note]
+    texts: list[str]
+    out: np.ndarray
+    source: np.ndarray
+    slots: dict[str, list[int]]
+    need: list[str]
+    future: Future
 
 
 def sync(
@@ -265,8 +290,13 @@ class _Run:
         self.moved_from: set[str] = set()
         self.drop: set[str] = set()  # indexed paths now unreadable: rows and entries go
         self.touch: list[ManifestEntry] = []  # same content, new stat
-        self.done = self.total = 0
+        self.done = self.total = 0  # candidate files: done without rows, of all
+        self.parsed = self.rows_known = self.rows_ready = 0
+        self.progress_lock = threading.Lock()
         self.rechunk = False
+        self.pending: _Pending | None = None
+        self.cache = VectorCache(self.root / STATE_DIR / CACHE_FILE, embedder.name, table.dim)
+        self.embedding: ThreadPoolExecutor  # set by ``execute``
 
     def execute(self, meta: dict[str, str], verify: bool, rechunk: bool = False) -> None:
         """Check integrity, plan, process every candidate file (all of them, unchanged ones too, when
@@ -283,12 +313,22 @@ class _Run:
         self.owners = {e.note_id: p for p, e in self.entries.items() if p in present and p not in self.faults}
         candidates = self._candidates(paths, verify or rechunk)
         self.total = len(candidates)
-        for relpath, st, kind in candidates:
-            self._consider(relpath, st, kind)
-            if len(self.batch) >= BATCH_NOTES or self.batch_chunks >= BATCH_CHUNKS:
+        # One embedding thread: the model runs there while this thread reads, parses and writes.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vault-index-embed") as self.embedding:
+            try:
+                for relpath, st, kind in candidates:
+                    self._consider(relpath, st, kind)
+                    if len(self.batch) >= BATCH_NOTES or self.batch_chunks >= BATCH_CHUNKS:
+                        self._flush()
                 self._flush()
-        self._flush()
+                self._drain()
+            finally:
+                self.embedding.shutdown(cancel_futures=True)
         self._finish(gone, present)
+        rows = self.table.count()
+        self.cache.prune(lambda: self.table.scan(("text",))["text"].to_pylist(), rows)
+        self.cache.close()
+        self.report.store_error = self.cache.broken
 
     def _integrity(self, meta: dict[str, str], verify: bool) -> dict[str, str]:
         """Faulty paths. A table at the version the last finished sync recorded, holding as many
@@ -417,52 +457,89 @@ class _Run:
             self.drop.add(relpath)
 
     def _advance(self, n: int) -> None:
-        self.done += n
-        if self.progress is not None and n:
-            self.progress(self.done, self.total)
+        """``n`` candidate files done without rows to write (unchanged content, unreadable)."""
+        with self.progress_lock:
+            self.done += n
+        self._ready(0)
 
     def _flush(self) -> None:
-        """Embed what the batch needs, replace its rows (one delete, one add), then record it."""
+        """Find the batch's vectors (kept, stored or to embed), start embedding the rest on the
+        embedding thread, then write the previous batch: the next batch is read and parsed while
+        this one is embedded."""
         batch, self.batch, self.batch_chunks = self.batch, [], 0
         if not batch:
             return
+        pending = self._prepare(batch)
+        previous, self.pending = self.pending, pending
+        if previous is not None:
+            self._write(previous)
+
+    def _drain(self) -> None:
+        """Write the batch still being embedded, if any."""
+        previous, self.pending = self.pending, None
+        if previous is not None:
+            self._write(previous)
+
+    def _prepare(self, batch: list[_Note]) -> _Pending:
+        """The batch's vectors: an unchanged text's from its old row, a stored one's from the store,
+        every other distinct text once, embedded on the embedding thread (shortest first)."""
         texts = [c.text for n in batch for c in n.chunks]
-        vectors, embedded = self._vectors(batch, texts)
+        out = np.zeros((len(texts), self.table.dim), dtype=np.float32)
+        source = np.full(len(texts), _EMBEDDED, dtype=np.int8)
+        pool = self._old_vectors(batch)
+        trusted = [n.kind != "repaired" for n in batch for _ in n.chunks]  # a repair trusts no stored vector
+        stored = self.cache.get([t for t, ok in zip(texts, trusted) if ok and text_key(t) not in pool])
+        slots: dict[str, list[int]] = {}
+        for i, text in enumerate(texts):
+            vector = pool.get(text_key(text)) if pool else None
+            if vector is not None:
+                out[i], source[i] = vector, _REUSED
+            elif trusted[i] and (vector := stored.get(text)) is not None:
+                out[i], source[i] = vector, _CACHED
+            else:
+                slots.setdefault(text, []).append(i)
+        need = sorted(slots, key=len)  # length-sorted calls keep padding small for transformer embedders
+        for rows in slots.values():
+            source[rows[1:]] = _SHARED  # one embedding, several rows with the same text
+        self._ready(len(texts) - sum(map(len, slots.values())), len(texts), len(batch))
+        future = self.embedding.submit(self._embed_all, need, [len(slots[t]) for t in need])
+        return _Pending(batch, texts, out, source, slots, need, future)
+
+    def _old_vectors(self, batch: list[_Note]) -> dict[str, np.ndarray]:
+        """Text key -> vector of the rows the batch replaces (a status flip or move re-embeds nothing)."""
+        sources = [p for n in batch for p in n.reuse_from]
+        if not sources:
+            return {}
+        old = self.table.scan(("text", "vector"), sources)
+        return dict(zip(map(text_key, old["text"].to_pylist()), vectors_of(old["vector"], self.table.dim)))
+
+    def _write(self, pending: _Pending) -> None:
+        """Wait for a batch's embeddings, store them, replace its rows (one delete, one add), record it."""
+        batch, out = pending.batch, pending.out
+        if pending.need:
+            vectors = pending.future.result()
+            for text, vector in zip(pending.need, vectors):
+                out[pending.slots[text]] = vector
+            self.cache.put(pending.need, vectors)
+        else:
+            pending.future.result()
         self.table.delete_paths(p for n in batch for p in n.replaces)
-        self.table.add(rows_table([(n.entry, n.columns, n.chunks) for n in batch], vectors, self.table.dim))
+        self.table.add(rows_table([(n.entry, n.columns, n.chunks) for n in batch], out, self.table.dim))
         # The manifest moves only after the rows are written: a crash in between leaves rows
         # the manifest does not vouch for, which the next run's integrity check repairs.
         self.manifest.apply(
             upserts=[n.entry for n in batch], deletes=[p for n in batch for p in n.replaces if p != n.entry.relpath]
         )
-        self._count(batch, embedded)
+        self._count(batch, pending.source)
 
-    def _vectors(self, batch: list[_Note], texts: list[str]) -> tuple[np.ndarray, set[int]]:
-        """Vectors for ``texts``: carried over where the text is unchanged, embedded otherwise."""
-        pool: dict[str, np.ndarray] = {}
-        sources = [p for n in batch for p in n.reuse_from]
-        if sources:
-            old = self.table.scan(("text", "vector"), sources)
-            pool = dict(zip(map(text_key, old["text"].to_pylist()), vectors_of(old["vector"], self.table.dim)))
+    def _embed_all(self, texts: list[str], rows: list[int]) -> np.ndarray:
+        """Embed ``texts`` (on the embedding thread) in calls of ``EMBED_CALL``; ``rows[i]`` rows
+        wait for text ``i``, counted as done when its call returns."""
         out = np.zeros((len(texts), self.table.dim), dtype=np.float32)
-        need = []
-        for i, text in enumerate(texts):
-            vector = pool.get(text_key(text)) if pool else None
-            if vector is None:
-                need.append(i)
-            else:
-                out[i] = vector
-        # Length-sorted calls keep padding small for transformer embedders.
-        need.sort(key=lambda i: (len(texts[i]), i))
-        shown = 0
-        for start in range(0, len(need), EMBED_CALL):
-            rows = need[start : start + EMBED_CALL]
-            out[rows] = self._embed([texts[i] for i in rows])
-            reached = len(batch) * (start + len(rows)) // len(need)
-            self._advance(reached - shown)
-            shown = reached
-        self._advance(len(batch) - shown)
-        return out, set(need)
+        for start in range(0, len(texts), EMBED_CALL):
+            out[start : start + EMBED_CALL] = self._embed(texts[start : start + EMBED_CALL])
+            self._ready(sum(rows[start : start + EMBED_CALL]))
+        return out
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """One embed call, validated at the boundary."""
@@ -477,15 +554,31 @@ class _Run:
             )
         return l2_normalise(vectors)
 
-    def _count(self, batch: list[_Note], embedded: set[int]) -> None:
+    def _ready(self, rows: int, parsed_rows: int = 0, files: int = 0) -> None:
+        """Count rows whose vectors are ready, rows and files parsed; report progress in rows.
+
+        The total is an estimate until every file is read: the rows parsed so far plus the unread
+        files' share at the rate seen so far. Called from both threads, hence the lock."""
+        with self.progress_lock:
+            self.rows_ready += rows
+            self.rows_known += parsed_rows
+            self.parsed += files
+            if self.progress is not None:
+                rest = max(0, self.total - self.done - self.parsed)
+                per_file = self.rows_known / self.parsed if self.parsed else 1.0
+                self.progress(self.rows_ready, self.rows_known + round(rest * per_file))
+
+    def _count(self, batch: list[_Note], source: np.ndarray) -> None:
         start = 0
         for note in batch:
-            n = len(note.chunks)
-            hits = sum(1 for j in range(start, start + n) if j in embedded)
-            start += n
+            mine = source[start : start + len(note.chunks)]
+            start += len(note.chunks)
+            hits = int(np.count_nonzero(mine == _EMBEDDED))
             self.report.embedded_notes += 1 if hits else 0
             self.report.embedded_chunks += hits
-            self.report.reused_chunks += n - hits
+            self.report.reused_chunks += int(np.count_nonzero(mine == _REUSED))
+            self.report.cached_chunks += int(np.count_nonzero(mine == _CACHED))
+            self.report.shared_chunks += int(np.count_nonzero(mine == _SHARED))
             if note.kind == "repaired":
                 self.report.repairs.append((note.entry.relpath, self.faults[note.entry.relpath]))
             else:

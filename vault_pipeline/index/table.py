@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,11 @@ OPTIMIZE_WRITES = 40
 OPTIMIZE_MIN_ROWS = 2_000
 OPTIMIZE_FRACTION = 0.05
 PREDICATE_CHUNK = 2_000  # paths per ``path IN (...)`` predicate
+# optimize() deletes the files of table versions older than this (LanceDB's default keeps 7 days,
+# so an index edited daily grew past twice its fresh size). A reader that opened an older version
+# is a query in flight, well under this; a read that still meets a removed file reads again
+# (``Index._complete``'s fallback). Decision 0132.
+VERSION_GRACE = timedelta(minutes=5)
 
 # Column order of the table; ``vector`` last. ``active`` is false for archived, superseded and
 # duplicate notes, so default retrieval filters on one boolean instead of three strings (faster
@@ -242,14 +247,14 @@ class ChunkTable:
         rows_written = int(meta.get("pending_rows") or 0) + self.rows_written
         rows = self.count()
         # optimize() compacts fragments (seconds at 100k rows), folds new rows into the FTS and
-        # vector indexes and prunes versions older than 7 days (a concurrent reader keeps its
-        # files). Until then new rows are searched flat, which costs little, so a one-note edit
-        # does not pay for it.
+        # vector indexes and deletes the files of versions older than ``VERSION_GRACE`` (a query
+        # in flight keeps its files). Until then new rows are searched flat, which costs little,
+        # so a one-note edit does not pay for it.
         self.optimized = bool(writes) and (
             force or writes >= OPTIMIZE_WRITES or rows_written >= max(OPTIMIZE_MIN_ROWS, rows * OPTIMIZE_FRACTION)
         )
         if self.optimized:
-            self.table.optimize()
+            self.table.optimize(cleanup_older_than=VERSION_GRACE)
             writes = rows_written = 0
         out = {"pending_writes": str(writes), "pending_rows": str(rows_written)}
         built = int(meta.get("ann_rows") or 0)
