@@ -10,6 +10,7 @@ re-run once there is room gives the roomy run's vault exactly; a healthy index i
 from __future__ import annotations
 
 import errno
+import os
 import threading
 from pathlib import Path
 
@@ -29,7 +30,6 @@ LANCE_FULL = "lance error: LanceError(IO): Generic LocalFileSystem error: No spa
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch, tmp_path):
-    import os
 
     import vault_pipeline.models.embed as embed
 

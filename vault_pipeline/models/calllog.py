@@ -134,6 +134,7 @@ class CallLog:
         self.payloads = payloads
         self.max_chars = max_chars
         self.usage = Usage()
+        self.unwritable = ""  # why the log file could not be written (then it is not tried again), or ''
         self._lock = threading.Lock()
 
     def record(self, entry: dict[str, Any]) -> None:
@@ -146,9 +147,17 @@ class CallLog:
             entry = {k: v for k, v in entry.items() if k not in ("variables", "output")}
         line = redact(json.dumps(excerpt(entry, self.max_chars), ensure_ascii=False, sort_keys=True))
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
+            if self.unwritable:
+                return
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+            except OSError as exc:
+                # The log is a record, not the answer: a full disk or a read-only state folder (another
+                # user's vault) must not fail a query. Said once; the calls are still counted.
+                self.unwritable = f"{self.path}: {exc.strerror or exc}"
+                logging.getLogger(__name__).warning("call log not written: %s", self.unwritable)
 
 
 def log_entry(prompt: Prompt, model: str, variables: Mapping[str, Any], started: float, **extra: Any) -> dict:
