@@ -594,3 +594,7 @@ __all__ = [
     "setting",
     "settings_schema",
 ]
+
+
+# The budget a caller may ask for (the MCP query tool bounds its argument by it).
+BUDGET_RANGE = setting("budget").bounds
