@@ -143,3 +143,12 @@ def test_the_backend_check_pattern_catches_what_it_forbids():
     for line in ('if llm.model == "offline":', "return self.model == OFFLINE_MODEL", "x = 'offline' == m"):
         assert BACKEND_CHECK.search(line)
     assert not BACKEND_CHECK.search("the offline gate judges by the relevance model")
+
+
+def test_the_gate_model_string_offline_relevance_builds_the_offline_backend_with_the_model():
+    from vault_pipeline.models.build import build_llm
+    from vault_pipeline.models.offline.crossencoder import RELEVANCE_GATE
+
+    llm = build_llm(RELEVANCE_GATE)
+    assert isinstance(llm, OfflineBackend) and isinstance(gate_of(llm), EncoderGate)
+    assert isinstance(gate_of(build_llm("offline")), SignalGate)

@@ -27,6 +27,7 @@ from vault_pipeline.models.offline.relevance import FOUND, FoundModel
 
 MODEL_DIR = Path(__file__).resolve().parent / "relevance_model"
 MAX_TOKENS = 128
+RELEVANCE_GATE = "offline-relevance"  # the ``[models] gate`` string of the offline backend gating with this model
 BATCH = 1  # one pair a run: int8 dynamic quantisation scales activations per run, so a batch would make a
 # pair's probability depend on its neighbours (up to 0.2 in logit); one at a time is as fast here
 
