@@ -10,6 +10,7 @@ import pytest
 from tests.support.fakes import FakeRetriever, HashEmbedder, fake_row, note_text, stats_of, traced, write_file
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.models.offline.relevance import DEFAULT, RelevanceModel
 from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.hop import fused_strongest
@@ -59,13 +60,13 @@ def embedder():
     return HashEmbedder(dim=512)
 
 
-def run(retriever, embedder, query="pottery class glaze kiln", intent=None, **config):
+def run(retriever, embedder, query="pottery class glaze kiln", intent=None, llm_gate=None, **config):
     return run_query(
         query,
         retriever=retriever,
         embedder=embedder,
         llm_plan=OfflineBackend(),
-        llm_gate=OfflineBackend(),
+        llm_gate=llm_gate or OfflineBackend(),
         config=FunnelConfig(**{"variants": False, "gate_enabled": False, **config}),
         intent=intent,
     )
@@ -486,7 +487,13 @@ def test_a_verbatim_turn_is_gated_with_its_seed_notes_vector_not_embedded_again(
     counting = Counting(dim=512)
     retriever = conversation(counting)
     seen.clear()
-    package = run(retriever, counting, floor=-1.0, beam=0, turns=1, wide=1, per_list=1, gate_enabled=True)
+    # A vault's fitted signal gate (the relevance model reads text, not vectors).
+    signal_gate = OfflineBackend(
+        relevance=RelevanceModel(DEFAULT.weights, DEFAULT.bias, DEFAULT.threshold, source="a fit")
+    )
+    package = run(
+        retriever, counting, floor=-1.0, beam=0, turns=1, wide=1, per_list=1, gate_enabled=True, llm_gate=signal_gate
+    )
     assert [b.item.type for b in package.blocks if b.item.type == "turn"] == ["turn"]
     assert not [t for t in seen if TURN in t]  # the turn's text never went to the embedder
 

@@ -211,9 +211,10 @@ GATE_ARGS = {
 
 def test_gate_rows_passes_signals_to_the_offline_gate_which_judges_with_the_weights_it_was_built_with():
     embedder = HashEmbedder(dim=256)
-    unjudged = gate_rows(ROWS, llm=OfflineBackend(), **GATE_ARGS)
+    fitted = OfflineBackend(relevance=RelevanceModel(DEFAULT.weights, DEFAULT.bias, DEFAULT.threshold, source="a fit"))
+    unjudged = gate_rows(ROWS, llm=fitted, **GATE_ARGS)
     assert {reason_of(o) for o in unjudged.values()} == {"no retrieval signals; kept unjudged"}
-    judged = gate_rows(ROWS, llm=OfflineBackend(), embedder=embedder, **GATE_ARGS)
+    judged = gate_rows(ROWS, llm=fitted, embedder=embedder, **GATE_ARGS)
     assert all(reason_of(o).startswith("relevance ") for o in judged.values())
     keep_none = RelevanceModel(DEFAULT.weights, DEFAULT.bias, 1.0)
     strict = gate_rows(ROWS, llm=OfflineBackend(relevance=keep_none), embedder=embedder, **GATE_ARGS)

@@ -63,7 +63,7 @@ def test_a_package_keeps_its_budget_by_the_real_tokenizer(make_vault, monkeypatc
     embedder = HashEmbedder(dim=64)
     pipeline.index(vault, embedder)
     llm = build_llm("offline")
-    config = FunnelConfig(budget=budget, floor=-1.0, stop=0.0, gate=False)
+    config = FunnelConfig(budget=budget, floor=-1.0, stop=0.0, gate_enabled=False)
     (package,) = pipeline.query(
         vault, [(PROMPTS[language], None)], embedder=embedder, llm_plan=llm, llm_gate=llm, config=config
     )
@@ -89,7 +89,7 @@ def test_the_mcp_result_counts_text_and_structured_result_by_the_same_tokenizer(
     embedder = HashEmbedder(dim=64)
     pipeline.index(vault, embedder)
     llm = build_llm("offline")
-    config = FunnelConfig(budget=200, floor=-1.0, stop=0.0, gate=False, structured=True)
+    config = FunnelConfig(budget=200, floor=-1.0, stop=0.0, gate_enabled=False, structured=True)
     (package,) = pipeline.query(
         vault, [(PROMPTS["nl"], None)], embedder=embedder, llm_plan=llm, llm_gate=llm, config=config
     )

@@ -50,6 +50,7 @@ from vault_pipeline.index.table import (
 )
 from vault_pipeline.index.vector_cache import CACHE_FILE, VectorCache
 from vault_pipeline.models.embed import Embedder, l2_normalise
+from vault_pipeline.models.offline.crossencoder import relevance_identity
 from vault_pipeline.vault.files import STATE_DIR, Vault
 from vault_pipeline.vault.frontmatter import salvage_frontmatter, split_frontmatter
 
@@ -221,7 +222,7 @@ def _sync(
         if reason:
             _reset(db, manifest)
             report.rebuilt, report.rebuild_reason = True, reason
-        manifest.set_meta(**identity)
+        manifest.set_meta(**identity, **relevance_identity())
         table = ChunkTable(db, int(embedder.dim), identity)
         meta = manifest.meta()
         chunking, was = str(CHUNKING_VERSION), meta.get("chunking", "1")

@@ -6,6 +6,7 @@ from vault_pipeline.errors import ConfigError
 from vault_pipeline.models.calllog import CallLog
 from vault_pipeline.models.litellm_backend import LiteLLMBackend
 from vault_pipeline.models.offline import OfflineBackend
+from vault_pipeline.models.offline.crossencoder import RELEVANCE_GATE
 from vault_pipeline.models.offline.relevance import RelevanceModel
 from vault_pipeline.models.protocol import MCP_SAMPLING, OFFLINE_MODEL, StructuredLLM
 
@@ -30,9 +31,11 @@ def build_llm(
         raise ConfigError("empty model string")
     if model in (OFFLINE_MODEL, MCP_SAMPLING):
         return OfflineBackend(log=log, relevance=relevance)
+    if model == RELEVANCE_GATE:  # the offline backend, gating with the trained relevance model
+        return OfflineBackend(log=log, relevance_model=True)
     if "/" not in model:
         raise ConfigError(
             f"model {model!r}: use a LiteLLM model string such as 'openai/gpt-4o-mini', "
-            "'anthropic/claude-haiku-4-5' or 'ollama/llama3.1', 'offline', or 'mcp-sampling'"
+            "'anthropic/claude-haiku-4-5' or 'ollama/llama3.1', 'offline', 'offline-relevance' or 'mcp-sampling'"
         )
     return LiteLLMBackend(model, api_base=api_base, api_key=api_key, log=log, timeout=timeout, output=output)

@@ -34,8 +34,9 @@ import numpy as np
 
 from vault_pipeline.errors import ConfigError, ParseError
 from vault_pipeline.models.embed import Embedder, calibration_of, l2_normalise
+from vault_pipeline.models.offline import offline_relevance
 from vault_pipeline.models.offline.retrieval import decompose
-from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
+from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.gate import FailOpen, gate_rows, label, reason_of, survives
 from vault_pipeline.retrieve.metering import MeteredLLM, TokenTap
 from vault_pipeline.retrieve.types import FunnelConfig
@@ -241,11 +242,7 @@ class CalibrationReport:
     floor_rule: str
     floor_at_target: float | None = None  # the exact cosine keeping target_recall, unrounded to the grid
     current_floor: float | None = None  # the floor the funnel applies now (vault.toml, else the embedder's)
-
-    @property
-    def offline(self) -> bool:
-        """True when the offline (fitted) gate was calibrated, not a model."""
-        return self.model == OFFLINE_MODEL
+    offline: bool = False  # True when the offline backend's gate was calibrated, not a model
 
     def altitude(self, name: str) -> GateStats | None:
         """The pooled stats of one altitude (None if no label gives that altitude)."""
@@ -332,6 +329,7 @@ def calibrate(
     floor, met = suggest_floor(sweep, target_recall)
     return CalibrationReport(
         model=llm.model,
+        offline=offline_relevance(llm)[0],
         embedder=embedder.name,
         altitudes=pooled,
         per_query=tuple(per_query),

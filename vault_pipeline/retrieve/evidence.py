@@ -14,7 +14,7 @@ closest few blocks (``CLOSEST``, within ``CLOSEST_TOKENS``), marked as possibly 
 from __future__ import annotations
 
 from vault_pipeline.models.offline.relevance import FOUND, FoundModel
-from vault_pipeline.retrieve.gate import relevance_of
+from vault_pipeline.retrieve.gate import gate_of
 from vault_pipeline.retrieve.reports import FoundReport
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
@@ -42,11 +42,11 @@ def judge_found(state: FunnelState) -> FunnelState:
 
 
 def found_model(state: FunnelState) -> FoundModel | None:
-    """The found model in force: the offline gate's (the vault's ``gate.json``, else the shipped one);
+    """The found model in force: the offline gate's (``Gate.found``);
     None when there is no calibrated relevance to weigh."""
     if state.pool.stop is None:
         return None
-    return relevance_of(state.tools.llm_gate).found or FOUND
+    return gate_of(state.tools.llm_gate).found or FOUND
 
 
 def found_features(state: FunnelState) -> dict[str, float]:

@@ -17,31 +17,37 @@ out of reach (no connection, a refused key, an unknown model), the query's later
 open at once with the same cause. A model's calls run on daemon threads
 (``models.workers``), so a call still waiting on a server never holds the process open.
 
-The offline gate (``models/offline/relevance.py``) judges by retrieval signals, not by reading:
-for it alone ``gate_rows`` first computes each candidate's signals (``signals.gate_signals``:
-cosines to the prompt, the intent and the variants, term overlap, phrase matches, closeness to
-the pool's strongest candidates, the session signals) and hands them over with the candidate. A
-model gate reads the title, heading and text, so no signals are computed for it. The offline
-gate's fitted weights are the backend's own (``OfflineBackend(relevance=...)``).
+Who judges is a ``Gate`` (``gate_of``): the model gate asks the configured model in batches as
+above; the offline backend's gate is a logistic model over retrieval signals (``SignalGate``: the
+vault's ``gate.json`` weights from ``vault gate-calibrate --fit``, else the shipped ones), for
+which ``gate_rows`` first computes each candidate's signals (``signals.gate_signals``); or, when
+the backend is built with ``relevance_model=True``, the relevance model this project trained
+(``models/offline/crossencoder.py``, ``EncoderGate``), which reads the prompt and each
+candidate's text (docs/decisions/0110-relevance-model.md: not yet the default). An offline gate's
+probability is computed once, in its ``judge``, and rides on the verdict; the depth stop
+(``Gate.stop``) and the found model (``Gate.found``) read it. Offline verdicts carry no reasoning
+text: a number and its threshold are the reason.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from functools import cache
-from typing import Any, Literal, assert_never
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, assert_never, cast
 
 import numpy as np
 from pydantic import BaseModel, ValidationInfo, model_validator
 
 from vault_pipeline.errors import NEVER_VALIDATED, ModelError
 from vault_pipeline.models.embed import Embedder
-from vault_pipeline.models.offline.relevance import DEFAULT, RelevanceModel
+from vault_pipeline.models.offline import offline_relevance
+from vault_pipeline.models.offline.crossencoder import ENCODER, CrossEncoderModel, EncoderSettings, shipped
+from vault_pipeline.models.offline.relevance import DEFAULT, FOUND, FoundModel, RelevanceModel
 from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.models.protocol import OFFLINE_MODEL, BatchKey, StructuredLLM, check_one_per_key, deadline
+from vault_pipeline.models.protocol import BatchKey, StructuredLLM, check_one_per_key, deadline
 from vault_pipeline.models.workers import DaemonPool
 from vault_pipeline.retrieve.signals import gate_signals, title_of
 
@@ -204,58 +210,191 @@ def _outcome(verdict: GateVerdict) -> GateOutcome:
             assert_never(unreachable)
 
 
+class Gate(Protocol):
+    """What judges candidates against the prompt: one outcome per item key, failing open on error.
+
+    ``reads_signals``: ``gate_rows`` computes the retrieval signals for it; ``stop``: the calibrated
+    probability a survivor needs to become a block, and ``found``: the model of whether anything
+    was found (both None for a gate whose verdicts carry no calibrated probability)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reads_signals(self) -> bool: ...
+
+    @property
+    def stop(self) -> float | None: ...
+
+    @property
+    def found(self) -> FoundModel | None: ...
+
+    def judge(
+        self, items: Sequence[GateItem], *, intent: str, query: str, batch_size: int, clock: GateClock
+    ) -> dict[str, GateOutcome]: ...
+
+
+@dataclass(frozen=True)
+class ModelGate:
+    """A model reads each batch of candidates and answers keep or drop with its reasoning."""
+
+    llm: StructuredLLM
+    reads_signals: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.llm.model
+
+    @property
+    def stop(self) -> float | None:
+        return None
+
+    @property
+    def found(self) -> FoundModel | None:
+        return None
+
+    def judge(
+        self, items: Sequence[GateItem], *, intent: str, query: str, batch_size: int, clock: GateClock
+    ) -> dict[str, GateOutcome]:
+        batches = [list(items[i : i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
+        prompt = load_prompt("gate")
+        # A model's call (a local server's too) may hang past the deadline: such calls run on daemon
+        # threads of their own, so a hung call neither delays a later query nor holds the process open.
+        pool = DaemonPool(min(len(batches), MAX_WORKERS), name="vault-gate")
+        futures = [pool.submit(_judge, self.llm, prompt, intent, query, batch, clock.deadline) for batch in batches]
+        try:
+            outcomes: dict[str, GateOutcome] = {}
+            for batch, future in zip(batches, futures):
+                outcomes.update(_collect(batch, future, clock))
+            return outcomes
+        finally:
+            # Batches still queued past the deadline need not run; a call already running keeps its
+            # thread until its request's timeout (cut to the deadline) ends it, and nobody waits for it.
+            for future in futures:
+                future.cancel()
+            pool.shutdown()
+
+
+def _verdict(key: str, p: float, threshold: float, what: str) -> GateOutcome:
+    keep = p >= threshold
+    reason = f"relevance {p:.2f} {'>=' if keep else '<'} {threshold:.2f} ({what})"
+    return Keep(reason, probability=round(p, 6)) if keep else Drop(reason, probability=round(p, 6))
+
+
+@dataclass(frozen=True)
+class EncoderGate:
+    """The offline gate: the trained relevance model reads (prompt, candidate text) pairs, all of a
+    step's candidates in one batched call, and its calibrated probability is the verdict's."""
+
+    encoder: CrossEncoderModel
+    settings: EncoderSettings = ENCODER
+    reads_signals: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.encoder.name
+
+    @property
+    def stop(self) -> float | None:
+        return self.settings.stop
+
+    @property
+    def found(self) -> FoundModel | None:
+        return self.settings.found
+
+    def judge(
+        self, items: Sequence[GateItem], *, intent: str, query: str, batch_size: int, clock: GateClock
+    ) -> dict[str, GateOutcome]:
+        try:
+            probabilities = self.encoder.probabilities([query] * len(items), [passage_of(i) for i in items])
+        except Exception as exc:  # fail open on anything: an unchecked context beats a blank one
+            return _fail_open(list(items), f"{type(exc).__name__}: {exc}")
+        threshold = self.settings.threshold
+        return {i.key: _verdict(i.key, float(p), threshold, "relevance model") for i, p in zip(items, probabilities)}
+
+
+@dataclass(frozen=True)
+class SignalGate:
+    """A vault's own fitted gate (``gate.json``): logistic weights over the retrieval signals."""
+
+    model: RelevanceModel
+    reads_signals: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"signals ({self.model.source or 'fitted'})"
+
+    @property
+    def stop(self) -> float | None:
+        return self.model.evidence
+
+    @property
+    def found(self) -> FoundModel | None:
+        return self.model.found or FOUND
+
+    def judge(
+        self, items: Sequence[GateItem], *, intent: str, query: str, batch_size: int, clock: GateClock
+    ) -> dict[str, GateOutcome]:
+        out: dict[str, GateOutcome] = {}
+        for item in items:
+            if item.signals is None:  # nothing to judge by: do not pretend to judge
+                out[item.key] = Keep("no retrieval signals; kept unjudged")
+                continue
+            p = self.model.probability(item.signals)
+            cosines = f"cosine to intent {item.signals.get('cos_intent', 0.0):.2f}, to prompt {item.signals.get('cos_query', 0.0):.2f}"
+            out[item.key] = _verdict(item.key, p, self.model.threshold, cosines)
+        return out
+
+
+def gate_of(llm: StructuredLLM) -> Gate:
+    """The gate a backend judges with: the offline backend's is the signal model (the vault's fitted
+    weights, else the shipped ones), or the trained relevance model when it was built with it; any
+    other backend is a model gate."""
+    local, relevance, encoder = offline_relevance(llm)
+    if not local:
+        return ModelGate(llm)
+    if encoder and relevance is None:
+        return EncoderGate(shipped())
+    return SignalGate(relevance or DEFAULT)
+
+
 def reads_signals(llm: StructuredLLM) -> bool:
-    """Whether a gate judges by the retrieval signals: the offline backend's fitted model does; a
-    model reads the candidates' text."""
-    return llm.model == OFFLINE_MODEL
+    """Whether ``llm``'s gate judges by the retrieval signals (the funnel then embeds the intent too)."""
+    return gate_of(llm).reads_signals
+
+
+SOURCE_LINK = re.compile(r"(?:^|\s)Source:\s*\[\[[^\]]*\]\]")
+
+
+def passage_of(item: GateItem) -> str:
+    """What the relevance model reads of a candidate: its text without the Source link (the gate's
+    text arrives with its whitespace collapsed, so the link is cut where it stands)."""
+    text = " ".join(SOURCE_LINK.sub(" ", item.text).split())
+    return text or item.heading or item.title
 
 
 def run_gate(
     items: Sequence[GateItem],
     *,
-    llm: StructuredLLM,
+    llm: StructuredLLM | Gate,
     intent: str,
     query: str,
     batch_size: int,
     timeout: float,
     clock: GateClock | None = None,
 ) -> dict[str, GateOutcome]:
-    """Judge ``items`` in concurrent batches; every key gets an outcome, failing open per batch.
+    """Judge ``items`` with ``llm``'s gate (``gate_of``; or a ``Gate`` given); every key gets an
+    outcome, failing open per batch.
 
     ``clock``: the query's gate deadline and state, shared by its calls (None: ``timeout`` from now)."""
-    batches = [list(items[i : i + batch_size]) for i in range(0, len(items), max(1, batch_size))]
-    if not batches:
+    if not items:
         return {}
+    gate: Gate = llm if isinstance(llm, ModelGate | EncoderGate | SignalGate) else gate_of(cast(StructuredLLM, llm))
     clock = clock or GateClock.starting(timeout)
     stopped = clock.stopped()
     if stopped is not None:
-        return {key: outcome for batch in batches for key, outcome in _fail_open(batch, stopped).items()}
-    prompt = load_prompt("gate")
-    # A model's call (a local server's too) may hang past the deadline: such calls run on daemon
-    # threads of their own, so a hung call neither delays a later query nor holds the process open.
-    # The offline gate computes and never hangs: it shares one pool.
-    pool: DaemonPool | ThreadPoolExecutor = (
-        _gate_pool() if reads_signals(llm) else DaemonPool(min(len(batches), MAX_WORKERS), name="vault-gate")
-    )
-    futures = [pool.submit(_judge, llm, prompt, intent, query, batch, clock.deadline) for batch in batches]
-    try:
-        outcomes: dict[str, GateOutcome] = {}
-        for batch, future in zip(batches, futures):
-            outcomes.update(_collect(batch, future, clock))
-        return outcomes
-    finally:
-        # Batches still queued past the deadline need not run; a call already running keeps its
-        # thread until its request's timeout (cut to the deadline) ends it, and nobody waits for it.
-        for future in futures:
-            future.cancel()
-        if isinstance(pool, DaemonPool):
-            pool.shutdown()
-
-
-@cache
-def _gate_pool() -> ThreadPoolExecutor:
-    """The offline gate's threads, started once per process (a pool per query started ~4 threads a query)."""
-    return ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="vault-offline-gate")
+        return _fail_open(list(items), stopped)
+    return gate.judge(items, intent=intent, query=query, batch_size=batch_size, clock=clock)
 
 
 def gate_rows(
@@ -284,6 +423,7 @@ def gate_rows(
     ``context``: the chats of the candidates that passed earlier steps, for the session signals).
     """
     ids = {f"c{i:02d}": row[0] for i, row in enumerate(rows, 1)}  # short keys a small model echoes well
+    gate = gate_of(llm)
     signals = (
         gate_signals(
             rows,
@@ -296,34 +436,17 @@ def gate_rows(
             conversations=conversations,
             context=context,
         )
-        if embedder is not None and rows and reads_signals(llm)
+        if embedder is not None and rows and gate.reads_signals
         else {}
     )
     items = [
         GateItem(key, title_of(path), heading, _short(text, text_chars), signals.get(cid))
         for key, (cid, path, heading, text) in zip(ids, rows)
     ]
-    outcomes = run_gate(items, llm=llm, intent=intent, query=query, batch_size=batch_size, timeout=timeout, clock=clock)
-    if signals:  # the fitted gate's probability rides with its verdict: the package's depth follows it
-        model = relevance_of(llm)
-        outcomes = {key: _with_probability(o, model.probability(signals[ids[key]])) for key, o in outcomes.items()}
+    outcomes = run_gate(
+        items, llm=gate, intent=intent, query=query, batch_size=batch_size, timeout=timeout, clock=clock
+    )
     return {ids[key]: outcome for key, outcome in outcomes.items()}
-
-
-def relevance_of(llm: StructuredLLM) -> RelevanceModel:
-    """The fitted relevance model an offline gate judges with: the vault's own, else the shipped one."""
-    model = getattr(llm, "relevance", None)
-    return model if isinstance(model, RelevanceModel) else DEFAULT
-
-
-def _with_probability(outcome: GateOutcome, p: float) -> GateOutcome:
-    match outcome:
-        case Keep() | Drop():
-            return replace(outcome, probability=round(p, 6))
-        case FailOpen() | Skipped():
-            return outcome
-        case _:
-            assert_never(outcome)
 
 
 def _short(text: str, limit: int) -> str:

@@ -20,9 +20,8 @@ from vault_pipeline.retrieve.gate import (
     GateClock,
     GateOutcome,
     Keep,
+    gate_of,
     probability_of,
-    reads_signals,
-    relevance_of,
     survives,
 )
 from vault_pipeline.retrieve.package import STRUCTURAL_TYPES, first_level, pick_parts
@@ -189,9 +188,10 @@ Stage = Callable[[FunnelState], FunnelState]
 
 
 def evidence_threshold(config: FunnelConfig, gate: StructuredLLM) -> float | None:
-    """The probability a block needs to enter a package: the config's, else the fitted gate's own
-    (``RelevanceModel.evidence``); None when no calibrated probability exists (the gate off, or a
-    model gate, whose keep is its judgement)."""
-    if not config.gate_enabled or not reads_signals(gate):
+    """The probability a block needs to enter a package: the config's, else the offline gate's own
+    (``Gate.stop``); None when no calibrated probability exists (the gate off, or a model gate,
+    whose keep is its judgement)."""
+    stop = gate_of(gate).stop if config.gate_enabled else None
+    if stop is None:
         return None
-    return config.stop if config.stop is not None else relevance_of(gate).evidence
+    return config.stop if config.stop is not None else stop

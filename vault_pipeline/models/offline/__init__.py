@@ -100,7 +100,9 @@ class OfflineBackend:
     """Deterministic algorithmic stand-in for a model: same protocol, same validators.
 
     ``relevance``: the fitted gate's weights (a vault's ``gate.json``); None: the shipped default.
-    They are the backend's own, as a model's weights are: the prompt never carries them."""
+    They are the backend's own, as a model's weights are: the prompt never carries them.
+    ``relevance_model``: gate with the trained relevance model (``crossencoder.py``) instead of the
+    shipped signal weights (not the default: docs/decisions/0110-relevance-model.md says why)."""
 
     model = OFFLINE_MODEL
     remote = False
@@ -111,10 +113,12 @@ class OfflineBackend:
         handlers: Mapping[str, Handler] | None = None,
         *,
         relevance: RelevanceModel | None = None,
+        relevance_model: bool = False,
     ):
         self.log = log or CallLog(None)
         self._handlers = HANDLERS if handlers is None else handlers
         self.relevance = relevance
+        self.relevance_model = relevance_model
 
     def _handler(self, name: str) -> Handler:
         try:
@@ -160,3 +164,15 @@ class OfflineBackend:
             )
         )
         return result
+
+
+def offline_relevance(llm: object) -> tuple[bool, RelevanceModel | None, bool]:
+    """Whether ``llm`` is the offline backend, the fitted signal weights it was given (None: the
+    shipped ones) and whether it gates with the trained relevance model. The one place outside a
+    backend that tells them apart; a wrapper that counts or times calls (``.inner``) is seen through."""
+    inner = getattr(llm, "inner", None)
+    if inner is not None and inner is not llm:
+        return offline_relevance(inner)
+    if isinstance(llm, OfflineBackend) and llm.model == OFFLINE_MODEL:  # a subclass naming a model is one
+        return True, llm.relevance, llm.relevance_model
+    return False, None, False

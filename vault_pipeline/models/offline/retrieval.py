@@ -88,22 +88,16 @@ def _judge(candidate: Mapping[str, Any], model: RelevanceModel) -> dict[str, str
     if signals is None:  # nothing to judge by: do not pretend to judge
         return {
             "key": candidate["key"],
-            "reasoning": "No retrieval signals were given with this candidate.",
+            "reasoning": "",
             "verdict": "keep",
             "reason": "no retrieval signals; kept unjudged",
         }
     p = model.probability(signals)
-    shown = ", ".join(f"{n} {signals.get(n, 0.0):.3f}" for n in FEATURES)
-    parts = ", ".join(f"{n} {v:+.2f}" for n, v in model.contributions(signals))
-    reasoning = (
-        f"Signals: {shown}. Logit = bias {model.bias:+.2f}, {parts}. "
-        f"Relevance {p:.3f} vs threshold {model.threshold:.3f}."
-    )
     cosines = f"cosine to intent {signals.get('cos_intent', 0.0):.2f}, to prompt {signals.get('cos_query', 0.0):.2f}"
     keep = p >= model.threshold
     return {
         "key": candidate["key"],
-        "reasoning": reasoning,
+        "reasoning": "",  # a fitted model's number and threshold are its reason; it writes no prose
         "verdict": "keep" if keep else "drop",
         "reason": f"relevance {p:.2f} {'>=' if keep else '<'} {model.threshold:.2f} ({cosines})",
     }
