@@ -28,7 +28,7 @@ from vault_pipeline.ingest.retire import Retirement
 from vault_pipeline.ingest.select import Selector, select_units
 from vault_pipeline.ingest.topics import plan_subjects
 from vault_pipeline.ingest.write import Hubs, IngestReport, write_conversation, write_threads, write_topic_hubs
-from vault_pipeline.models.protocol import OFFLINE_MODEL, StructuredLLM
+from vault_pipeline.models.protocol import StructuredLLM, is_offline
 from vault_pipeline.models.workers import ordered
 from vault_pipeline.vault.files import Vault
 
@@ -86,7 +86,7 @@ def ingest(
     concurrency."""
     report = IngestReport(sources=[str(p) for p in paths], model=llm.model)
     started = time.perf_counter()
-    workers = 1 if llm.model == OFFLINE_MODEL else max(1, concurrency)
+    workers = 1 if is_offline(llm.model) else max(1, concurrency)
     with vault.lock("ingest", wait=wait):
         sessions: dict[str, tuple[Conversation, str, str]] = {}
         retirement = Retirement(vault)  # notes of a re-ingested conversation no longer written
@@ -213,10 +213,10 @@ def gate_llm(vault: Vault, model: str, **build: Any) -> StructuredLLM:
     offline gate judges with the weights the vault fitted for itself (``vault gate-calibrate --fit``),
     else the shipped ones; a model judges by itself."""
     from vault_pipeline.models.build import build_llm
-    from vault_pipeline.models.protocol import MCP_SAMPLING, OFFLINE_MODEL
+    from vault_pipeline.models.protocol import reads_vault_weights
     from vault_pipeline.retrieve.signals import load_relevance
 
-    relevance = load_relevance(vault.root) if model in (OFFLINE_MODEL, MCP_SAMPLING) else None
+    relevance = load_relevance(vault.root) if reads_vault_weights(model) else None
     return build_llm(model, relevance=relevance, **build)
 
 

@@ -139,6 +139,22 @@ def test_no_backend_name_check_in_retrieve():
     assert not found, "backend-name checks outside models/:\n" + "\n".join(found)
 
 
+OFFLINE_CHECK = re.compile(r"OFFLINE_MODEL|==\s*[\"']offline[\"']|[\"']offline[\"']\s*==")
+
+
+def test_no_offline_comparison_outside_models():
+    """Whether a model string is the offline backend is asked of ``models.protocol`` (``is_offline``)."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "models" not in path.relative_to(PACKAGE).parts[:1]
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OFFLINE_CHECK.search(line)
+    ]
+    assert not found, "offline comparisons outside models/:\n" + "\n".join(found)
+    assert OFFLINE_CHECK.search("if settings.quality_model == OFFLINE_MODEL:")
+
+
 def test_the_backend_check_pattern_catches_what_it_forbids():
     for line in ('if llm.model == "offline":', "return self.model == OFFLINE_MODEL", "x = 'offline' == m"):
         assert BACKEND_CHECK.search(line)

@@ -101,10 +101,10 @@ def ingest(
 def cached(vault: Vault, llm: StructuredLLM) -> StructuredLLM:
     """A model's answers kept in the vault's answer cache (``models.answers``); the offline backend as it is."""
     from vault_pipeline.models.answers import ANSWERS_FILE, AnswerCache, CachedLLM
-    from vault_pipeline.models.protocol import OFFLINE_MODEL
+    from vault_pipeline.models.protocol import is_offline
     from vault_pipeline.vault.files import STATE_DIR
 
-    if llm.model == OFFLINE_MODEL:
+    if is_offline(llm.model):
         return llm
     return CachedLLM(llm, AnswerCache(vault.root / STATE_DIR / ANSWERS_FILE))
 
@@ -115,10 +115,10 @@ def print_estimate(vault: Vault, settings: Settings, model: str, paths: list[Pat
     from vault_pipeline.models.answers import ANSWERS_FILE, AnswerCache
     from vault_pipeline.models.estimate import DryRunLLM
     from vault_pipeline.models.litellm_backend import is_remote
-    from vault_pipeline.models.protocol import OFFLINE_MODEL
+    from vault_pipeline.models.protocol import is_offline
     from vault_pipeline.vault.files import STATE_DIR
 
-    if model == OFFLINE_MODEL:
+    if is_offline(model):
         err.print("the offline extractor calls no model: nothing to estimate, nothing to pay", markup=False)
         return
     kept = vault.root / STATE_DIR / ANSWERS_FILE

@@ -53,11 +53,11 @@ def keep(
     Example:  vault keep --all-passing --dry-run"""
     from vault_pipeline.cli.ingest import selector_of
     from vault_pipeline.ingest.keep import keep as run_keep
-    from vault_pipeline.models.protocol import OFFLINE_MODEL
+    from vault_pipeline.models.protocol import is_offline
 
     vault, settings, log = open_vault(vault_path)
     # The offline judge is the fitted gate itself; a model string puts a model in its place.
-    judge = None if settings.quality_model == OFFLINE_MODEL else build_llm(settings, settings.quality_model, log)
+    judge = None if is_offline(settings.quality_model) else build_llm(settings, settings.quality_model, log)
     with progress("keep", "notes") as advance:
         report = run_keep(
             vault,

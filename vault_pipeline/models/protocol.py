@@ -20,6 +20,17 @@ OFFLINE_MODEL = "offline"
 MCP_SAMPLING = "mcp-sampling"
 
 
+def is_offline(model: str) -> bool:
+    """True for the built-in offline backend's model string: it calls nothing, costs nothing, caches nothing."""
+    return model == OFFLINE_MODEL
+
+
+def reads_vault_weights(model: str) -> bool:
+    """True where the gate may be the offline one and so judges with the weights a vault fitted for itself
+    (``offline``, and ``mcp-sampling``, whose fallback outside a sampling client is the offline gate)."""
+    return model in (OFFLINE_MODEL, MCP_SAMPLING)
+
+
 def _bare(key: str) -> str:
     return key.strip().strip("[]").strip()  # models sometimes echo the "[c01]" brackets
 
