@@ -13,8 +13,9 @@ kind (``exit_code``; the README's table)::
     ├── DirtyFileError              a file changed since it was read: left untouched
     ├── LockError                   another process holds the vault lock
     ├── ModelError                  a model call failed for good (retries spent, output never valid)
-    └── IndexStateError             the derived index is missing, incompatible or corrupt
-        └── IndexDamagedError       its files cannot be read: set aside and rebuilt by the commands
+    ├── IndexStateError             the derived index is missing, incompatible or corrupt
+    │   └── IndexDamagedError       its files cannot be read: set aside and rebuilt by the commands
+    └── StorageError                a file could not be written or read (disk full, read-only, permission)
 
 Signals that never leave the module that raises them (each is caught there and becomes a value
 or a ``VaultError``), so they are no ``VaultError``::

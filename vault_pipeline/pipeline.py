@@ -181,7 +181,7 @@ def estimate_ingest(paths: Sequence[Path], dry: DryRunLLM, *, max_record: int = 
     titles: list[Conversation] = []
     for conv in _conversations(paths, report, max_record):
         extract_conversation(conv, dry)
-        titles.append(replace(conv, messages=()))  # what grouping reads: titles, dates, threads
+        titles.append(thread_header(conv))  # what grouping reads: titles, dates, threads, openings
     for key, members in group_threads(titles):
         map_thread(key, [(conv, ESTIMATE_SUMMARY) for conv in members], dry)
     estimate = price_calls(dry.calls, dry.model, remote=dry.remote_model)

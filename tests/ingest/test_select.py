@@ -144,7 +144,12 @@ def test_the_shipped_selector_holds_its_precision_on_held_out_labels():
     test = [r for r in rows if held_out(r["conversation"]) and r.get("sample") == "random" and r["source"] == "export"]
     on, _ = featurise(test, meaning=False)
     model = shipped()
-    written = [r["good"] for r, o in zip(test, on) if model.probability(o) >= model.write]
-    # Held out at fit time: 0.70 precision at the write threshold (benchmarks/bench_selection.py); a
-    # guard that a selector no better than the candidates' base rate (0.46) fails.
-    assert len(written) >= 20 and sum(written) / len(written) >= 0.6
+    passed = [(r, o) for r, o in zip(test, on) if model.probability(o) >= model.write_for(r["speaker"])]
+    written = [r["good"] for r, _ in passed]
+    assistant = [r["good"] for r, _ in passed if r["speaker"] == "assistant"]
+    base = sum(r["good"] for r in test) / len(test)
+    # Held out at fit time (benchmarks/bench_selection.py): the assistant's candidates at 0.73 precision
+    # at its write threshold. Under the current reading protocol (generic advice is meaningless) the
+    # candidates' base rate is about 0.30; a selector no better than it fails both guards.
+    assert len(written) >= 20 and sum(written) / len(written) >= 1.5 * base
+    assert len(assistant) >= 10 and sum(assistant) / len(assistant) >= 0.6
