@@ -131,8 +131,8 @@ def locate(sentence: str, source: str | None) -> tuple[Statement | None, Reading
 
 @lru_cache(maxsize=64)
 def _reading(source: str) -> Reading:
-    """A message read once for all its candidates."""
-    return read_message(source, MAX_VERBATIM_WORDS, MAX_VERBATIM_CONTEXT_WORDS)
+    """A message read once for all its candidates (a lead-in among them: the user's may be one)."""
+    return read_message(source, MAX_VERBATIM_WORDS, MAX_VERBATIM_CONTEXT_WORDS, lead_ins=True)
 
 
 def signs(c: Candidate) -> dict[str, float]:

@@ -402,7 +402,7 @@ def statement_units(message: Mapping[str, Any], max_words: int, max_context_word
     """Every candidate statement of one message as a unit (verbatim, with its context and category),
     and how many sentences no clause of which fits ``max_words``."""
     role = "user" if message.get("role") == "user" else "assistant"
-    reading = read_message(str(message.get("text", "")), max_words, max_context_words)
+    reading = read_message(str(message.get("text", "")), max_words, max_context_words, lead_ins=role == "user")
     units = []
     for s in reading.statements:
         if role == "user" and not _ENDED.search(s.text):

@@ -257,8 +257,11 @@ def sentences(markdown: str) -> list[str]:
     return [t for block in found for line in _lines(block.text) for s in split_sentences(line) if (t := tidy(s))]
 
 
-def read_message(markdown: str, max_words: int, max_context_words: int) -> Reading:
-    """Every statement of a message that fits ``max_words`` (its context within ``max_context_words``)."""
+def read_message(markdown: str, max_words: int, max_context_words: int, *, lead_ins: bool = False) -> Reading:
+    """Every statement of a message that fits ``max_words`` (its context within ``max_context_words``).
+
+    A lead-in ("Some popular extensions are:") is its list's context, not a statement; with
+    ``lead_ins`` it is a statement too (the user's "My tasks for today:" says something of theirs)."""
     found, code, tables = blocks(markdown)
     statements: list[Statement] = []
     count = long = 0
@@ -272,8 +275,8 @@ def read_message(markdown: str, max_words: int, max_context_words: int) -> Readi
                 sentence = tidy(sentence)
                 if not sentence:
                     continue
-                if _LEAD_IN.search(sentence):  # a lead-in is its list's context; the user's may be a statement too
-                    if word_count(sentence) <= max_words and _balanced(sentence):
+                if _LEAD_IN.search(sentence):
+                    if lead_ins and word_count(sentence) <= max_words and _balanced(sentence):
                         statements.append(_statement(sentence, None, "whole", block, lead, count, before))
                     continue
                 made = [c for c in _candidates(sentence, max_words, max_context_words) if _balanced(c[0])]
