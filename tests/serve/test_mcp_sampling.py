@@ -13,7 +13,7 @@ import sys
 import anyio
 import pytest
 
-from tests.support.openai_server import answer_for
+from tests.support.openai_server import _MESSAGE, answer_for
 
 PROMPT = "What does the empty space between the stones mean?"
 MEMORY = "Invoices for the billing service are stored in PostgreSQL."
@@ -43,7 +43,8 @@ class ClientModel:
         if "relevance gate" in system:
             answer["verdicts"][0] |= {"verdict": "drop", "reason": "judged off-topic by the client's model"}
         if "extraction operator" in system:
-            answer["units"] = [{"text": MEMORY, "category": "fact", "source_ids": ["1"], "speaker": "user"}]
+            message_id = _MESSAGE.findall(prompt)[0][0]  # the id the prompt shows: the text's digest
+            answer["units"] = [{"text": MEMORY, "category": "fact", "source_ids": [message_id], "speaker": "user"}]
         text = f"```json\n{json.dumps(answer)}\n```"  # a chat model's habit: the parser takes it
         return CreateMessageResult(role="assistant", content=TextContent(type="text", text=text), model=CLIENT_MODEL)
 
@@ -58,6 +59,7 @@ def sampling_server(indexed_example, tmp_path):
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(tmp_path),
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},  # a worktree's code, where it is set
         "VAULT_GATE_MODEL": "mcp-sampling",
         "VAULT_EXTRACT_MODEL": "mcp-sampling",
     }
