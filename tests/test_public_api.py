@@ -84,6 +84,9 @@ def test_the_api_functions_win_over_the_stage_packages_of_the_same_name():
     from vault_pipeline.index.sync import sync
 
     assert callable(sync)
+    import vault_pipeline.index.sync as index_sync  # the `as` form reaches the module through the function
+
+    assert index_sync.sync is sync and vault_pipeline.index.sync is index_sync
 
 
 def test_importing_the_package_loads_nothing_else_of_ours():

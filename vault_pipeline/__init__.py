@@ -22,6 +22,7 @@ network); settings from ``load_settings``; every error is a ``VaultError``.
 
 from __future__ import annotations
 
+import functools
 import sys
 from importlib import import_module
 from types import ModuleType
@@ -96,11 +97,49 @@ __all__ = [
 ]
 
 
+# API functions that share their name with a stage sub-package.
+_STAGES = frozenset({"ingest", "index", "clean"})
+
+
+class _StageFunction:
+    """An API function named like a stage sub-package: calling it calls the function; its other
+    (non-dunder) attributes are the sub-package's, so ``vault_pipeline.index.sync``, ``import
+    vault_pipeline.index.sync as s`` and ``mock.patch("vault_pipeline.index.sync.sync")`` reach the
+    module. ``inspect.signature`` and ``typing.get_type_hints`` read the function (``__wrapped__``)."""
+
+    def __init__(self, function: Any, package: str) -> None:
+        functools.update_wrapper(self, function)
+        self._package = package
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        package = import_module(self._package)
+        try:
+            return getattr(package, name)
+        except AttributeError:
+            pass
+        try:
+            return import_module(f"{self._package}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{self._package}.{name}":
+                raise
+            raise AttributeError(f"{self._package!r} has no attribute {name!r}") from None
+
+
 def __getattr__(name: str) -> Any:
     """A public name, imported from its module on first use."""
     if name not in _WHERE:
         raise AttributeError(f"module 'vault_pipeline' has no attribute {name!r}")
     value = getattr(import_module(_WHERE[name]), name)
+    if name in _STAGES:
+        value = _StageFunction(value, f"{__name__}.{name}")
     globals()[name] = value
     return value
 
@@ -113,7 +152,8 @@ class _Facade(ModuleType):
     """The package module: ``ingest``, ``index`` and ``clean`` name both a function of the API and a
     stage sub-package. The function wins: importing the sub-package (which would set the attribute
     to it) leaves the name alone; the sub-package is still imported by its full name
-    (``from vault_pipeline.index.sync import sync``)."""
+    (``from vault_pipeline.index.sync import sync``, ``import vault_pipeline.index.sync as s``), and
+    the function's attributes reach it (``_StageFunction``)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _WHERE and isinstance(value, ModuleType):
