@@ -139,10 +139,29 @@ def signs(c: Candidate) -> dict[str, float]:
     """The selector's inputs for one candidate: structure, speaker, form (0/1 each) and specificity (0-1)."""
     found, reading = locate(c.sentence, c.source)
     text = c.sentence
+    on = _form(c, rewritten=found is None)
+    if found is not None and reading is not None:
+        on.update(_structure(found, reading))
+    quality = features(text, c.source)
+    on["imperative"] = quality.pop("imperative", False)
+    on.update(_who(c, on))
+    on.update({f"sign:{k}": v for k, v in quality.items()})
+    found_on = {k: 1.0 for k, v in on.items() if v and k in SIGNS}
+    own = c.speaker == "user" and not c.people  # the user's own statement, said to the assistant
+    if reading is not None:
+        found_on["user_turn_size" if own else "turn_size"] = _turn_size(reading)
+    prefix = "user_spec:" if own else "spec:"
+    found_on.update((prefix + k, v) for k, v in specificity(text, c.context, c.question).items())
+    return found_on
+
+
+def _form(c: Candidate, rewritten: bool) -> dict[str, bool]:
+    """The candidate's speaker and the form of its sentence."""
+    text = c.sentence
     words = word_count(text)
-    on: dict[str, bool] = {
+    return {
         "user": c.speaker == "user",
-        "rewritten": found is None,
+        "rewritten": rewritten,
         "question": text.rstrip("\"'”’)]").endswith("?"),
         "first_person": bool(_FIRST_PERSON.search(text)),
         "second_person": bool(_SECOND_PERSON.search(text)),
@@ -158,18 +177,6 @@ def signs(c: Candidate) -> dict[str, float]:
         "connective_open": bool(_CONNECTIVE.match(text)),
         "placeholder": bool(_PLACEHOLDER.search(text)),
     }
-    if found is not None and reading is not None:
-        on.update(_structure(found, reading))
-    quality = features(text, c.source)
-    on["imperative"] = quality.pop("imperative", False)
-    on.update(_who(c, on))
-    on.update({f"sign:{k}": v for k, v in quality.items()})
-    found_on = {k: 1.0 for k, v in on.items() if v and k in SIGNS}
-    if reading is not None:
-        found_on["user_turn_size" if c.speaker == "user" and not c.people else "turn_size"] = _turn_size(reading)
-    prefix = "user_spec:" if c.speaker == "user" and not c.people else "spec:"
-    found_on.update((prefix + k, v) for k, v in specificity(text, c.context, c.question).items())
-    return found_on
 
 
 def _who(c: Candidate, on: Mapping[str, bool]) -> dict[str, bool]:

@@ -59,15 +59,28 @@ def wording_counts(conversations: list[set[str]]) -> dict[str, int]:
 
 def specificity(text: str, context: str | None, question: str | None) -> dict[str, float]:
     """The specificity signs of one statement (each in [0, 1]; absent signs left out)."""
+    out = {**_typicality(text), **_values(text), **_asked(text, context, question)}
+    return {k: round(v, 4) for k, v in out.items() if v}
+
+
+def _typicality(text: str) -> dict[str, float]:
+    """How common the statement's words are across the archive (nothing without ``wording.json``)."""
     share, _ = _wording()
     stems = [s for s in content_stems(text) if len(s) > 2 and not s[:1].isdigit()]
+    if not stems or not share:
+        return {}
+    shares = [share.get(s, 0.0) for s in stems]
+    rare = sum(v < RARE for v in shares)
+    return {
+        "typical": sum(shares) / len(shares),
+        "common_share": sum(v >= COMMON for v in shares) / len(shares),
+        "rare_terms": min(rare, 3) / 3,
+    }
+
+
+def _values(text: str) -> dict[str, float]:
+    """Values, versions, bare numbers and mid-sentence names."""
     out: dict[str, float] = {}
-    if stems and share:
-        shares = [share.get(s, 0.0) for s in stems]
-        out["typical"] = sum(shares) / len(shares)
-        out["common_share"] = sum(v >= COMMON for v in shares) / len(shares)
-        rare = sum(v < RARE for v in shares)
-        out["rare_terms"] = min(rare, 3) / 3
     if _VALUE.search(text):
         out["value"] = 1.0
     if _VERSION.search(text):
@@ -77,10 +90,15 @@ def specificity(text: str, context: str | None, question: str | None) -> dict[st
     names = len(_MID_NAME.findall(text))
     if names:
         out["mid_names"] = min(names, 3) / 3
-    if question:
-        asked = content_stems(question)
-        said = content_stems(f"{text} {context or ''}")
-        if said and asked:
-            out["asked"] = len(said & asked) / len(said)
-            out["asked_terms"] = min(len(said & asked), 3) / 3
-    return {k: round(v, 4) for k, v in out.items() if v}
+    return out
+
+
+def _asked(text: str, context: str | None, question: str | None) -> dict[str, float]:
+    """How much of the statement (with its context) the user's question asks about."""
+    if not question:
+        return {}
+    asked = content_stems(question)
+    said = content_stems(f"{text} {context or ''}")
+    if not said or not asked:
+        return {}
+    return {"asked": len(said & asked) / len(said), "asked_terms": min(len(said & asked), 3) / 3}

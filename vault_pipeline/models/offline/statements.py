@@ -211,23 +211,32 @@ class _Walker:
             self.heading, self.previous = None, None
 
     def _list(self, token: dict[str, Any], depth: int) -> None:
-        lead = self.previous if self.previous and _LEAD_IN.search(self.previous) else None
-        if lead is None and self.heading is None and self.previous and _LABEL_LINE.match(self.previous):
-            lead = self.previous  # "**Unity**" or "Requirements" on its own line names what the list is about
+        lead = self._lead()
         for item in token.get("children") or ():
             first = len(self.blocks)
             self.previous = None
             self.walk(item.get("children") or (), "item", depth + 1)
-            # Every block of the item stands under the list's lead-in; the items of a list nested in it
-            # that have no lead-in of their own stand under this item's first sentence.
-            own = next((b for b in self.blocks[first:] if b.depth == depth + 1), None)
-            said = split_sentences(tidy(own.text)) if own else []
-            for i in range(first, len(self.blocks)):
-                if self.blocks[i].depth == depth + 1:
-                    self.blocks[i] = replace(self.blocks[i], lead=lead)
-                elif self.blocks[i].depth == depth + 2 and self.blocks[i].lead is None and said:
-                    self.blocks[i] = replace(self.blocks[i], lead=said[0])
+            self._stand_under(first, depth, lead)
         self.previous = None
+
+    def _lead(self) -> str | None:
+        """The text a list that starts here stands under: the paragraph before it when that is a lead-in."""
+        if self.previous and _LEAD_IN.search(self.previous):
+            return self.previous
+        if self.heading is None and self.previous and _LABEL_LINE.match(self.previous):
+            return self.previous  # "**Unity**" or "Requirements" on its own line names what the list is about
+        return None
+
+    def _stand_under(self, first: int, depth: int, lead: str | None) -> None:
+        """Every block of the item (from ``first``) stands under the list's lead-in; the items of a list
+        nested in it that have no lead-in of their own stand under this item's first sentence."""
+        own = next((b for b in self.blocks[first:] if b.depth == depth + 1), None)
+        said = split_sentences(tidy(own.text)) if own else []
+        for i in range(first, len(self.blocks)):
+            if self.blocks[i].depth == depth + 1:
+                self.blocks[i] = replace(self.blocks[i], lead=lead)
+            elif self.blocks[i].depth == depth + 2 and self.blocks[i].lead is None and said:
+                self.blocks[i] = replace(self.blocks[i], lead=said[0])
 
 
 def is_verbatim(sentence: str, markdown: str) -> bool:
