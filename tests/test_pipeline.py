@@ -258,4 +258,4 @@ def test_vault_demo_runs_offline_and_twice_writes_nothing(tmp_path):
     assert re.search(r"files created\s*│\s*0\s", second) and re.search(r"files updated\s*│\s*0\s", second)
     assert "; 0 files written" in second and "clean: nothing to do" in second
     assert files(tmp_path / "demo") == demo  # the clean reached its fixed point in the first run
-    assert (tmp_path / "demo" / "archive" / "the-submission-deadline-is-may-3-453d92.md").is_file()
+    assert (tmp_path / "demo" / "archive" / "the-submission-deadline-is-may-3-d1a843.md").is_file()  # a fact since 0121
