@@ -104,16 +104,22 @@ def test_a_second_writer_fails_fast_naming_the_holder_or_waits_for_it(vault_root
     assert any(p.startswith("engrams/") for p in notes(vault_root))  # keep ran after the holder let go
 
 
-def ingested_ids(tmp_path: Path, name: str, sources: list[str]) -> set[str]:
+def ingested_ids(tmp_path: Path, name: str, *batches: list[str]) -> set[str]:
+    """The note ids of the example vault after one ingest per batch, one after the other."""
     root = Path(shutil.copytree(EXAMPLE / "vault", tmp_path / name))
-    run("ingest", *sources, "--vault", str(root))
+    for sources in batches:
+        run("ingest", *sources, "--vault", str(root))
     return set(note_ids(notes(root)))
 
 
 @pytest.mark.slow
 def test_two_ingests_at_once_write_exactly_the_union_of_their_notes(tmp_path):
     first, second = SOURCES[:1], SOURCES[1:]
-    expected = ingested_ids(tmp_path, "first", first) | ingested_ids(tmp_path, "second", second)
+    alone = ingested_ids(tmp_path, "first", first) | ingested_ids(tmp_path, "second", second)
+    # The lock runs them one after the other, in either order. A subject that chats of both share
+    # gets a hub neither writes alone (ingest/topics.py), and the first to write a subject's hub names
+    # it; so the vault holds exactly what one of the two orders writes, and every note either writes alone.
+    orders = [ingested_ids(tmp_path, "ab", first, second), ingested_ids(tmp_path, "ba", second, first)]
     root = Path(shutil.copytree(EXAMPLE / "vault", tmp_path / "both"))
     with Holder(root) as holder:  # both start while the lock is held, so they really contend
         procs = [
@@ -130,5 +136,7 @@ def test_two_ingests_at_once_write_exactly_the_union_of_their_notes(tmp_path):
         holder.release()
         results = [(proc.wait(timeout=HANG_GUARD), proc.communicate()[1]) for proc in procs]
     assert [code for code, _ in results] == [0, 0], results
-    assert set(note_ids(notes(root))) == expected
+    written = set(note_ids(notes(root)))
+    assert written in orders, [sorted(written ^ order) for order in orders]
+    assert {i for i in alone if not i.startswith("h-")} <= written
     sound(root)

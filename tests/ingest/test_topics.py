@@ -85,3 +85,16 @@ def test_hubs_gather_chats_are_never_empty_and_a_partial_ingest_tags_alike(make_
     one = _export(tmp_path / "one.json", ["Django Multi-DB Setup"])
     again = pipeline.ingest(other, [one], OfflineBackend(), selector=EVERY)
     assert again.files_written == 0  # the same tags: nothing to rewrite
+
+
+def test_a_subject_keeps_the_name_its_hub_already_has(make_vault, tmp_path):
+    """ "Gardens" then "garden": a later ingest whose titles spell it otherwise files under the same hub."""
+    vault = make_vault()
+    first = ["Negative space in Japanese gardens", "Moss gardens of Kyoto"]
+    pipeline.ingest(vault, [_export(tmp_path / "first.json", first)], OfflineBackend(), selector=EVERY)
+    later = ["Structure of the garden essay", "Planting a garden border", "A garden in winter"]
+    pipeline.ingest(vault, [_export(tmp_path / "later.json", later)], OfflineBackend(), selector=EVERY)
+    hubs = [p.name for p in (vault.root / "topics").glob("*.md") if p.name.lower().startswith("garden")]
+    assert len(hubs) == 1 and hubs[0].startswith("gardens-"), hubs  # one hub, the name it was written with
+    tags = {t for p in (vault.root / "inbox").glob("*.md") for t in re.findall(r"- (topic/garden\S*)", p.read_text())}
+    assert tags == {"topic/gardens"}

@@ -8,7 +8,9 @@ doing: the tagger's lexicon does not know it as a verb, adjective or adverb, and
 the generic words of a request ("summary", "usage", "uitleg"). A conversation's subjects are at
 most ``MAX_SUBJECTS`` of its title's: names first (words the lexicon does not know as common words:
 "django", "gcp"), then the most shared. Counting runs over the titles of the conversations being
-ingested and of the sessions already in the vault, so a partial ingest finds the same subjects.
+ingested and of the sessions already in the vault, so a partial ingest finds the same subjects;
+a subject whose hub is already in the vault keeps that hub's name ("Gardens" stays "Gardens" when a
+later chat writes "garden"), so a subject has one hub, one tag, whichever ingest came first.
 (docs/decisions/0146-subjects-across-chats.md)
 """
 
@@ -28,6 +30,7 @@ from vault_pipeline.text import TITLE_STOPWORDS, normalise_text
 from vault_pipeline.vault.files import Vault
 
 SESSIONS = "sessions"
+HUBS = "topics"
 MIN_CHATS = 2  # a subject gathers at least this many conversations
 MAX_SUBJECTS = 3  # tags a conversation's notes carry at most
 MIN_MENTIONS = 2  # a subject named this often in a conversation's user turns is one of its subjects
@@ -81,6 +84,7 @@ class Subjects:
 
     counts: Counter = field(default_factory=Counter)  # subject key -> titles holding it
     spelling: dict[str, Counter] = field(default_factory=dict)
+    written: dict[str, str] = field(default_factory=dict)  # subject key -> name of its hub in the vault
 
     @classmethod
     def of(cls, titles: Iterable[str]) -> Subjects:
@@ -126,7 +130,10 @@ class Subjects:
         return together >= MIN_CHATS and together == self.counts[a] == self.counts[b] and is_thing(b)
 
     def name(self, key: str) -> str:
-        """How a subject is shown: each word in its most frequent spelling ("GitHub", "Google Cloud")."""
+        """How a subject is shown: its hub's name when the vault has one, else each word in its most
+        frequent spelling ("GitHub", "Google Cloud")."""
+        if key in self.written:
+            return self.written[key]
         shown = " ".join(self._spelled(w) for w in key.split())
         return shown[:1].upper() + shown[1:]
 
@@ -169,20 +176,43 @@ def plan_subjects(vault: Vault, conversations: Iterable[Conversation]) -> dict[s
         if conv.titled:
             chats[conv.id] = (conv.title, mentioned(m.text for m in conv.messages if m.role == "user"))
     ingesting = set(chats)
-    for title, conversation in _vault_sessions(vault):
+    hubs: dict[str, str] = {}
+    for title, conversation in _vault_sessions(vault, hubs):
         chats.setdefault(conversation, (title, ()))
     subjects = Subjects.of(title for title, _ in chats.values())
+    subjects.written = hubs
     return {cid: found for cid, found in assign(subjects, chats).items() if cid in ingesting}
 
 
-def _vault_sessions(vault: Vault) -> Iterable[tuple[str, str]]:
-    """(title, conversation id) of the session notes in the vault."""
+def _vault_sessions(vault: Vault, hubs: dict[str, str]) -> Iterable[tuple[str, str]]:
+    """(title, conversation id) of the session notes in the vault; ``hubs`` gets each topic hub's
+    name by its subject key."""
     for relpath in vault.iter_note_paths():
-        if not relpath.startswith(SESSIONS + "/"):
+        if not relpath.startswith((SESSIONS + "/", HUBS + "/")):
             continue
         try:
-            fm, _, _ = vault.read(relpath)
+            fm, body, _ = vault.read(relpath)
         except VaultError:
             continue  # unreadable: the index warns about it
-        if fm.get("type") == "session" and fm.get("source_title") and fm.get("source_conversation"):
+        if fm.get("type") == "topic":
+            name = _hub_name(fm, body)
+            if name:
+                hubs.setdefault(subject_key(name), name)
+        elif fm.get("type") == "session" and fm.get("source_title") and fm.get("source_conversation"):
             yield str(fm["source_title"]), str(fm["source_conversation"])
+
+
+def subject_key(name: str) -> str:
+    """The key a subject's shown name counts under (``Subjects.add``): "Gardens" -> "garden"."""
+    return " ".join(_word(w) for w in normalise_text(name).split())
+
+
+def _hub_name(fm: Mapping[str, Any], body: str) -> str:
+    """A topic hub's name, read back from its heading ("" when that is not the name its id was made of)."""
+    from vault_pipeline.ingest.notes import topic_id
+
+    first = body.lstrip().split("\n", 1)[0]
+    if not first.startswith("# "):
+        return ""
+    name = re.sub(r"\\(.)", r"\1", first[2:].strip())  # heading_text's escapes undone
+    return name if topic_id(name) == fm.get("id") else ""
