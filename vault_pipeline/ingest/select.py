@@ -121,12 +121,20 @@ class Candidate:
 
 
 def locate(sentence: str, source: str | None) -> tuple[Statement | None, Reading | None]:
-    """The source message's statement that is this sentence (verbatim), and the message as read."""
+    """The source message's statement that is this sentence (verbatim), and the message as read. A
+    sentence the message says more than once is the one that can be a note: a list item under its
+    lead-in or heading before the same item alone (the extractor writes no lone item)."""
     if not source:
         return None, None
     reading = _reading(source)
     wanted = key(sentence)
-    return next((s for s in reading.statements if key(s.text) == wanted), None), reading
+    said = [s for s in reading.statements if key(s.text) == wanted]
+    return next((s for s in said if not _alone(s)), said[0] if said else None), reading
+
+
+def _alone(s: Statement) -> bool:
+    """A list item with neither a lead-in nor a heading to stand under."""
+    return s.kind == "item" and s.lead is None and s.heading is None
 
 
 @lru_cache(maxsize=64)
@@ -203,7 +211,7 @@ def _structure(s: Statement, reading: Reading) -> dict[str, bool]:
     count = reading.sentences
     return {
         "item": s.kind == "item",
-        "item_alone": s.kind == "item" and s.lead is None and s.heading is None,
+        "item_alone": _alone(s),
         "quote": s.kind == "quote",
         "heading": s.heading is not None,
         "labelled": s.label is not None,

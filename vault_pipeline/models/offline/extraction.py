@@ -371,7 +371,7 @@ _LOG = re.compile(
 )
 
 
-def _stands(s: Any, max_context_words: int, role: str = "assistant") -> bool:
+def _stands(s: Any, max_context_words: int) -> bool:
     """Whether a statement can be a note at all: a sentence (it ends as one) of a few words, not a
     quiz option or program output, a list item only under its lead-in or heading, and not pointing
     back at a sentence it does not have beside it as context."""
@@ -381,8 +381,9 @@ def _stands(s: Any, max_context_words: int, role: str = "assistant") -> bool:
         and not _OPTION_ITEM.match(s.text)
         and not _LOG.match(s.text)
         and _last_word(s.text) not in FUNCTION_WORDS  # "... and." lost its end in its source already
-        # A list item needs its lead-in; the user's own list item names its subject in their message.
-        and (s.kind != "item" or s.lead is not None or s.heading is not None or role == "user")
+        # A list item needs its lead-in or heading, the user's too: a lone item is mostly pasted slides
+        # or notes whose subject stands elsewhere, and it is not a note whole without it.
+        and (s.kind != "item" or s.lead is not None or s.heading is not None)
         and (not s.points_back or _resolvable(s.before, max_context_words))
     )
 
@@ -407,7 +408,7 @@ def statement_units(message: Mapping[str, Any], max_words: int, max_context_word
     for s in reading.statements:
         if role == "user" and not _ENDED.search(s.text):
             s = replace(s, text=f"{s.text.rstrip(',;:')}.")  # people often end a line without a full stop
-        if not _is_prose(s.text) or not _stands(s, max_context_words, role):
+        if not _is_prose(s.text) or not _stands(s, max_context_words):
             continue
         context = s.full_context(max_context_words)
         category = classify(s.text, role, context)
