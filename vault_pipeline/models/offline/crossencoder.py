@@ -71,24 +71,14 @@ class CrossEncoderModel:
                 return
             from tokenizers import Tokenizer
 
-            from vault_pipeline.models.embed import _import_onnxruntime
+            from vault_pipeline.models.embed import onnx_session
 
             if not self.model_path.is_file() or not self.tokenizer_path.is_file():
                 raise ConfigError(f"relevance model missing: {self.model_path} (reinstall vault_pipeline)")
             tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
             tokenizer.no_padding()
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            ort = _import_onnxruntime()
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.log_severity_level = 3
-            session = ort.InferenceSession(
-                str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            session = onnx_session(self.model_path, self.threads)
             self._tokenizer, self._session = tokenizer, session
 
     def logits(self, queries: Sequence[str], passages: Sequence[str]) -> np.ndarray:
