@@ -39,6 +39,7 @@ EXPORTED = [
     "load_settings",
     "plan_clean",
     "query",
+    "search",
     "status",
     "undo_clean",
 ]
@@ -48,6 +49,7 @@ RESULTS = {
     "keep": "KeepReport",
     "index": "IndexReport",
     "query": "Iterator[ContextPackage]",
+    "search": "list[Candidate]",
     "status": "VaultStatus",
     "check": "CheckReport",
     "plan_clean": "Plan",

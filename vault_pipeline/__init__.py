@@ -37,6 +37,7 @@ _WHERE = {
     "keep": "vault_pipeline.pipeline",
     "index": "vault_pipeline.pipeline",
     "query": "vault_pipeline.pipeline",
+    "search": "vault_pipeline.pipeline",
     "gate_llm": "vault_pipeline.pipeline",
     "status": "vault_pipeline.pipeline",
     "check": "vault_pipeline.pipeline",
@@ -92,6 +93,7 @@ __all__ = [
     "load_settings",
     "plan_clean",
     "query",
+    "search",
     "status",
     "undo_clean",
 ]
@@ -188,6 +190,7 @@ if TYPE_CHECKING:
         keep,
         plan_clean,
         query,
+        search,
         status,
         undo_clean,
     )

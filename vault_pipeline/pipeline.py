@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from vault_pipeline.models.embed import Embedder
     from vault_pipeline.models.estimate import DryRunLLM, Estimate
     from vault_pipeline.retrieve.package import ContextPackage
-    from vault_pipeline.retrieve.types import FunnelConfig
+    from vault_pipeline.retrieve.types import Candidate, FunnelConfig
 
 __all__ = [
     "IngestReport",
@@ -292,6 +292,82 @@ def _answer(
         )
 
 
+def search(
+    vault: Vault,
+    text: str,
+    *,
+    embedder: Embedder,
+    floor: float,
+    limit: int = 10,
+    on_repair: Repaired | None = None,
+    wait: float = 0,
+) -> list[Candidate]:
+    """The index's best candidates for ``text`` (vector and full text, fused), one per note, best
+    first: only those whose cosine to ``text`` reaches ``floor``, and none when the found model says
+    the vault holds nothing on ``text``. An index found unreadable is rebuilt from the notes once
+    (waiting up to ``wait`` seconds for the vault lock; ``on_repair`` is told)."""
+    from vault_pipeline.index.damage import read_repairing
+    from vault_pipeline.index.sync import repair
+
+    def rebuild(what: str) -> None:
+        report = repair(vault, embedder, what, wait=wait)
+        if on_repair:
+            on_repair(report)
+
+    return read_repairing(lambda: _search(vault, text, embedder, floor, limit), rebuild)
+
+
+def _search(vault: Vault, text: str, embedder: Embedder, floor: float, limit: int) -> list[Candidate]:
+    from vault_pipeline.index.search import Index
+    from vault_pipeline.models.embed import l2_normalise
+    from vault_pipeline.retrieve.items import is_statement
+    from vault_pipeline.retrieve.judge import with_original_similarity
+    from vault_pipeline.retrieve.lanes import fuse
+
+    index = Index.open(vault, embedder)
+    vector = embedder.embed([text])[0]
+    depth = limit * 3  # a long note can fill a lane with its chunks: look deeper, keep one per note
+    lists = [
+        ("original", "vector", index.vector_search(vector, depth)),
+        ("original", "text", index.text_search(text, depth, vector=vector)),
+    ]
+    fused = [
+        c
+        for c in with_original_similarity(fuse(lists), l2_normalise(vector[None, :])[0], embedder)
+        if c.similarity >= floor
+    ]
+    if not fused or not _finds(text, fused, index):
+        return []
+    # A statement row (index/statements.py) repeats the sentence of the note written from it: the
+    # note stands for both.
+    noted = {_first_line(c.row) for c in fused if c.row.type == "atomic" and not is_statement(c.row)}
+    found: dict[str, Candidate] = {}
+    for cand in fused:
+        if is_statement(cand.row) and _first_line(cand.row) in noted:
+            continue
+        found.setdefault(cand.row.note_id, cand)
+        if len(found) == limit:
+            break
+    return list(found.values())
+
+
+def _finds(text: str, hits: Sequence[Candidate], index: Any) -> bool:
+    """Whether the vault holds anything on ``text``: the funnel's found model (``evidence.py``) over
+    the hits' best cosine and the text's words no note holds. No gate runs for a search, so its
+    best relevance counts as certain: only the words and the cosine can say "nothing"."""
+    from vault_pipeline.models.offline.relevance import FOUND
+    from vault_pipeline.retrieve.evidence import absence_features
+    from vault_pipeline.retrieve.lanes import absent_words
+
+    absent = set(absent_words(text, hits, index))
+    features = {"best": 1.0, "best_cosine": max(c.similarity for c in hits), **absence_features(text, absent)}
+    return FOUND.probability(features) >= FOUND.threshold
+
+
+def _first_line(row: Any) -> str:
+    return row.text.split("\n", 1)[0].strip().casefold()
+
+
 # --------------------------------------------------------------------------- status
 
 
@@ -327,18 +403,20 @@ def status(
     models: Sequence[tuple[str, str, str]] = (),
     embedder: Callable[[], Embedder] | None = None,
     on_repair: Repaired | None = None,
+    wait: float = 0,
 ) -> VaultStatus:
     """Notes per folder; tier/status/category counts from the index; index freshness; optional lint.
 
     ``models`` (role, model, where it runs) is reported as given. An index found unreadable is
-    rebuilt with ``embedder()`` (built only then; without one the error stands), ``on_repair`` told."""
+    rebuilt with ``embedder()`` (built only then; without one the error stands; waiting up to ``wait``
+    seconds for the vault lock), ``on_repair`` told."""
     from vault_pipeline.index.damage import read_repairing
     from vault_pipeline.index.sync import repair
 
     def rebuild(what: str) -> None:
         if embedder is None:
             raise IndexDamagedError(what)
-        report = repair(vault, embedder(), what)
+        report = repair(vault, embedder(), what, wait=wait)
         if on_repair:
             on_repair(report)
 

@@ -159,3 +159,14 @@ def test_the_library_query_rebuilds_an_unreadable_index_itself_and_says_so(index
     repaired = []
     pipeline.status(indexed, embedder=lambda: HashEmbedder(dim=64), on_repair=repaired.append)
     assert repaired == []  # healthy again: nothing to rebuild
+
+
+def test_the_library_search_rebuilds_an_unreadable_index_itself(indexed):
+    """``pipeline.search`` (what ``vault mcp``'s search calls) repairs as ``pipeline.query`` does."""
+    damage_index(indexed.root, "truncated manifests")
+    told = []
+    hits = pipeline.search(
+        indexed, "sourdough starter feedings", embedder=HashEmbedder(dim=64), floor=0.0, on_repair=told.append
+    )
+    assert hits and len(told) == 1 and told[0].rebuilt
+    assert len({c.row.note_id for c in hits}) == len(hits)  # one per note

@@ -6,8 +6,9 @@ rows for ``search``, a note's properties and a page of its text, a ``RememberRep
 counts; ``notes`` (``notes.py``) lists, relates, edits, archives and supersedes notes.
 Errors are ``VaultError``s with the CLI's one-line messages. Each call opens its own ``Vault``
 (its state database connection belongs to one thread, and calls arrive on worker threads).
-A read that finds the index unreadable rebuilds it from the vault (a line in the server log) and
-answers from the new one.
+A read that finds the index unreadable is repaired by the library call it makes (``pipeline.query``,
+``search``, ``status``): the index is rebuilt from the vault, a line goes to the server log, and the
+answer comes from the new one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import math
 import os
 import stat
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import replace
@@ -85,20 +85,8 @@ class VaultTools:
         if self.ready is not None:
             self.ready.wait(READY_WAIT)
 
-    def _readable(self, read: Callable[[], T]) -> T:
-        """``read()``; when it finds the index unreadable, rebuild the index from the vault once and read again."""
-        from vault_pipeline.index.damage import read_repairing
-        from vault_pipeline.index.sync import repair
-
-        def rebuild(what: str) -> None:
-            vault = self._vault()
-            try:
-                report = repair(vault, self.embedder, what, wait=self.lock_wait)
-            finally:
-                vault.close()
-            log.warning("%s; rebuilt it from the notes (%d rows)", report.rebuild_reason, report.rows)
-
-        return read_repairing(read, rebuild)
+    def _repaired(self, report) -> None:
+        log.warning("%s; rebuilt it from the notes (%d rows)", report.rebuild_reason, report.rows)
 
     def query(
         self,
@@ -116,7 +104,7 @@ class VaultTools:
             raise VaultError(f"budget {budget}: give a positive number of tokens")
         config = replace(self.config, structured=True, **({} if budget is None else {"budget": budget}))
         self._await_index()
-        return self._readable(lambda: self._query(prompt, intent, config, llm_gate or self.llm_gate))
+        return self._query(prompt, intent, config, llm_gate or self.llm_gate)
 
     def _query(self, prompt: str, intent: str | None, config, llm_gate: StructuredLLM):
         from vault_pipeline.pipeline import query as run_query
@@ -130,6 +118,8 @@ class VaultTools:
                 llm_plan=self.llm_plan,
                 llm_gate=llm_gate,
                 config=config,
+                on_repair=self._repaired,
+                wait=self.lock_wait,
             )
             return next(iter(packages))
         finally:
@@ -138,51 +128,28 @@ class VaultTools:
     def search(self, text: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
         """Notes matching ``text`` (vector and full text, fused), best first, one entry per note; only
         those whose cosine to ``text`` reaches the funnel's similarity floor, and none when the found
-        model says the vault holds nothing on ``text`` (``search_finds``)."""
+        model says the vault holds nothing on ``text`` (``pipeline.search``)."""
         if not (text or "").strip():
             raise VaultError("give some text to search for")
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise VaultError(f"limit {limit}: give 1 to {MAX_SEARCH_LIMIT}")
         self._await_index()
-        return self._readable(lambda: self._search(text, limit))
-
-    def _search(self, text: str, limit: int) -> list[dict[str, Any]]:
-        from vault_pipeline.index.search import Index
-        from vault_pipeline.models.embed import l2_normalise
-        from vault_pipeline.retrieve.items import is_statement
-        from vault_pipeline.retrieve.judge import with_original_similarity
-        from vault_pipeline.retrieve.lanes import fuse
+        from vault_pipeline.pipeline import search as run_search
 
         vault = self._vault()
         try:
-            index = Index.open(vault, self.embedder)
+            found = run_search(
+                vault,
+                text,
+                embedder=self.embedder,
+                floor=self.config.floor,
+                limit=limit,
+                on_repair=self._repaired,
+                wait=self.lock_wait,
+            )
         finally:
             vault.close()
-        vector = self.embedder.embed([text])[0]
-        depth = limit * 3  # a long note can fill a lane with its chunks: look deeper, keep one per note
-        lists = [
-            ("original", "vector", index.vector_search(vector, depth)),
-            ("original", "text", index.text_search(text, depth, vector=vector)),
-        ]
-        found: dict[str, dict[str, Any]] = {}
-        fused = [
-            c
-            for c in with_original_similarity(fuse(lists), l2_normalise(vector[None, :])[0], self.embedder)
-            if c.similarity >= self.config.floor
-        ]
-        if not fused or not search_finds(text, fused, index):
-            return []
-        # A statement row (index/statements.py) repeats the sentence of the note written from it: the
-        # note stands for both.
-        noted = {_sentence(c.row) for c in fused if c.row.type == "atomic" and not is_statement(c.row)}
-        for cand in fused:
-            if is_statement(cand.row) and _sentence(cand.row) in noted:
-                continue
-            if cand.row.note_id not in found:
-                found[cand.row.note_id] = _search_hit(cand)
-            if len(found) == limit:
-                break
-        return list(found.values())
+        return [_search_hit(cand) for cand in found]
 
     def read_note(
         self, path: str = "", note_id: str | None = None, offset: int = 0, limit: int = PAGE_CHARS
@@ -256,14 +223,11 @@ class VaultTools:
         """Notes per folder, the index's counts, and how far it lags the files."""
         from vault_pipeline.pipeline import status as run_status
 
-        def read():
-            vault = self._vault()
-            try:
-                return run_status(vault)
-            finally:
-                vault.close()
-
-        result = self._readable(read)
+        vault = self._vault()
+        try:
+            result = run_status(vault, embedder=lambda: self.embedder, on_repair=self._repaired, wait=self.lock_wait)
+        finally:
+            vault.close()
         return {
             "vault": str(self.root),
             "folders": dict(sorted(result.folders.items())),
@@ -338,23 +302,6 @@ def _read_capped(full: Path) -> bytes:
 def _reader_pool() -> ThreadPoolExecutor:
     """read_note's reader threads: a read stuck past the timeout holds one of these, never a server worker."""
     return ThreadPoolExecutor(max_workers=4, thread_name_prefix="vault-read-note")
-
-
-def search_finds(text: str, hits, index) -> bool:
-    """Whether the vault holds anything on ``text``: the funnel's found model (``evidence.py``) over
-    the hits' best cosine and the text's words no note holds. No gate runs for a search, so its
-    best relevance counts as certain: only the words and the cosine can say "nothing"."""
-    from vault_pipeline.models.offline.relevance import FOUND
-    from vault_pipeline.retrieve.evidence import absence_features
-    from vault_pipeline.retrieve.lanes import absent_words
-
-    absent = set(absent_words(text, hits, index))
-    features = {"best": 1.0, "best_cosine": max(c.similarity for c in hits), **absence_features(text, absent)}
-    return FOUND.probability(features) >= FOUND.threshold
-
-
-def _sentence(row) -> str:
-    return row.text.split("\n", 1)[0].strip().casefold()
 
 
 def _search_hit(cand) -> dict[str, Any]:
