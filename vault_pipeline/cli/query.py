@@ -159,14 +159,6 @@ def shown(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def short_path(path: str, width: int = NOTE_WIDTH[1]) -> str:
-    """A note path in at most ``width`` characters, shortened from the left: ``…/tail-of-name``."""
-    path = path.removesuffix(".md")
-    if len(path) <= width:
-        return path
-    return "…/" + path.rsplit("/", 1)[-1][-(width - 2) :]
-
-
 def trace_table(package: ContextPackage, width: int = TRACE_WIDTH) -> Table:
     """A row per candidate: rank, note, lanes, similarity, floor, gate, score and the reason; the path
     and the reason wrap to fit (never cut: the path is what opens the note, the reason is read)."""

@@ -213,11 +213,6 @@ def _has_source(frontmatter: Mapping[str, Any]) -> bool:
 # --------------------------------------------------------------------------- sources
 
 
-def transcript_messages(body: str) -> dict[str, str]:
-    """Block id -> message text of a session note's transcript (as ``render_transcript`` writes it)."""
-    return {block: text for block, (_, text) in transcript_turns(body).items()}
-
-
 class SourceTexts:
     """The source message text of atomic notes, read from their session notes (one read per session)."""
 

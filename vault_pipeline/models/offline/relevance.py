@@ -79,11 +79,6 @@ class RelevanceModel:
         """True when the probability reaches the threshold."""
         return self.probability(signals) >= self.threshold
 
-    def contributions(self, signals: Mapping[str, float]) -> list[tuple[str, float]]:
-        """Each signal's share of the logit, largest magnitude first (ties by name)."""
-        parts = [(n, w * float(signals.get(n, 0.0))) for n, w in self.weights.items()]
-        return sorted(parts, key=lambda p: (-abs(p[1]), p[0]))
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``gate.json`` stores)."""
         return {
