@@ -28,7 +28,8 @@ from vault_pipeline.ingest.notes import (
     topic_tag,
 )
 from vault_pipeline.ingest.parse import Conversation
-from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.ingest.summary import session_summary
+from vault_pipeline.models.protocol import StructuredLLM, is_offline
 from vault_pipeline.models.workers import ordered
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import Vault
@@ -159,7 +160,12 @@ def write_conversation(
     # (the Note Quality Gate refuses it as template filler) and no tag of its own.
     topics = list(dict.fromkeys([*subjects, *(_topic_name(u.text) for u in extraction.units if _own_topic(u))]))
     titles = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if _names_a_topic(u)))
-    session = session_note(conv, extraction.summary)
+    # The offline extractor's summary quotes turn openings; once the notes are chosen, say what the
+    # session was about and what was established instead (``ingest/summary.py``). A model's stays.
+    summary = extraction.summary
+    if is_offline(report.model):
+        summary = session_summary(conv, extraction.units, extraction.scores, topics)
+    session = session_note(conv, summary)
     tags = [*session.frontmatter.get("tags", []), *(topic_tag(t) for t in topics)]
     session = replace(session, frontmatter={**session.frontmatter, "tags": list(dict.fromkeys(tags))})
     # Links use the session note's current name: the user may have renamed it (found by its id).
