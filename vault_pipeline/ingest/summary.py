@@ -108,7 +108,7 @@ def whole(sentence: str, limit: int = ASK_WORDS) -> bool:
     tokens = sentence.split()
     wordy = sum(1 for t in tokens if _WORDY.search(t))
     return (
-        4 <= word_count(sentence) <= limit
+        _short_enough(sentence, limit)
         and wordy >= 0.6 * len(tokens)
         and _ENDS.search(sentence) is not None
         and "…" not in sentence
@@ -125,6 +125,12 @@ _DECIDES = re.compile(r"^(?:ok|okay|sure|great|good|right|so|then|fine)\b[,!.]?\
 
 def _pleasantry(sentence: str) -> bool:
     return bool(PLEASANTRY.search(sentence)) and not _DECIDES.match(sentence)
+
+
+def _short_enough(sentence: str, limit: int) -> bool:
+    """Four to ``limit`` words; a question of three says enough ("What is Flutter?")."""
+    n = word_count(sentence)
+    return 4 <= n <= limit or (n == 3 and sentence.endswith("?"))
 
 
 def _last_word(text: str) -> str:
@@ -342,7 +348,9 @@ def _title_line(title: str, turns: int, labels: Sequence[str], subjects: Sequenc
     named = [p for p in people if not p.startswith("the ")]
     between = "between " + " and ".join(people) if len(people) > 1 else f"by {named[0]}" if named else ""
     about = _listed(list(dict.fromkeys(subjects))[:4])
-    line = f"Session “{title}”: {turns} turns {between or 'between the user and the assistant'}"
+    line = (
+        f"Session “{title}”: {turns} turn{'' if turns == 1 else 's'} {between or 'between the user and the assistant'}"
+    )
     return f"{line}, about {about}." if about else f"{line}."
 
 
