@@ -56,9 +56,24 @@ class Turn:
     role: str
     ids: list[str] = field(default_factory=list)
     text: str = ""
+    _read: tuple[str, list[str], list[str], int] | None = None  # text, sentences, their keys, words
+
+    def _reading(self) -> tuple[str, list[str], list[str], int]:
+        """The turn read once (again only if healing changed its text)."""
+        if self._read is None or self._read[0] != self.text:
+            said = sentences(self.text)
+            self._read = (self.text, said, [normalise_text(s) for s in said], word_count(self.text))
+        return self._read
 
     def said(self) -> list[str]:
-        return sentences(self.text)
+        return self._reading()[1]
+
+    def keys(self) -> list[str]:
+        """Its sentences normalised (``text.normalise_text``), to find a note's place among them."""
+        return self._reading()[2]
+
+    def words(self) -> int:
+        return self._reading()[3]
 
 
 def healed(messages: Sequence[Message]) -> list[Turn]:
@@ -170,7 +185,7 @@ _POINTING_END = frozenset(
 
 
 def _pasted(turn: Turn) -> bool:
-    return turn.role == "user" and word_count(turn.text) > PASTED_WORDS
+    return turn.role == "user" and turn.words() > PASTED_WORDS
 
 
 def _own_words(sentence: str, turn: Turn, first: bool = False) -> bool:
@@ -245,7 +260,7 @@ def _place(text: str, turn: Turn) -> int | None:
     """Which sentence of its healed turn a note's text starts (None: a clause cut from the middle
     of one, or a piece that opened mid-sentence before healing)."""
     key = normalise_text(text.rstrip(".!?"))
-    return next((k for k, s in enumerate(turn.said()) if key and normalise_text(s).startswith(key)), None)
+    return next((k for k, s in enumerate(turn.keys()) if key and s.startswith(key)), None)
 
 
 def _spread(indices: Sequence[int]) -> list[int]:
