@@ -106,10 +106,10 @@ def ingest(
                 report.archived += retirement.retire(conv.kind, conv.id, written)
             if progress:
                 progress(done, None, conv.title)
-        report.archive_run = retirement.finish()
         write_topic_hubs(vault, hubs, report)
         write_people(vault, people, report)
-        write_threads(vault, list(sessions.values()), llm, report, concurrency=workers)
+        write_threads(vault, list(sessions.values()), llm, report, concurrency=workers, retirement=retirement)
+        report.archive_run = retirement.finish()  # notes and thread maps archived: one run to undo
     report.seconds = time.perf_counter() - started
     return report
 

@@ -120,6 +120,18 @@ def test_cues_in_english_and_dutch_and_no_page_for_things():
     assert people_in("I will ask Google. May I? Python says no. The model of Schulz von Thun.") == {"Schulz von Thun"}
 
 
+def test_a_signature_a_credit_and_a_style_name_a_person_and_a_team_or_product_does_not():
+    # Sentences of this test's own, shaped as the export's were (a sign-off glued to the text, a
+    # testimonial's credit in a template, a style named after an author).
+    assert people_in("Tot snel.Met vriendelijke groet,Eva Mooren - Opruimcoach") == {"Eva Mooren"}
+    assert people_in("Thanks for your time.\n\nKind regards,\nJan de Vries") == {"Jan de Vries"}
+    assert people_in("<div class='q'>{'Best shop ever':'Sanne Wieringa, Rabobank'}</div>") == {"Sanne Wieringa"}
+    assert people_in("Write it in Tolkien style, and then in Pratchett's style.") == {"Tolkien", "Pratchett"}
+    assert people_in("Kind regards, Support Team. Met vriendelijke groet, [Uw naam]. Regards, The team") == set()
+    assert people_in("Remember Jon, Caroline? Use 'Unity Personal, Unity Plus' and 'Cloud Run, Kubernetes'.") == set()
+    assert people_in("Write it in Python style, in a formal style.") == set()
+
+
 def test_a_page_quotes_the_users_sentences_and_links_later_mentions_whichever_chat_came_first(make_vault):
     vault = make_vault()
     later = Conversation(

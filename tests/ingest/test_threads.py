@@ -7,7 +7,9 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from vault_pipeline import pipeline
-from vault_pipeline.ingest.extract import group_threads, thread_header
+from vault_pipeline.clean.undo import undo
+from vault_pipeline.ingest.extract import ThreadMap, ThreadStep, group_threads, thread_header
+from vault_pipeline.ingest.notes import thread_note
 from vault_pipeline.ingest.parse import Conversation, Message
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.extraction import continued, summarize, thread_map
@@ -129,3 +131,57 @@ def test_a_partial_ingest_leaves_no_second_map_of_the_same_line(make_vault, tmp_
     (tmp_path / "later.json").write_text(json.dumps(rows), encoding="utf-8")
     again = pipeline.ingest(vault, [tmp_path / "later.json"], OfflineBackend())
     assert again.threads == 0 and len(list((vault.root / "threads").glob("*.md"))) == 1
+
+
+def _maps(vault, folder: str = "threads") -> list[str]:
+    return sorted(p.name for p in (vault.root / folder).glob("*.md")) if (vault.root / folder).exists() else []
+
+
+def test_a_partial_ingests_map_is_superseded_once_the_whole_line_is_mapped_and_undo_restores_it(make_vault, tmp_path):
+    vault = make_vault()
+    rows = json.loads(_export(tmp_path / "all.json", PAPER).read_text(encoding="utf-8"))
+    (tmp_path / "later.json").write_text(json.dumps(rows[1:]), encoding="utf-8")
+    first = pipeline.ingest(vault, [tmp_path / "later.json"], OfflineBackend())
+    assert first.threads == 1
+    (partial,) = _maps(vault)
+    before = (vault.root / "threads" / partial).read_bytes()
+    full = pipeline.ingest(vault, [tmp_path / "all.json"], OfflineBackend())
+    assert full.threads == 1 and f"archive/{partial}" in full.archived
+    (whole,) = _maps(vault)
+    text = (vault.root / "archive" / partial).read_text(encoding="utf-8")
+    assert "status: archived" in text and f'superseded_by: "[[{whole[:-3]}]]"' in text
+    assert f"vault clean --undo {full.archive_run}" in text
+    undo(vault, full.archive_run)
+    assert (vault.root / "threads" / partial).read_bytes() == before
+    # Ingested again, the restored map is archived again, and nothing else is.
+    assert pipeline.ingest(vault, [tmp_path / "all.json"], OfflineBackend()).archived == [f"archive/{partial}"]
+
+
+def _old_rule_map(vault, tmp_path, *, edited: bool) -> str:
+    """Two unrelated chats ingested, then a map chaining them as an older rule did."""
+    chats = [("Django webshop on GCP", 0, "How do I build a webshop?"), ("Sourdough at home", 30, "Bake bread?")]
+    source = _export(tmp_path / "two.json", chats)
+    pipeline.ingest(vault, [source], OfflineBackend())
+    sessions = {p.stem: p for p in (vault.root / "sessions").glob("*.md")}
+    stems = {f"c{n}": stem for n, stem in enumerate(sorted(sessions, key=lambda s: "sourdough" in s))}
+    steps = [ThreadStep(session_id=cid, step="A step.") for cid in stems]
+    note = thread_note("title:old", ThreadMap(title="Old line", steps=steps), stems)
+    vault.write(note)
+    path = vault.root / note.relpath
+    if edited:
+        path.write_text(path.read_text(encoding="utf-8") + "\nMy own remark.\n", encoding="utf-8")
+    return source
+
+
+def test_a_map_whose_sessions_no_longer_chain_is_archived_unless_the_user_edited_it(make_vault, tmp_path):
+    vault = make_vault()
+    source = _old_rule_map(vault, tmp_path, edited=False)
+    again = pipeline.ingest(vault, [source], OfflineBackend())
+    assert again.threads == 0 and _maps(vault) == [] and len(_maps(vault, "archive")) == 1
+    text = (vault.root / "archive" / _maps(vault, "archive")[0]).read_text(encoding="utf-8")
+    assert "its sessions no longer continue each other" in text and "superseded_by" not in text
+
+    mine = make_vault("v2")
+    source = _old_rule_map(mine, tmp_path / "v2", edited=True)
+    assert pipeline.ingest(mine, [source], OfflineBackend()).archived == []
+    assert len(_maps(mine)) == 1 and _maps(mine, "archive") == []

@@ -89,10 +89,21 @@ _WEAK = (
     re.compile(rf"\b(?:{_ASK}) ({_FIRST})(?: and ({_FIRST}))?\b"),
     re.compile(rf"\b({_NAME}) (?:{_SAYS})\b"),
     re.compile(rf"\b(?:style of|stijl van|manner of|trant van) ({_NAME})\b"),
+    re.compile(rf"\bin ({_NAME})(?:'s|’s)?[ -](?:style|stijl)\b"),  # "write in Asimov style"
     re.compile(rf"\b({_NAME}), {_POSSESSIVE} (?:{_RELATIONS})\b"),
     # A full name (first name and surname) as the author of something: "het model van Schulz von Thun".
     re.compile(rf"\b(?:by|of|van|door|from) ({_FIRST}(?: (?:{_PARTICLE} )?{_FIRST}){{1,2}})(?![\w-])"),
 )
+# A name that signs a text: "Met vriendelijke groet,Eva Mooren", "Kind regards, Jan de Vries". A first
+# name may be a dictionary word ("Eva" is one to the tagger), so the surname alone must be uncommon (a
+# single name whole). A testimonial's credit after a quote mark or dash, "'Jacco Biemond, Shell'": a
+# full name, then its organisation, no word of the name a common one.
+_SIGN_OFF = (
+    r"(?:met )?(?:vriendelijke|hartelijke|warme) groet(?:en)?|groet(?:en|jes)?|(?:kind|best|warm|warmest) regards"
+    r"|regards|sincerely|yours sincerely|yours truly|best wishes|cheers"
+)
+_SIGNED = re.compile(rf"(?i:\b(?:{_SIGN_OFF})),?[ \t]*\n?[ \t]*({_NAME})(?![\w-])")
+_CREDITED = re.compile(rf"(?:[\"'“‘—–]|\s-\s)[ \t]*({_FIRST} (?:{_PARTICLE} )?{_FIRST}), (?:[A-Z][\w&.-]+)")
 _PERSON = re.compile(r"^[A-Z][\w'-]{1,29}(?: [A-Z][\w'-]{1,29}){0,2}$")
 MAX_FACTS = 30  # the user's sentences a page quotes; its links go on past this
 MAX_FACT_CHARS = 300
@@ -120,12 +131,25 @@ def _uncommon(name: str) -> bool:
     return _fits(name) and not any(is_common_word(w) for w in name.split() if w[0].isupper())
 
 
-def people_in(text: str, known: Iterable[str] = ()) -> set[str]:
-    """The people a user's text names: by a strong cue, a weak cue on an uncommon word, or ``known`` names."""
+def _surname_uncommon(name: str) -> bool:
+    """A signature's name: its last word no common word, and no single word that is one."""
+    return _fits(name) and not is_common_word(name.split()[-1])
+
+
+def _cued(text: str) -> set[str]:
+    """The names a cue finds: strong cues, weak cues on uncommon words, signatures and credits."""
     found = {m for pattern in _STRONG for m in pattern.findall(text) if _fits(m)}
     found.update(
         g for pattern in _WEAK for match in pattern.finditer(text) for g in match.groups() if g and _uncommon(g)
     )
+    found.update(m for m in _SIGNED.findall(text) if _surname_uncommon(m))
+    found.update(m for m in _CREDITED.findall(text) if _uncommon(m))
+    return found
+
+
+def people_in(text: str, known: Iterable[str] = ()) -> set[str]:
+    """The people a user's text names: by a strong cue, a weak cue on an uncommon word, or ``known`` names."""
+    found = _cued(text)
     found.update(n for n in known if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text))
     # "Adriaan van Liempt" and "Adriaan" in one text are one person: the shorter goes.
     return {n for n in found if not any(o != n and o.startswith(n + " ") for o in found)}

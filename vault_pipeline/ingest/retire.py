@@ -1,5 +1,8 @@
 """Re-ingest with a changed extractor: notes it no longer writes leave the inbox, never the vault.
 
+Thread maps too: a map of ours whose sessions the current rule no longer chains is archived the
+same way (``retire_map``), with ``superseded_by`` naming the map that now holds its line.
+
 When a conversation is ingested again, an atomic note of it in ``inbox/`` that this run did not
 write (the extractor or the selector no longer makes it) is archived: moved to ``archive/`` with
 ``status: archived`` and an ``archived_by`` line that says why and how to undo it. Only notes
@@ -37,6 +40,32 @@ class Retirement:
         for relpath, note_id in self._notes().get((kind, conversation), []):
             if note_id not in keep and (path := self._retire_one(relpath, note_id)):
                 done.append(path)
+        self.moved += done
+        return done
+
+    def retire_map(self, relpath: str, note_id: str, successor: str = "") -> list[str]:
+        """Archive a thread map whose sessions no longer form one line (``write_threads``), if it is
+        still exactly as vault_pipeline wrote it; ``successor``: the stem of the map that now holds
+        its sessions, as ``superseded_by``. Returns its new path, or nothing."""
+        try:
+            data = self.vault.path(relpath).read_bytes()
+        except (VaultError, OSError):
+            return []
+        moved = f"{ARCHIVE}/{relpath.rsplit('/', 1)[-1]}"
+        if not self.vault.ours(relpath, data) or (self.vault.root / moved).exists():
+            return []
+        journal = self.journal = self.journal or Journal(self.vault, "ingest", relpath)
+        why = "its sessions no longer continue each other" if not successor else "its line is mapped anew"
+        changes: dict[str, str] = {
+            "status": "archived",
+            "archived_by": f"ingest {journal.stamp} — {why} (undo: vault clean --undo {journal.run_id})",
+        }
+        if successor:
+            changes["superseded_by"] = f"[[{successor}]]"
+        try:
+            done = [journal.edit(note_id, relpath, data, changes, note_id=note_id, folder=ARCHIVE)]
+        except VaultError:
+            return []
         self.moved += done
         return done
 

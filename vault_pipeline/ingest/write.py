@@ -28,7 +28,9 @@ from vault_pipeline.ingest.notes import (
     topic_tag,
 )
 from vault_pipeline.ingest.parse import Conversation
-from vault_pipeline.models.protocol import StructuredLLM
+from vault_pipeline.ingest.retire import Retirement
+from vault_pipeline.ingest.summary import session_summary
+from vault_pipeline.models.protocol import StructuredLLM, is_offline
 from vault_pipeline.models.workers import ordered
 from vault_pipeline.text import wikilinks
 from vault_pipeline.vault.files import Vault
@@ -159,7 +161,12 @@ def write_conversation(
     # (the Note Quality Gate refuses it as template filler) and no tag of its own.
     topics = list(dict.fromkeys([*subjects, *(_topic_name(u.text) for u in extraction.units if _own_topic(u))]))
     titles = list(dict.fromkeys(_topic_name(u.text) for u in extraction.units if _names_a_topic(u)))
-    session = session_note(conv, extraction.summary)
+    # The offline extractor's summary quotes turn openings; once the notes are chosen, say what the
+    # session was about and what was established instead (``ingest/summary.py``). A model's stays.
+    summary = extraction.summary
+    if is_offline(report.model):
+        summary = session_summary(conv, extraction.units, extraction.scores, topics)
+    session = session_note(conv, summary)
     tags = [*session.frontmatter.get("tags", []), *(topic_tag(t) for t in topics)]
     session = replace(session, frontmatter={**session.frontmatter, "tags": list(dict.fromkeys(tags))})
     # Links use the session note's current name: the user may have renamed it (found by its id).
@@ -235,39 +242,83 @@ def write_threads(
     report: IngestReport,
     *,
     concurrency: int = 1,
+    retirement: Retirement | None = None,
 ) -> None:
     """Map each thread of related conversations ((conversation, summary, session stem)) and write it;
-    ``concurrency`` maps run at once (written in the threads' order)."""
+    ``concurrency`` maps run at once (written in the threads' order).
+
+    A map already in the vault is judged by this run when the run ingested every session it links:
+    one whose line no longer holds together under the current rule (an older rule chained it, or a
+    partial ingest mapped part of a line now mapped whole) is archived by ``retirement`` (journaled,
+    undoable; one the user edited stays), with ``superseded_by`` naming the map that now holds most
+    of its sessions. A map that links sessions this run did not see stays as it is, and stands for
+    the line of the sessions it links (a partial ingest sees part of a line)."""
     by_id = {conv.id: (conv, summary, stem) for conv, summary, stem in sessions}
 
     def mapped(thread: tuple[str, list[Conversation]]) -> ThreadMap | ModelError:
-        key, members = thread
-        try:
-            return map_thread(key, [(c, by_id[c.id][1]) for c in members], llm)
-        except ModelError as exc:
-            return exc
+        return _map_or_error(thread, by_id, llm)
 
-    # A partial ingest sees part of a line of work: a map already in the vault that links all of
-    # its sessions (under another key: the earliest session was not ingested) is that line's map.
-    mapped_before = _thread_links(vault)
-    threads = [
-        (key, members)
-        for key, members in group_threads([conv for conv, _, _ in sessions])
-        if not any(k != key and {by_id[c.id][2] for c in members} <= links for k, links in mapped_before.items())
-    ]
+    before = _thread_maps(vault)
+    judged = _judged(before, {stem for _, _, stem in sessions})
+    groups = group_threads([conv for conv, _, _ in sessions])
+    stems_of = {key: {by_id[c.id][2] for c in members} for key, members in groups}
+    threads = [(key, members) for key, members in groups if not _held(key, stems_of[key], before, judged)]
+    written: dict[str, tuple[str, set[str]]] = {}  # key -> (map stem, session stems)
     for (key, members), outcome in ordered(mapped, threads, concurrency):
         thread_map = outcome.result()
         if isinstance(thread_map, ModelError):
             report.errors.append(f"thread {key}: {thread_map}")
             continue
         stems = {c.id: by_id[c.id][2] for c in members}
-        write_note(vault, thread_note(key, thread_map, stems), report)
+        written[key] = (_stem(write_note(vault, thread_note(key, thread_map, stems), report)), set(stems.values()))
         report.threads += 1
+    if retirement is not None:  # the maps this run judged whose line no longer holds
+        report.archived += _retire_maps(retirement, [before[k] for k in sorted(judged - set(stems_of))], written)
 
 
-def _thread_links(vault: Vault) -> dict[str, set[str]]:
-    """Thread key -> the session stems its map in the vault links."""
-    found: dict[str, set[str]] = {}
+def _map_or_error(
+    thread: tuple[str, list[Conversation]], by_id: dict[str, tuple[Conversation, str, str]], llm: StructuredLLM
+) -> ThreadMap | ModelError:
+    key, members = thread
+    try:
+        return map_thread(key, [(c, by_id[c.id][1]) for c in members], llm)
+    except ModelError as exc:
+        return exc
+
+
+def _retire_maps(retirement: Retirement, stale: Sequence[_Map], written: dict[str, tuple[str, set[str]]]) -> list[str]:
+    return [path for old in stale for path in retirement.retire_map(old.relpath, old.id, _successor(old, written))]
+
+
+def _judged(before: dict[str, _Map], seen: set[str]) -> set[str]:
+    """The keys of the maps in the vault every session of which this run ingested."""
+    return {key for key, m in before.items() if m.sessions and m.sessions <= seen}
+
+
+def _held(key: str, stems: set[str], before: dict[str, _Map], judged: set[str]) -> bool:
+    """Whether a map already in the vault under another key, one this run cannot judge (it links
+    sessions the run did not see), links all of a line's sessions: that map is the line's."""
+    return any(k != key and k not in judged and stems <= m.sessions for k, m in before.items())
+
+
+def _successor(old: _Map, written: dict[str, tuple[str, set[str]]]) -> str:
+    """The stem of the map written now that holds most of ``old``'s sessions ("" when none holds any)."""
+    best = max(written.values(), key=lambda w: (len(w[1] & old.sessions), w[0]), default=("", set()))
+    return best[0] if best[1] & old.sessions else ""
+
+
+@dataclass(frozen=True)
+class _Map:
+    """A thread map in the vault: where it is, its id, and the session stems it links."""
+
+    relpath: str
+    id: str
+    sessions: frozenset[str]
+
+
+def _thread_maps(vault: Vault) -> dict[str, _Map]:
+    """Thread key -> its map in the vault."""
+    found: dict[str, _Map] = {}
     for relpath in vault.iter_note_paths():
         if not relpath.startswith(THREADS + "/"):
             continue
@@ -276,7 +327,8 @@ def _thread_links(vault: Vault) -> dict[str, set[str]]:
         except VaultError:
             continue
         if fm.get("type") == "thread" and fm.get("thread"):
-            found[str(fm["thread"])] = {link.target for link in wikilinks(body)}
+            links = frozenset(link.target for link in wikilinks(body))
+            found[str(fm["thread"])] = _Map(relpath, str(fm.get("id", "")), links)
     return found
 
 
