@@ -161,7 +161,8 @@ class FunnelState:
     # retrieve
     query_vectors: dict[str, np.ndarray] = field(default_factory=dict)  # text -> unit vector
     fused: list[Candidate] = field(default_factory=list)  # every fused candidate, in fused order
-    absent_words: list[str] = field(default_factory=list)  # the prompt's words no note in the vault holds
+    # the prompt's words no note in the vault holds (``absent_words``), or the wait for their lookups
+    _absent: list[str] | Callable[[], list[str]] = field(default_factory=list, init=False, repr=False)
     # deepen, associate, consolidate
     pool: Pool = field(init=False)
     gate_clock: GateClock | None = None  # the query's gate deadline, from its first gate call
@@ -177,6 +178,17 @@ class FunnelState:
 
     def __post_init__(self) -> None:
         self.pool = Pool(self.query, evidence_threshold(self.config, self.tools.llm_gate))
+
+    @property
+    def absent_words(self) -> list[str]:
+        """The prompt's words no note in the vault holds (``lanes.find_absent``), once their lookups end."""
+        if callable(self._absent):
+            self._absent = self._absent()
+        return self._absent
+
+    @absent_words.setter
+    def absent_words(self, words: list[str] | Callable[[], list[str]]) -> None:
+        self._absent = words
 
     @property
     def qvec(self) -> np.ndarray:
