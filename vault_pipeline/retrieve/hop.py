@@ -27,6 +27,7 @@ import numpy as np
 from vault_pipeline.retrieve.blocks import parse_atomic
 from vault_pipeline.retrieve.evidence import names
 from vault_pipeline.retrieve.expand import asks, feedback_terms, neighbours, turn_excerpts
+from vault_pipeline.retrieve.items import is_statement
 from vault_pipeline.retrieve.judge import judge, stored_vector
 from vault_pipeline.retrieve.lanes import lookup_pool, search_lanes
 from vault_pipeline.retrieve.reports import FeedbackReport, HopReport
@@ -109,9 +110,21 @@ def _read_around(
     here: none of the three reads needs another."""
     related_read = _beside(_related, state, start.kept) if start.kept else None
     members_read = _beside(_hub_members, state, hubs) if hubs else None
+    # ``drop_superseded`` asks which messages of the surviving turns' and statements' sessions were
+    # superseded: for the sessions not read here the lookup starts now (survivors only grow till then).
+    state.pool.start_superseded(state.tools.retriever, _turn_sessions(state.pool.survivors()) - conversations, _beside)
     rows = state.pool.conversation_rows(state.tools.retriever, conversations, state.config.include_archived)
     linked, related = related_read.result() if related_read else ([], [])
     return rows, linked, related, members_read.result() if members_read else []
+
+
+def _turn_sessions(survivors: Sequence[Candidate]) -> set[str]:
+    """The sessions of the surviving verbatim turns and statements (``consolidate.drop_superseded``'s)."""
+    return {
+        c.row.source_conversation
+        for c in survivors
+        if (c.row.type == "turn" or is_statement(c.row)) and c.row.source_conversation
+    }
 
 
 def _beside(read: Callable[..., T], *args: Any) -> Future[T]:
