@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"time): p50 {fun['p50_ms']:.1f} ms, p95 {fun['p95_ms']:.1f} ms, mean {fun['mean_ms']:.1f} ms "
                     f"over {fun['queries']} queries, {fun['depth_mean']:.1f} candidates deep on average, "
                     f"{fun['turn_blocks_mean']:.1f} turn blocks and {fun['hop_neighbours_mean']:.1f} one-hop "
-                    f"neighbours a query (query embeddings p50 {fun['embed_p50_ms']:.1f} ms); CPU "
+                    f"neighbours a query (query embeddings p50 {fun['embed_p50_ms']:.1f} ms; without them p50 "
+                    f"{fun['bare_p50_ms']:.1f} ms, p95 {fun['bare_p95_ms']:.1f} ms); CPU "
                     f"{fun['cpu_ms']:.1f} ms a query (all threads, model time included); load {os.getloadavg()[0]:.1f}"
                 )
         gate = gate_for_50(root, qs[:40])

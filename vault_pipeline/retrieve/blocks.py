@@ -184,7 +184,7 @@ def _turns(paragraphs: list[str], messages: tuple[str, ...]) -> tuple[tuple[str,
         if clean:
             turn.append(clean)
         if ids and turn:
-            pieces.append(("\n\n".join(turn), tuple(m for m in messages if block_id(m) in ids)))
+            pieces.append(("\n\n".join(turn), tuple(m for m in messages if anchor(m) in ids)))
             turn = []
     return tuple(pieces + ([("\n\n".join(turn), ())] if turn else []))
 
@@ -192,6 +192,13 @@ def _turns(paragraphs: list[str], messages: tuple[str, ...]) -> tuple[tuple[str,
 @lru_cache(maxsize=4096)
 def _piece_stems(text: str, heading: str, messages: tuple[str, ...]) -> tuple[frozenset[str], ...]:
     return tuple(frozenset(t for run in stem_runs(p) for t in run) for p, _ in _pieces(text, heading, messages))
+
+
+@lru_cache(maxsize=65536)
+def anchor(message: str) -> str:
+    """``format.block_id`` of a message, computed once: a session's every chunk cites its whole
+    message list, and the walk, the hop and the blocks look its turns up by block id."""
+    return block_id(message)
 
 
 def cited_messages(raw: Any) -> list[str]:

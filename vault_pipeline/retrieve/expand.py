@@ -21,10 +21,10 @@ from dataclasses import is_dataclass, replace
 from datetime import date
 from functools import lru_cache
 
-from vault_pipeline.retrieve.blocks import cited_messages, mark_times, parse_atomic
+from vault_pipeline.retrieve.blocks import anchor, cited_messages, mark_times, parse_atomic
 from vault_pipeline.retrieve.types import Hit
 from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
-from vault_pipeline.vault.format import BLOCK_PREFIX, MESSAGE_ID, TURN, block_id
+from vault_pipeline.vault.format import BLOCK_PREFIX, MESSAGE_ID, TURN
 from vault_pipeline.vault.times import resolve_times
 
 Order = dict[str, dict[str, int]]  # conversation -> message id -> its place in the session
@@ -160,26 +160,43 @@ def turn_rows(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[s
     """The ``wanted`` (conversation, message) turns found in the session rows' transcripts, as turn
     rows; a relative time the turn's own notes resolved gets its date in brackets, as in a note block."""
     times = _resolved_times(rows, wanted)
+    asked: dict[str, set[str]] = {}
+    for conversation, message in wanted:
+        asked.setdefault(conversation, set()).add(message)
     turns: dict[tuple[str, str], Hit] = {}
     for row in rows:
-        if row.type != "session" or not is_dataclass(row):
+        if row.type != "session" or not is_dataclass(row) or row.source_conversation not in asked:
             continue
-        ids = {block_id(m): m for m in cited_messages(row.source_messages) if (row.source_conversation, m) in wanted}
+        # A session's chunks all cite its whole message list: of it, only the wanted messages are looked at.
+        places = _message_places(row.source_messages)
+        held = sorted((places[m], m) for m in asked[row.source_conversation] if m in places)
+        ids = {anchor(m): m for _, m in held}
         if not ids or f"^{BLOCK_PREFIX}" not in row.text:
             continue
-        for paragraph in re.split(r"\n\s*\n", row.text):
-            m = TURN.match(paragraph.strip())
-            if m and m["block"] in ids:
-                message = ids[m["block"]]
+        found = _turn_matches(row.text)
+        for block, message in ids.items():
+            if (m := found.get(block)) is not None:
                 turns[(row.source_conversation, message)] = _turn_row(row, message, m, times)
     return turns
+
+
+@lru_cache(maxsize=4096)
+def _turn_matches(text: str) -> dict[str, re.Match[str]]:
+    """Block id -> the (last) transcript turn of a session chunk's text that ends on it: a chunk is
+    parsed once, however many of its turns the walk, the hop and the next query look for."""
+    found: dict[str, re.Match[str]] = {}
+    for paragraph in re.split(r"\n\s*\n", text):
+        if m := TURN.match(paragraph.strip()):
+            found[m["block"]] = m
+    return found
 
 
 def _resolved_times(rows: Sequence[Hit], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
     """(conversation, message) -> the relative times the turn's notes resolved ("yesterday" is 7 May 2023)."""
     times: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    conversations = {conversation for conversation, _ in wanted}
     for row in rows:
-        if row.type != "atomic":
+        if row.type != "atomic" or row.source_conversation not in conversations:
             continue
         for message in cited_messages(row.source_messages):
             if (row.source_conversation, message) in wanted:
@@ -219,7 +236,19 @@ def _own_times(text: str, created: str) -> list[tuple[str, str]]:
 @lru_cache(maxsize=1024)
 def _by_anchor(source_messages: str) -> dict[str, str]:
     """Block id -> message id of a session's messages (read once per session, not once per chunk)."""
-    return {block_id(m): m for m in cited_messages(source_messages)}
+    return {anchor(m): m for m in cited_messages(source_messages)}
+
+
+def _message_places(source_messages: str) -> dict[str, int]:
+    """Message id -> its (last) place in a chunk's message list; a session's list is read once."""
+    if isinstance(source_messages, str):
+        return _places_of(source_messages)
+    return {m: i for i, m in enumerate(cited_messages(source_messages))}
+
+
+@lru_cache(maxsize=1024)
+def _places_of(source_messages: str) -> dict[str, int]:
+    return {m: i for i, m in enumerate(cited_messages(source_messages))}
 
 
 def own_message(row: Hit) -> str | None:

@@ -15,18 +15,21 @@ deterministic: ties break by id, and nothing found in the hop seeds another.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, is_dataclass, replace
 from itertools import islice
 from pathlib import PurePosixPath
+from typing import Any, TypeVar
 
 import numpy as np
 
 from vault_pipeline.retrieve.blocks import parse_atomic
 from vault_pipeline.retrieve.evidence import names
 from vault_pipeline.retrieve.expand import asks, feedback_terms, neighbours, turn_excerpts
+from vault_pipeline.retrieve.items import is_statement
 from vault_pipeline.retrieve.judge import judge, stored_vector
-from vault_pipeline.retrieve.lanes import search_lanes
+from vault_pipeline.retrieve.lanes import lookup_pool, search_lanes
 from vault_pipeline.retrieve.reports import FeedbackReport, HopReport
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate, Hit
@@ -34,6 +37,7 @@ from vault_pipeline.text import content_stems, query_runs, wikilinks
 from vault_pipeline.vault.note import person_stem
 
 Found = list[tuple[Hit, str]]  # (row, the seed note id it was found from)
+T = TypeVar("T")
 
 
 def feedback(state: FunnelState) -> FunnelState:
@@ -73,11 +77,10 @@ def hop(state: FunnelState) -> FunnelState:
         return state
     start = _seeds(state)
     conversations = {r.source_conversation for r in start.seeds + start.speakers + start.questions}
-    rows = state.pool.conversation_rows(state.tools.retriever, conversations, config.include_archived)
     hubs = [c.row for c in start.kept if c.row.type == "topic"] + _people_named(state)
-    linked, related = _related(state, start.kept)
+    rows, linked, related, members = _read_around(state, start, hubs, conversations)
     known = state.pool.known()
-    near = _first_found(_neighbours(start, rows, config.radius) + _hub_members(state, hubs) + linked, known)
+    near = _first_found(_neighbours(start, rows, config.radius) + members + linked, known)
     turns = _verbatim_turns(start, rows, known | set(near))  # a turn found above is not excerpted twice
     similarity = {c.row.note_id: c.similarity for c in start.strongest}
     new = [Candidate(row, 0.0, ("neighbour",), (), math.nan) for row, _ in near.values()]
@@ -97,6 +100,36 @@ def hop(state: FunnelState) -> FunnelState:
         )
     )
     return state
+
+
+def _read_around(
+    state: FunnelState, start: _Seeds, hubs: list[Hit], conversations: set[str]
+) -> tuple[list[Hit], Found, list[Hit], Found]:
+    """(every chunk of the seeds' sessions, the notes related to the seeds, the seeds that have such
+    notes, the hubs' members). The links are read on the lookup threads while the sessions are read
+    here: none of the three reads needs another."""
+    related_read = _beside(_related, state, start.kept) if start.kept else None
+    members_read = _beside(_hub_members, state, hubs) if hubs else None
+    # ``drop_superseded`` asks which messages of the surviving turns' and statements' sessions were
+    # superseded: for the sessions not read here the lookup starts now (survivors only grow till then).
+    state.pool.start_superseded(state.tools.retriever, _turn_sessions(state.pool.survivors()) - conversations, _beside)
+    rows = state.pool.conversation_rows(state.tools.retriever, conversations, state.config.include_archived)
+    linked, related = related_read.result() if related_read else ([], [])
+    return rows, linked, related, members_read.result() if members_read else []
+
+
+def _turn_sessions(survivors: Sequence[Candidate]) -> set[str]:
+    """The sessions of the surviving verbatim turns and statements (``consolidate.drop_superseded``'s)."""
+    return {
+        c.row.source_conversation
+        for c in survivors
+        if (c.row.type == "turn" or is_statement(c.row)) and c.row.source_conversation
+    }
+
+
+def _beside(read: Callable[..., T], *args: Any) -> Future[T]:
+    """``read(*args)`` started on a lookup thread."""
+    return lookup_pool().submit(read, *args)
 
 
 def _seeds(state: FunnelState) -> _Seeds:

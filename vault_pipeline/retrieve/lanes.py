@@ -10,14 +10,16 @@ chunk comes back as that turn (``expand.as_turn``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from vault_pipeline.models.embed import l2_normalise
+from vault_pipeline.models.workers import DaemonPool
 from vault_pipeline.retrieve.evidence import content_words
 from vault_pipeline.retrieve.expand import as_turn
 from vault_pipeline.retrieve.gate import reads_signals
@@ -115,10 +117,20 @@ def _ordered(values: set[str], order: Sequence[str]) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- words no note holds
 
+LOOKUP_WORKERS = 4  # full-text lookups of absent words at once
+
+
+@cache
+def lookup_pool() -> DaemonPool:
+    """The threads the funnel's own index lookups run on beside its walk, started once per process."""
+    return DaemonPool(LOOKUP_WORKERS, name="vault-lookup")
+
 
 def find_absent(state: FunnelState) -> FunnelState:
-    """Name the prompt's content words that no note in the vault holds (``absent_words``)."""
-    state.absent_words = absent_words(state.query, state.fused, state.tools.retriever)
+    """Start naming the prompt's content words that no note in the vault holds (``absent_words``):
+    their lookups run on threads while the walk goes on, and the first reader of
+    ``state.absent_words`` (the found judgement, else the assembly) waits for them."""
+    state.absent_words = start_absent_words(state.query, state.fused, state.tools.retriever)
     return state
 
 
@@ -130,7 +142,17 @@ def absent_words(query: str, fused: Sequence[Candidate], retriever: Retriever) -
     its candidates costs nothing. A package for such a prompt is the nearest the vault has, not
     notes about that word, and says so (``benchmarks/bench_absent.py``).
     """
+    return start_absent_words(query, fused, retriever)()
+
+
+def start_absent_words(query: str, fused: Sequence[Candidate], retriever: Retriever) -> Callable[[], list[str]]:
+    """``absent_words``, started: the words' lookups (one each, independent) run at once on the
+    lookup threads; the function returned waits for them and gives the words in the prompt's order."""
     words = content_words(query)
     texts = [c.row.text.casefold() for c in fused]
     missing = [w for w in words if not any(w in text for text in texts)]
-    return retriever.unknown_words(missing) if missing else []
+    if not missing:
+        return lambda: []
+    pool = lookup_pool()
+    lookups = [pool.submit(retriever.unknown_words, [word]) for word in missing]
+    return lambda: [word for lookup in lookups for word in lookup.result()]

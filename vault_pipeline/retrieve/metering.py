@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ _FAMILIES = (
     (("claude", "anthropic/"), CLAUDE),
 )
 _LOAD_LOCK = threading.Lock()
+COUNTS_KEPT = 4096  # texts whose token count a real tokenizer's counter remembers
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ def token_counter(name: str) -> TokenCounter:
     except (OSError, ValueError, ImportError) as exc:
         log.warning("tokenizer %s is not available offline (%s); counting UTF-8 bytes / 4", name, exc)
         return bytes_counter()
-    return TokenCounter(name, count)
+    # One package's assembly counts most texts several times (a block as it enters, refills, the
+    # dropped list, the rendered whole before and after): a text is encoded once.
+    return TokenCounter(name, lru_cache(maxsize=COUNTS_KEPT)(count))
 
 
 def tokenizer_files() -> Path:

@@ -8,7 +8,8 @@ candidates taken to the floor and gate, in the order they went on, and what thos
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,6 +30,9 @@ from vault_pipeline.retrieve.rank import block_content, duplicate_key, transcrip
 from vault_pipeline.retrieve.reports import StageReport
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, QueryPlan, Retriever, Scored
 from vault_pipeline.text import estimate_tokens
+
+# How a stage starts a lookup beside its own work (``lanes.lookup_pool().submit``).
+Starter = Callable[..., Future]
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Pool:
         self._rows: dict[str, list[Hit]] = {}  # conversation -> its chunks
         self._links: dict[tuple[str, str], str] = {}  # (conversation, message) -> superseded by
         self._linked: set[str] = set()  # the conversations whose superseded messages are in ``_links``
+        self._linking: list[tuple[list[str], Future[Mapping[tuple[str, str], str]]]] = []  # lookups running
 
     def known(self) -> set[str]:
         """The chunk ids taken so far."""
@@ -132,9 +137,21 @@ class Pool:
                 self._rows.setdefault(row.source_conversation, []).append(row)
         return sorted((r for c in sorted(conversations) for r in self._rows[c]), key=lambda r: r.chunk_id)
 
+    def start_superseded(self, retriever: Retriever, conversations: set[str], start: Starter) -> None:
+        """Start the lookup of ``conversations``' superseded messages (those not known or being read)
+        with ``start``, for a later ``superseded_messages`` to take."""
+        running = {c for convs, _ in self._linking for c in convs}
+        missing = sorted(c for c in conversations if c not in self._linked and c not in running)
+        if missing:
+            self._linking.append((missing, start(retriever.superseded_messages, missing)))
+
     def superseded_messages(self, retriever: Retriever, conversations: set[str]) -> dict[tuple[str, str], str]:
         """(conversation, message) -> superseded by, for ``conversations`` and any read before: one
-        lookup for those whose rows this query did not read."""
+        lookup for those whose rows this query did not read (and no lookup started for)."""
+        for convs, lookup in self._linking:  # a conversation's links are the same from either read
+            self._links.update(lookup.result())
+            self._linked.update(convs)
+        self._linking = []
         missing = sorted(c for c in conversations if c not in self._linked)
         if missing:
             self._links.update(retriever.superseded_messages(missing))
@@ -161,7 +178,8 @@ class FunnelState:
     # retrieve
     query_vectors: dict[str, np.ndarray] = field(default_factory=dict)  # text -> unit vector
     fused: list[Candidate] = field(default_factory=list)  # every fused candidate, in fused order
-    absent_words: list[str] = field(default_factory=list)  # the prompt's words no note in the vault holds
+    # the prompt's words no note in the vault holds (``absent_words``), or the wait for their lookups
+    _absent: list[str] | Callable[[], list[str]] = field(default_factory=list, init=False, repr=False)
     # deepen, associate, consolidate
     pool: Pool = field(init=False)
     gate_clock: GateClock | None = None  # the query's gate deadline, from its first gate call
@@ -177,6 +195,17 @@ class FunnelState:
 
     def __post_init__(self) -> None:
         self.pool = Pool(self.query, evidence_threshold(self.config, self.tools.llm_gate))
+
+    @property
+    def absent_words(self) -> list[str]:
+        """The prompt's words no note in the vault holds (``lanes.find_absent``), once their lookups end."""
+        if callable(self._absent):
+            self._absent = self._absent()
+        return self._absent
+
+    @absent_words.setter
+    def absent_words(self, words: list[str] | Callable[[], list[str]]) -> None:
+        self._absent = words
 
     @property
     def qvec(self) -> np.ndarray:

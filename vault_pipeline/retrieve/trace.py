@@ -8,6 +8,7 @@ lanes, similarity, floor, gate verdict, rank, duplicate collapse and budget cut.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from vault_pipeline.retrieve.gate import Drop, FailOpen, Keep, label, probability_of, reason_of, reasoning_of
 from vault_pipeline.retrieve.metering import token_counter
@@ -15,7 +16,7 @@ from vault_pipeline.retrieve.package import Assembly, ContextPackage
 from vault_pipeline.retrieve.reports import CandidateTrace, FunnelStats, QueryRun, Walk
 from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.state import FunnelState
-from vault_pipeline.retrieve.types import Candidate, Scored
+from vault_pipeline.retrieve.types import Candidate
 
 
 def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
@@ -25,25 +26,11 @@ def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
     fused = state.pool.considered + [c for c in state.fused if c.row.chunk_id not in went_on]
     walk = Walk.of(state.trace)
     stats = _stats(state, assembly, walk, len(fused))
-    ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(state.ranked, 1)}
     beyond = f"beyond the depth reached ({len(went_on)} candidates: {walk.depth.stopped if walk.depth else ''})"
-    below = {c.row.chunk_id for c in state.below}
-    unfound = {c.row.chunk_id for c in state.unfound}
-    entries = []
-    for c in fused:
-        entry = _placed(_entry(c, state), ranks.get(c.row.chunk_id), assembly)
-        if c.row.chunk_id not in went_on:
-            entries.append(replace(entry, reason=beyond))
-            continue
-        entry = _judged(entry, c, state, fused)
-        if c.row.chunk_id in below:
-            entry = _also(entry, f"relevance below the evidence threshold {state.pool.stop:.2f}: no block")
-        elif c.row.chunk_id in unfound:
-            entry = _also(entry, "nothing in the vault is clearly about the prompt: no block")
-        entries.append(entry)
+    entries = _Entries(state, assembly, went_on, beyond, {c.row.chunk_id: c.row.note_id for c in fused})
     counter = token_counter(state.config.tokenizer)
     package = ContextPackage(
-        state.query, state.intent, assembly.blocks, 0, stats, tuple(entries), state.found, counter.name
+        state.query, state.intent, assembly.blocks, 0, stats, tuple(map(entries.of, fused)), state.found, counter.name
     )
     tokens = counter.count(package.to_markdown())  # the package as returned, references included
     return replace(package, tokens=tokens, stats=replace(stats, tokens=tokens))
@@ -86,64 +73,75 @@ def _stats(state: FunnelState, assembly: Assembly, walk: Walk, retrieved: int) -
     )
 
 
-def _entry(c: Candidate, state: FunnelState) -> CandidateTrace:
-    """What any candidate's entry says: the row, who found it, and where it came from."""
-    row = c.row
-    return CandidateTrace(
-        id=row.note_id,
-        chunk_id=row.chunk_id,
-        path=row.path,
-        tier=row.tier,
-        type=row.type,
-        lanes=c.lanes,
-        variants=c.variants,
-        rrf=c.rrf,
-        similarity=c.similarity,
-        wide=False,
-        expanded_from=state.pool.expanded_from.get(row.chunk_id),
-        # The chat it came from (labels for ``gate-calibrate`` copy it: the gate's session signals).
-        conversation=chat_of(row.source_kind, row.source_conversation) or None,
-    )
+class _Entries:
+    """Each candidate's trace entry, built in one step from what the run decided about it: the row and
+    who found it; its rank and what the budget did to its block; for a candidate taken to the floor
+    and gate, their verdicts and a hub's, a duplicate's or a non-evidence note."""
 
+    def __init__(self, state: FunnelState, assembly: Assembly, went_on: set[str], beyond: str, notes: dict[str, str]):
+        self.state, self.assembly, self.went_on, self.beyond, self.notes = state, assembly, went_on, beyond, notes
+        self.ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(state.ranked, 1)}
+        self.below = {c.row.chunk_id for c in state.below}
+        self.unfound = {c.row.chunk_id for c in state.unfound}
 
-def _placed(entry: CandidateTrace, ranked: tuple[int, Scored] | None, assembly: Assembly) -> CandidateTrace:
-    """The entry with its rank and score, and what the budget assembly did to its block."""
-    done = assembly.outcomes.get(entry.chunk_id)
-    return replace(
-        entry,
-        score=ranked[1].score if ranked else None,
-        recency=ranked[1].recency if ranked else None,
-        rank=ranked[0] if ranked else None,
-        level=done.level if done else None,
-        budget=done.cut if done else None,
-        cap=bool(done and done.by_cap),
-    )
-
-
-def _judged(entry: CandidateTrace, c: Candidate, state: FunnelState, fused: list[Candidate]) -> CandidateTrace:
-    """A candidate taken to the floor and gate: their verdicts, a hub's and a duplicate's note."""
-    cid = c.row.chunk_id
-    passed = cid in state.pool.passed
-    entry = replace(entry, wide=True, floor="pass" if passed else "drop")
-    outcome = state.pool.outcomes.get(cid)
-    if outcome is not None:
-        entry = replace(
-            entry,
-            gate=label(outcome),
-            reason=reason_of(outcome),
-            reasoning=reasoning_of(outcome),
-            probability=probability_of(outcome),
+    def of(self, c: Candidate) -> CandidateTrace:
+        row, state = c.row, self.state
+        cid = row.chunk_id
+        ranked = self.ranks.get(cid)
+        done = self.assembly.outcomes.get(cid)
+        placed: dict[str, Any] = {
+            "score": ranked[1].score if ranked else None,
+            "recency": ranked[1].recency if ranked else None,
+            "rank": ranked[0] if ranked else None,
+            "level": done.level if done else None,
+            "budget": done.cut if done else None,
+            "cap": bool(done and done.by_cap),
+            "expanded_from": state.pool.expanded_from.get(cid),
+            # The chat it came from (labels for ``gate-calibrate`` copy it: the gate's session signals).
+            "conversation": chat_of(row.source_kind, row.source_conversation) or None,
+        }
+        if cid not in self.went_on:
+            placed["reason"] = self.beyond
+        else:
+            placed |= self._judged(c, placed["rank"])
+        return CandidateTrace(
+            id=row.note_id,
+            chunk_id=cid,
+            path=row.path,
+            tier=row.tier,
+            type=row.type,
+            lanes=c.lanes,
+            variants=c.variants,
+            rrf=c.rrf,
+            similarity=c.similarity,
+            wide=cid in self.went_on,
+            **placed,
         )
-    if c.row.type == "topic" and state.config.adaptive and entry.rank is None and passed:
-        entry = _also(entry, "a topic hub: its members went on, its links are no block")
-    if cid in state.collapsed:
-        winner = next(x for x in fused if x.row.chunk_id == state.collapsed[cid])
-        entry = _also(
-            replace(entry, collapsed_into=winner.row.note_id), f"exact duplicate collapsed into {winner.row.note_id}"
-        )
-    return entry
+
+    def _judged(self, c: Candidate, rank: int | None) -> dict[str, Any]:
+        """A candidate taken to the floor and gate: their verdicts, a hub's and a duplicate's note,
+        and why a survivor is no block."""
+        state, cid = self.state, c.row.chunk_id
+        passed = cid in state.pool.passed
+        out: dict[str, Any] = {"floor": "pass" if passed else "drop"}
+        reason = ""
+        outcome = state.pool.outcomes.get(cid)
+        if outcome is not None:
+            reason = reason_of(outcome)
+            out |= {"gate": label(outcome), "reasoning": reasoning_of(outcome), "probability": probability_of(outcome)}
+        if c.row.type == "topic" and state.config.adaptive and rank is None and passed:
+            reason = _also(reason, "a topic hub: its members went on, its links are no block")
+        if cid in state.collapsed:
+            winner = self.notes[state.collapsed[cid]]
+            out["collapsed_into"] = winner
+            reason = _also(reason, f"exact duplicate collapsed into {winner}")
+        if cid in self.below:
+            reason = _also(reason, f"relevance below the evidence threshold {state.pool.stop:.2f}: no block")
+        elif cid in self.unfound:
+            reason = _also(reason, "nothing in the vault is clearly about the prompt: no block")
+        return out | {"reason": reason}
 
 
-def _also(entry: CandidateTrace, reason: str) -> CandidateTrace:
-    """The entry with ``reason`` after the reason it has."""
-    return replace(entry, reason=f"{entry.reason}; {reason}".lstrip("; "))
+def _also(reason: str, more: str) -> str:
+    """``more`` after the reason there is."""
+    return f"{reason}; {more}".lstrip("; ")
