@@ -18,13 +18,14 @@ from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate, Scored
 
 
-def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
-    """The package from a finished funnel run: blocks, stats, and one trace entry per candidate."""
+def build_package(state: FunnelState, assembly: Assembly, budget_needed: int = 0) -> ContextPackage:
+    """The package from a finished funnel run: blocks, stats, and one trace entry per candidate;
+    ``budget_needed``: the budget that would hold a block, when this one holds none of the evidence."""
     went_on = state.pool.known()
     # Every candidate: those taken to the floor and gate in the order they went on, then the rest.
     fused = state.pool.considered + [c for c in state.fused if c.row.chunk_id not in went_on]
     walk = Walk.of(state.trace)
-    stats = _stats(state, assembly, walk, len(fused))
+    stats = replace(_stats(state, assembly, walk, len(fused)), budget_needed=budget_needed)
     ranks = {s.candidate.row.chunk_id: (i, s) for i, s in enumerate(state.ranked, 1)}
     beyond = f"beyond the depth reached ({len(went_on)} candidates: {walk.depth.stopped if walk.depth else ''})"
     below = {c.row.chunk_id for c in state.below}
@@ -42,9 +43,9 @@ def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
             entry = _also(entry, "nothing in the vault is clearly about the prompt: no block")
         entries.append(entry)
     counter = token_counter(state.config.tokenizer)
-    package = ContextPackage(
-        state.query, state.intent, assembly.blocks, 0, stats, tuple(entries), state.found, counter.name
-    )
+    # A package without blocks holds no evidence: never "found", whatever cleared the threshold.
+    found = state.found and bool(assembly.blocks)
+    package = ContextPackage(state.query, state.intent, assembly.blocks, 0, stats, tuple(entries), found, counter.name)
     tokens = counter.count(package.to_markdown())  # the package as returned, references included
     return replace(package, tokens=tokens, stats=replace(stats, tokens=tokens))
 
