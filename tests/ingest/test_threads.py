@@ -129,3 +129,23 @@ def test_a_partial_ingest_leaves_no_second_map_of_the_same_line(make_vault, tmp_
     (tmp_path / "later.json").write_text(json.dumps(rows), encoding="utf-8")
     again = pipeline.ingest(vault, [tmp_path / "later.json"], OfflineBackend())
     assert again.threads == 0 and len(list((vault.root / "threads").glob("*.md"))) == 1
+
+
+def test_grouping_many_titles_that_share_a_word_holds_no_pair_list():
+    # 1,500 titles sharing "plan" (and a subject each) were 1.1 million pairs held at once before
+    # they were judged (the 5,000-conversation benchmark: 12.5 million, 1.6 GB); the groups are
+    # counted per title now, in memory that grows with the titles, not with their pairs.
+    import tracemalloc
+
+    subjects = ["Heat Pump", "Garden Design", "Billing Service", "Retrieval Paper", "Photo Archive"]
+    convs = [
+        chat(f"c{i}", f"{subjects[i % 5]} plan {i}", i / 1000, "We decided to review the plan.") for i in range(1500)
+    ]
+    tracemalloc.start()
+    try:
+        groups = group_threads(convs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sorted(len(members) for _, members in groups) == [300] * 5  # one line of work per subject
+    assert peak < 16 * 2**20, f"{peak / 2**20:.1f} MiB traced for 1,500 titles"
