@@ -5,7 +5,7 @@ Starts the server on a copy of a vault (default: the example vault, indexed firs
 ``query``, ``search``, ``status`` and, every ``--write-every``-th call, ``remember`` of a sentence of its
 own. Prints per tool the calls, errors and p50/p95 latency; refused writes (a lock error) and how many
 times each remembered sentence is found in ``inbox/`` (it must be exactly once); the server's RSS
-sampled every second (first, peak, last).
+sampled every second: bare, once every client is warm, at the timed run's quarters, its peak and end.
 
     python benchmarks/bench_mcp_load.py --clients 20 --seconds 60
 """
@@ -71,8 +71,9 @@ def _start(root: Path, port: int, log: Path) -> subprocess.Popen:
 class _Clock:
     """The timed run starts once every client is connected and warm."""
 
-    def __init__(self) -> None:
+    def __init__(self, samples: list[float]) -> None:
         self.ready, self.stop_at, self.go = 0, 0.0, anyio.Event()
+        self.samples, self.first = samples, 0  # RSS samples; the first of the timed run
 
 
 async def _client(n: int, url: str, token: str, args, stats, remembered, clock: _Clock) -> None:
@@ -88,10 +89,15 @@ async def _client(n: int, url: str, token: str, args, stats, remembered, clock: 
         ClientSession(read, write, client_info=Implementation(name=f"load-{n}", version="1")) as session,
     ):
         await session.initialize()
-        await session.call_tool("status", {})  # warm: the server's models and first sync are not what is measured
+        # Warm: the server's models, its first sync and the first write's imports (the extraction and
+        # selection stack) are one-off loads, not what is measured; the warm-up's sentence is not counted.
+        await session.call_tool("status", {})
+        await session.call_tool("query", {"prompt": QUERIES[n % len(QUERIES)]})
+        await session.call_tool("remember", {"text": f"Warm-up client {n} files its first report in drawer {n}."})
         clock.ready += 1
         if clock.ready == args.clients:
             clock.stop_at = time.monotonic() + args.seconds
+            clock.first = len(clock.samples)
             clock.go.set()
         await clock.go.wait()
         for i in range(args.max_calls):
@@ -123,6 +129,20 @@ def _memory(server: subprocess.Popen, samples: list[float], stop: threading.Even
         stop.wait(1.0)
 
 
+def _rss_report(samples: list[float], first: int) -> dict[str, float | None]:
+    """RSS (MB) bare, at the timed run's start (``first``), at its quarters, its peak and its end."""
+    if not samples:
+        return {"start": None}
+    run = samples[first:] or samples[-1:]
+    return {
+        "start": round(samples[0], 1),
+        "warm": round(run[0], 1),
+        **{f"at_{q}%": round(run[min(len(run) - 1, len(run) * q // 100)], 1) for q in (25, 50, 75)},
+        "peak": round(max(run), 1),
+        "last": round(run[-1], 1),
+    }
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
@@ -136,6 +156,7 @@ def main() -> None:
     parser.add_argument("--max-calls", type=int, default=200, help="bound on each client's loop")
     parser.add_argument("--write-every", type=int, default=4, help="every n-th call of a client is a remember")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rss-out", type=Path, help="write the server's RSS samples (MB, one a second) here")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -151,7 +172,7 @@ def main() -> None:
             stop = threading.Event()
             sampler = threading.Thread(target=_memory, args=(server, samples, stop), daemon=True)
             sampler.start()
-            clock = _Clock()
+            clock = _Clock(samples)
 
             async def run() -> None:
                 async with anyio.create_task_group() as group:
@@ -188,19 +209,13 @@ def main() -> None:
             "notes_missing": sum(c == 0 for c in counts),
             "notes_twice_or_more": sum(c > 1 for c in counts),
             "sessions": len(list((root / "sessions").glob("mcp*.md")) + list((root / "sessions").glob("memories*.md"))),
-            # Flat memory: the run's quarters after the models are loaded (the first sample is the bare server).
-            "rss_mb": {
-                "start": round(samples[0], 1) if samples else None,
-                **{
-                    f"at_{q}%": round(samples[min(len(samples) - 1, len(samples) * q // 100)], 1)
-                    for q in (25, 50, 75)
-                    if samples
-                },
-                "peak": round(max(samples), 1) if samples else None,
-                "last": round(samples[-1], 1) if samples else None,
-            },
+            # Flat memory: the server bare, once every client is connected and warm (models loaded,
+            # first sync done), then the timed run's quarters, its peak and its end.
+            "rss_mb": _rss_report(samples, clock.first),
             "errors_seen": sorted({said[:160] for rows in stats.values() for _, bad, said in rows if bad})[:5],
         }
+    if args.rss_out:
+        args.rss_out.write_text(json.dumps({"first_timed": clock.first, "rss_mb": samples}), encoding="utf-8")
     print(json.dumps(report, indent=1))
 
 

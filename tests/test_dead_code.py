@@ -39,6 +39,7 @@ CALLED_BY_NAME = {
     ("models/embed.py", "inter_op_num_threads"): "onnxruntime: a session option",
     ("models/embed.py", "execution_mode"): "onnxruntime: a session option",
     ("models/embed.py", "log_severity_level"): "onnxruntime: a session option",
+    ("models/embed.py", "enable_cpu_mem_arena"): "onnxruntime: a session option",
     ("models/litellm_backend.py", "telemetry"): "litellm: a module setting",
     ("models/litellm_backend.py", "suppress_debug_info"): "litellm: a module setting",
     ("retrieve/calibrate.py", "off_topic_kept"): "the calibration report's JSON and the notebook",

@@ -8,14 +8,17 @@ a file rewritten under sudo becoming root's.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.test_cli import PACKAGE_KEYS
 from tests.serve.test_mcp import tools  # noqa: F401  (the fixture)
 from vault_pipeline.cli import app
+from vault_pipeline.retrieve.metering import token_counter
 from vault_pipeline.vault.note import Note
 from vault_pipeline.vault.state import atomic_write, read_note_id
 
@@ -26,6 +29,67 @@ def test_a_long_prompt_keeps_the_package_within_its_budget(tools):  # noqa: F811
     assert package.tokens <= 500, package.tokens
     assert package.found == bool(package.blocks)  # never "found" and empty
     assert package.blocks  # the gravel note fits once the title no longer repeats the whole prompt
+
+
+GRAVEL = "Raked gravel in a dry garden stands for water."
+GRAVEL_PROMPT = "What does the raked gravel in a dry garden stand for, and why is it raked? " * 130
+
+
+def _package_at(root, budget: int) -> dict:
+    result = CliRunner().invoke(
+        app, ["query", GRAVEL_PROMPT, "--budget", str(budget), "--vault", str(root), "--json"], prog_name="vault"
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("budget", [1, 12, 20])
+def test_a_budget_too_small_for_any_block_is_no_found_package_and_says_what_would_do(
+    make_vault, monkeypatch, tmp_path, budget
+):
+    import vault_pipeline.models.embed as embed
+    from tests.support.fakes import HashEmbedder
+    from vault_pipeline import pipeline
+
+    monkeypatch.setattr(embed, "build_embedder", lambda *args, **kwargs: HashEmbedder(dim=64))
+    monkeypatch.chdir(tmp_path)
+    vault = make_vault(notes={"engrams/gravel.md": ("e-gravel", GRAVEL, {"tier": "engram"})})
+    pipeline.index(vault, HashEmbedder(dim=64))
+    tight = _package_at(vault.root, budget)
+    assert set(PACKAGE_KEYS) - {"trace"} == set(tight) and "budget_needed" in tight["stats"]  # keys kept, one added
+    assert tight["blocks"] == [] and tight["found"] is False  # no block: never "found"
+    assert tight["stats"]["found"] is True  # the evidence was there: the budget left it out
+    needed = tight["stats"]["budget_needed"]
+    assert needed > budget and tight["stats"]["dropped_for_budget"]
+    markdown = CliRunner().invoke(app, ["query", GRAVEL_PROMPT, "--budget", str(budget), "--vault", str(vault.root)])
+    notice = f"Budget {budget} too small for any block found: ask for {needed}."
+    assert notice in markdown.stdout
+    # Its size is what it is, counted truthfully, and no more than its budget or, below that, the
+    # notice alone (the prompt's echo goes first).
+    floor = token_counter(tight["tokenizer"]).count(f"# Context\n\n> {notice}\n")
+    assert tight["tokens"] == tight["stats"]["tokens"] == token_counter(tight["tokenizer"]).count(markdown.stdout)
+    assert tight["tokens"] <= max(budget, floor)
+    at_needed = _package_at(vault.root, needed)
+    assert at_needed["found"] is True and len(at_needed["blocks"]) == 1 and at_needed["tokens"] <= needed
+    assert at_needed["stats"]["budget_needed"] == 0
+    below = _package_at(vault.root, needed - 1)
+    assert below["blocks"] == [] and below["stats"]["budget_needed"] == needed  # the smallest that holds one
+
+
+def test_a_small_budget_is_for_blocks_not_for_the_prompts_echo(make_vault, monkeypatch, tmp_path):
+    import vault_pipeline.models.embed as embed
+    from tests.support.fakes import HashEmbedder
+    from vault_pipeline import pipeline
+
+    monkeypatch.setattr(embed, "build_embedder", lambda *args, **kwargs: HashEmbedder(dim=64))
+    monkeypatch.chdir(tmp_path)
+    vault = make_vault(notes={"engrams/gravel.md": ("e-gravel", GRAVEL, {"tier": "engram"})})
+    pipeline.index(vault, HashEmbedder(dim=64))
+    for budget in (40, 60, 100, 200, 500):
+        package = _package_at(vault.root, budget)
+        assert package["tokens"] <= budget, (budget, package["tokens"])
+        assert package["found"] == bool(package["blocks"])
+        assert package["found"] or package["stats"]["budget_needed"] > budget
 
 
 def test_a_symlink_loop_at_a_note_path_is_refused_in_one_line(make_vault):

@@ -185,3 +185,23 @@ def test_a_map_whose_sessions_no_longer_chain_is_archived_unless_the_user_edited
     source = _old_rule_map(mine, tmp_path / "v2", edited=True)
     assert pipeline.ingest(mine, [source], OfflineBackend()).archived == []
     assert len(_maps(mine)) == 1 and _maps(mine, "archive") == []
+
+
+def test_grouping_many_titles_that_share_a_word_holds_no_pair_list():
+    # 1,500 titles sharing "plan" (and a subject each) were 1.1 million pairs held at once before
+    # they were judged (the 5,000-conversation benchmark: 12.5 million, 1.6 GB); the groups are
+    # counted per title now, in memory that grows with the titles, not with their pairs.
+    import tracemalloc
+
+    subjects = ["Heat Pump", "Garden Design", "Billing Service", "Retrieval Paper", "Photo Archive"]
+    convs = [
+        chat(f"c{i}", f"{subjects[i % 5]} plan {i}", i / 1000, "We decided to review the plan.") for i in range(1500)
+    ]
+    tracemalloc.start()
+    try:
+        groups = group_threads(convs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sorted(len(members) for _, members in groups) == [300] * 5  # one line of work per subject
+    assert peak < 16 * 2**20, f"{peak / 2**20:.1f} MiB traced for 1,500 titles"

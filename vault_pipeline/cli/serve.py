@@ -33,6 +33,9 @@ def mcp(
     """Serve the vault to LLM clients over MCP: query, search, read_note, remember, status.
 
     Example: vault mcp --vault ~/notes  (stdio, as Claude Desktop and Claude Code start it)"""
+    from vault_pipeline.serve.memory import bound_allocator
+
+    bound_allocator()  # before the models' and the index's threads: a long-running server's RSS stays near flat
     from vault_pipeline.serve.mcp import serve
 
     serve(
@@ -51,7 +54,10 @@ def watch(
     """Keep the index in sync as notes are saved, moved or deleted (Ctrl-C stops).
 
     Example: vault watch --vault ~/notes"""
+    from vault_pipeline.serve.memory import bound_allocator
     from vault_pipeline.serve.watch import Watcher
+
+    bound_allocator()
 
     vault, settings, _ = open_vault(vault_path)
     watcher = Watcher(

@@ -195,7 +195,7 @@ def _manifest_entries(vault: Vault) -> dict | None:
     manifest_path = vault.root / STATE_DIR / MANIFEST_FILE
     if not manifest_path.exists():
         return None
-    with opened_manifest(manifest_path) as manifest:
+    with opened_manifest(manifest_path, read_only=True) as manifest:
         return manifest.entries()
 
 

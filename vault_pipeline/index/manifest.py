@@ -13,6 +13,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from vault_pipeline.vault.state import connect_read_only
+
 MANIFEST_FILE = "index.sqlite"
 
 
@@ -28,10 +30,16 @@ class ManifestEntry(NamedTuple):
 
 
 class Manifest:
-    """The sqlite record of indexed files plus key/value metadata (WAL mode: readers never block)."""
+    """The sqlite record of indexed files plus key/value metadata (WAL mode: readers never block).
 
-    def __init__(self, path: Path):
+    ``read_only``: for readers (``status``, ``check``), which must work where the state folder
+    cannot be written (another user, a read-only mount)."""
+
+    def __init__(self, path: Path, *, read_only: bool = False):
         self.path = path
+        if read_only:
+            self._db = connect_read_only(path)
+            return
         self._db = sqlite3.connect(path, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -79,9 +87,9 @@ class Manifest:
 
 
 @contextmanager
-def opened_manifest(path: Path) -> Iterator[Manifest]:
-    """A read-write manifest, closed on exit."""
-    manifest = Manifest(path)
+def opened_manifest(path: Path, *, read_only: bool = False) -> Iterator[Manifest]:
+    """A manifest (read-write unless ``read_only``), closed on exit."""
+    manifest = Manifest(path, read_only=read_only)
     try:
         yield manifest
     finally:
@@ -92,7 +100,7 @@ def read_meta(path: Path) -> dict[str, str]:
     """Metadata from a manifest file, read-only (empty when the file or table is missing)."""
     if not path.exists():
         return {}
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)) as db:
+    with closing(connect_read_only(path)) as db:
         try:
             return dict(db.execute("SELECT key, value FROM meta"))
         except sqlite3.OperationalError:
@@ -103,7 +111,7 @@ def manifest_count(path: Path) -> int:
     """How many files the manifest records (0 when it is missing)."""
     if not path.exists():
         return 0
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)) as db:
+    with closing(connect_read_only(path)) as db:
         try:
             return int(db.execute("SELECT count(*) FROM indexed").fetchone()[0])
         except sqlite3.OperationalError:

@@ -27,7 +27,7 @@ def index_status(vault: Vault, paths: list[str]) -> tuple[dict[str, int], dict[s
     manifest_path = vault.root / STATE_DIR / MANIFEST_FILE
     if not manifest_path.exists():
         return {}, None
-    with opened_manifest(manifest_path) as manifest:
+    with opened_manifest(manifest_path, read_only=True) as manifest:
         lag = pending(vault, paths, manifest.entries())
     try:
         return lag, Index.open(vault).stats()

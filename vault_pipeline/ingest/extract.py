@@ -8,9 +8,11 @@ answers, a real model or the offline backend; a violation is re-asked through th
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import re
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -448,10 +450,17 @@ def _title_clusters(convs: Sequence[Conversation]) -> list[list[Conversation]]:
     for i, (words, _) in enumerate(terms):
         for w in words:
             postings.setdefault(w, []).append(i)
-    pairs = {(i, j) for ids in postings.values() for a, i in enumerate(ids) for j in ids[a + 1 :]}
-    for i, j in sorted(pairs):
-        if _same_line(terms[i], terms[j]) and _continues(convs[i], convs[j], terms[i][0] & terms[j][0]):
-            parent[find(j)] = find(i)
+    # Each title against the later titles it shares TITLE_SHARED or more words with, in order; the
+    # pairs are counted per title, never all held at once (5,000 titles that share one word are
+    # 12.5 million pairs), and a pair already in one cluster is not judged again.
+    for i, (words, _) in enumerate(terms):
+        later = (ids[bisect.bisect_right(ids, i) :] for ids in (postings[w] for w in words))
+        shared = Counter(itertools.chain.from_iterable(later))
+        for j in sorted(j for j, n in shared.items() if n >= TITLE_SHARED):
+            if find(i) == find(j):
+                continue
+            if _same_line(terms[i], terms[j]) and _continues(convs[i], convs[j], terms[i][0] & terms[j][0]):
+                parent[find(j)] = find(i)
     clusters: dict[int, list[Conversation]] = {}
     for i, conv in enumerate(convs):
         clusters.setdefault(find(i), []).append(conv)

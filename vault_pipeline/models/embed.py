@@ -137,6 +137,9 @@ def onnx_session(path: Path, threads: int) -> Any:
     # LanceDB runs the full-text searches, and spinning took the cores those searches needed
     # (docs/decisions/0001-offline-embedder.md); bulk throughput is the same either way.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # No arena of its own: onnxruntime's grows to the largest concurrent demand and never shrinks, so a
+    # server's RSS climbed with its busiest moment (docs/decisions/0155-server-memory.md); same speed.
+    options.enable_cpu_mem_arena = False
     options.log_severity_level = 3
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 

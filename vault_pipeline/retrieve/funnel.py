@@ -22,6 +22,7 @@ Each knob is in ``FunnelConfig``; the ones a user may tune are in ``vault.toml``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from vault_pipeline.errors import ConfigError
@@ -35,7 +36,7 @@ from vault_pipeline.retrieve.hop import feedback, hop
 from vault_pipeline.retrieve.lanes import find_absent, retrieve
 from vault_pipeline.retrieve.markdown import markdown_head, notices
 from vault_pipeline.retrieve.metering import token_counter
-from vault_pipeline.retrieve.package import ContextPackage, assemble
+from vault_pipeline.retrieve.package import Assembly, ContextPackage, assemble, hard_cap
 from vault_pipeline.retrieve.plan import plan
 from vault_pipeline.retrieve.rank import covered, dedup, rank, reference_time, selection
 from vault_pipeline.retrieve.reports import degraded_line
@@ -99,18 +100,46 @@ def run_query(
 
 def assemble_package(state: FunnelState) -> ContextPackage:
     """Fit the ranked evidence into the budget, counted as the Markdown returns it (title, notices,
-    blocks and references), and account for every candidate."""
+    blocks and references), and account for every candidate. Evidence none of whose blocks fits
+    is no package: it is not ``found``, and says the budget that would hold a block."""
     config = state.config
     failed = [o for o in state.pool.outcomes.values() if isinstance(o, FailOpen)]
     degraded = degraded_line(len(failed), failed[0].error if failed else None, state.plan_error)
     lines = notices(found=state.found, closest=state.closest, degraded=degraded, absent_words=state.absent_words)
-    assembly = assemble(
-        selection(state.ranked, state.query),
-        budget=min(config.budget, CLOSEST_TOKENS) if state.closest else config.budget,
-        window=config.window,
-        window_share=config.window_share,
-        head=markdown_head(state.query, lines),
-        structured=config.structured,
-        counter=token_counter(config.tokenizer),
-    )
-    return build_package(state, assembly)
+    chosen = selection(state.ranked, state.query)
+    counter = token_counter(config.tokenizer)
+    cap = hard_cap(config.window, config.window_share)
+
+    def fit(budget: int) -> Assembly:
+        return assemble(
+            chosen,
+            budget=budget,
+            window=config.window,
+            window_share=config.window_share,
+            head=markdown_head(state.query, lines, min(budget, cap)),
+            structured=config.structured,
+            counter=counter,
+        )
+
+    budget = min(config.budget, CLOSEST_TOKENS) if state.closest else config.budget
+    assembly = fit(budget)
+    needed = 0
+    if state.found and not assembly.blocks and assembly.dropped:
+        needed = _budget_needed(fit, budget, cap)
+    return build_package(state, assembly, needed)
+
+
+def _budget_needed(fit: Callable[[int], Assembly], budget: int, cap: int) -> int:
+    """The smallest budget above ``budget`` whose package holds a block (0: none up to ``cap``, the
+    model window's share, which binds whatever the budget)."""
+    if budget >= cap:
+        return 0
+    low, high = budget, min(max(2 * budget, budget + 1), cap)
+    while not fit(high).blocks:
+        if high >= cap:
+            return 0
+        low, high = high, min(2 * high, cap)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if fit(middle).blocks else (middle, high)
+    return high

@@ -19,9 +19,15 @@ NOT_FOUND = "Nothing on this in the vault: no note is close enough to this promp
 CLOSEST_ONLY = "Nothing in the vault is clearly about this: the closest notes follow, and may not be about it."
 
 
-def notices(*, found: bool, degraded: str, absent_words: Sequence[str], closest: bool = False) -> list[str]:
+def notices(
+    *, found: bool, degraded: str, absent_words: Sequence[str], closest: bool = False, too_small: str = ""
+) -> list[str]:
     """The package's notice lines, in this order: nothing found (or only the closest notes),
-    degraded (what failed open and why, "" when nothing did), the words no note holds."""
+    degraded (what failed open and why, "" when nothing did), the words no note holds. A package
+    whose evidence did not fit its budget (``too_small``: ``budget_line``) says that alone, and
+    whether it is degraded: the words no note holds are in its stats."""
+    if too_small:
+        return [too_small, *([f"Degraded package: {degraded}"] if degraded else [])]
     lines = []
     if not found:
         lines.append(CLOSEST_ONLY if closest else NOT_FOUND)
@@ -32,15 +38,26 @@ def notices(*, found: bool, degraded: str, absent_words: Sequence[str], closest:
     return lines
 
 
+def budget_line(budget: int, needed: int) -> str:
+    """The notice of a package whose budget holds none of the blocks found, with the budget that
+    holds one (0: none within the model window's share; kept short: it is most of such a package)."""
+    then = f": ask for {needed}." if needed else ", and the model window allows no more."
+    return f"Budget {budget} too small for any block found{then}"
+
+
 HEAD_QUERY_CHARS = 200  # the prompt as the title echoes it: a long prompt must not eat the budget
+HEAD_BUDGET_SHARE = 0.1  # and at most about this share of the budget (4 characters a token)
 
 
-def markdown_head(query: str, lines: Sequence[str]) -> str:
-    """The Markdown's title (the prompt, cut to ``HEAD_QUERY_CHARS``) and notice lines, ending in a blank line."""
+def markdown_head(query: str, lines: Sequence[str], budget: int | None = None) -> str:
+    """The Markdown's title (the prompt, cut to ``HEAD_QUERY_CHARS``, and with a ``budget`` to about
+    ``HEAD_BUDGET_SHARE`` of it: a small budget is for blocks, not for the prompt's echo) and notice
+    lines, ending in a blank line."""
     said = " ".join(query.split())
-    if len(said) > HEAD_QUERY_CHARS:
-        said = said[: HEAD_QUERY_CHARS - 1].rstrip() + "…"
-    head = f"# Context: {said}\n\n"
+    limit = HEAD_QUERY_CHARS if budget is None else min(HEAD_QUERY_CHARS, 4 * int(budget * HEAD_BUDGET_SHARE))
+    if len(said) > limit:
+        said = said[: limit - 1].rstrip() + "…" if limit > 1 else ""
+    head = f"# Context: {said}\n\n" if said else "# Context\n\n"
     return head + "".join(f"> {line}\n\n" for line in lines)
 
 

@@ -44,6 +44,7 @@ from vault_pipeline.retrieve.items import Block, Level, Part, Selected
 from vault_pipeline.retrieve.markdown import (
     REFERENCES,
     block_overhead,
+    budget_line,
     compact,
     markdown_head,
     notices,
@@ -485,7 +486,12 @@ class ContextPackage:
     def to_markdown(self) -> str:
         """Markdown for pasting into a prompt: the notices, the blocks, each marked [n], then one short
         reference line per block. ``tokens`` is this text's estimate."""
-        return render_markdown(markdown_head(self.query, self.notices()), self.blocks)
+        budget = min(self.stats.budget, self.stats.cap) if self.stats is not None else None
+        lines = self.notices()
+        head = markdown_head(self.query, lines, budget)
+        if budget is not None and not self.blocks and token_counter(self.tokenizer).count(head) > budget:
+            head = markdown_head("", lines)  # the notices alone are over the budget: the prompt's echo goes
+        return render_markdown(head, self.blocks)
 
     def to_mcp(self) -> tuple[str, dict[str, Any]]:
         """(text, structured result) as the MCP ``query`` tool returns them: the Markdown, and beside
@@ -501,12 +507,17 @@ class ContextPackage:
         return text, structured_result(self.found, self.blocks, tokens)
 
     def notices(self) -> list[str]:
-        """The plain lines a reader needs before the blocks: nothing found, degraded, absent words."""
+        """The plain lines a reader needs before the blocks: nothing found, degraded, absent words;
+        a budget too small for any block found."""
         stats = self.stats
         absent = list(stats.absent_words) if stats is not None else []
+        too_small = ""
+        if stats is not None and stats.found and not self.blocks and stats.dropped_for_budget:
+            too_small = budget_line(min(stats.budget, stats.cap), stats.budget_needed)
         return notices(
             found=self.found,
             closest=not self.found and bool(self.blocks),
             degraded=stats.degraded_line() if stats is not None and stats.degraded else "",
             absent_words=absent,
+            too_small=too_small,
         )

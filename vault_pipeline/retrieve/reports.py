@@ -210,6 +210,8 @@ class FunnelStats:
     found: bool = True  # something cleared the evidence threshold
     evidence_threshold: float | None = None  # the calibrated relevance a block needed (None: no threshold)
     below_evidence: int = 0  # survivors of the gate under that threshold: no block
+    budget_needed: int = 0  # evidence found, no block fits the budget (``found`` false): the budget that holds one
+    # (0 also when the model window's share binds)
 
     @property
     def degraded(self) -> bool:
@@ -254,6 +256,7 @@ class FunnelStats:
             "found": self.found,
             "evidence_threshold": self.evidence_threshold,
             "below_evidence": self.below_evidence,
+            "budget_needed": self.budget_needed,
             "evidence": self.walk.found.to_dict() if self.walk.found else {},
         }
 

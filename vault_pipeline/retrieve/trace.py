@@ -19,18 +19,21 @@ from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate
 
 
-def build_package(state: FunnelState, assembly: Assembly) -> ContextPackage:
-    """The package from a finished funnel run: blocks, stats, and one trace entry per candidate."""
+def build_package(state: FunnelState, assembly: Assembly, budget_needed: int = 0) -> ContextPackage:
+    """The package from a finished funnel run: blocks, stats, and one trace entry per candidate;
+    ``budget_needed``: the budget that would hold a block, when this one holds none of the evidence."""
     went_on = state.pool.known()
     # Every candidate: those taken to the floor and gate in the order they went on, then the rest.
     fused = state.pool.considered + [c for c in state.fused if c.row.chunk_id not in went_on]
     walk = Walk.of(state.trace)
-    stats = _stats(state, assembly, walk, len(fused))
+    stats = replace(_stats(state, assembly, walk, len(fused)), budget_needed=budget_needed)
     beyond = f"beyond the depth reached ({len(went_on)} candidates: {walk.depth.stopped if walk.depth else ''})"
     entries = _Entries(state, assembly, went_on, beyond, {c.row.chunk_id: c.row.note_id for c in fused})
     counter = token_counter(state.config.tokenizer)
+    # A package without blocks holds no evidence: never "found", whatever cleared the threshold.
+    found = state.found and bool(assembly.blocks)
     package = ContextPackage(
-        state.query, state.intent, assembly.blocks, 0, stats, tuple(map(entries.of, fused)), state.found, counter.name
+        state.query, state.intent, assembly.blocks, 0, stats, tuple(map(entries.of, fused)), found, counter.name
     )
     tokens = counter.count(package.to_markdown())  # the package as returned, references included
     return replace(package, tokens=tokens, stats=replace(stats, tokens=tokens))

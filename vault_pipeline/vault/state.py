@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from vault_pipeline.errors import DirtyFileError, FrontmatterError, VaultError
+from vault_pipeline.errors import DirtyFileError, FrontmatterError, StorageError, VaultError
 from vault_pipeline.vault.frontmatter import dump_yaml, frontmatter_span, load_yaml, plain_value
 
 _SCHEMA = """
@@ -58,23 +58,56 @@ class FileRecord(NamedTuple):
     mtime_ns: int
 
 
+# SQLite's primary result codes that mean "this file or its folder cannot be written" (not damage).
+_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14
+
+
+def cannot_write(exc: sqlite3.Error) -> bool:
+    """Whether a SQLite error says the database or its folder is not writable (another user's
+    vault, a read-only mount), as opposed to a damaged or locked file."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (_SQLITE_READONLY, _SQLITE_CANTOPEN)
+
+
+def connect_read_only(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
+    """A read-only connection to a (WAL-mode) SQLite file, also where this process may not write
+    the file or its folder.
+
+    ``mode=ro`` first: it sees the writers' latest commits, but a WAL database needs its ``-shm``
+    file, which SQLite must create when it is missing. Where it cannot (the folder is another
+    user's, or a read-only mount), the file is opened ``immutable``: read as it is on disk, without
+    the WAL's newer commits (a writer that could add them could also write the folder). Raises
+    ``sqlite3.Error`` when the file cannot be read at all."""
+    uri = Path(path).absolute().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()  # opening is lazy: read once to know
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if not cannot_write(exc):
+            raise
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout)
+
+
 class StateStore:
-    """``files(relpath, note_id, sha256, size, mtime_ns)`` in a WAL-mode SQLite file."""
+    """``files(relpath, note_id, sha256, size, mtime_ns)`` in a WAL-mode SQLite file.
+
+    Where the state folder cannot be written (another user running ``vault status``, a read-only
+    mount), the database is opened read-only (``read_only``): reads answer as usual, the id cache
+    is not updated, and recording a write raises ``StorageError``."""
 
     def __init__(self, path: Path):
         self.path = path
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self.read_only = False
 
     def _db(self) -> sqlite3.Connection:
         # A connection must not cross a fork; reopen in a child process.
         if self._conn is None or self._pid != os.getpid():
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(_SCHEMA)
+                conn = self._open()
             except sqlite3.DatabaseError as exc:
                 raise VaultError(
                     f"{self.path}: state database unreadable ({exc}); move it aside "
@@ -82,6 +115,36 @@ class StateStore:
                 ) from None
             self._conn, self._pid = conn, os.getpid()
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            self.read_only = False
+            return conn
+        except PermissionError:
+            pass  # the state folder cannot be made: read what there is
+        except sqlite3.OperationalError as exc:
+            if conn is not None:
+                conn.close()
+            if not cannot_write(exc):
+                raise
+        self.read_only = True
+        if self.path.exists():
+            return connect_read_only(self.path)
+        empty = sqlite3.connect(":memory:", isolation_level=None)  # nothing recorded yet: nothing to read
+        empty.executescript(_SCHEMA)
+        return empty
+
+    def _writable(self) -> sqlite3.Connection:
+        db = self._db()
+        if self.read_only:
+            raise StorageError(self.path, PermissionError(errno.EACCES, "the state database cannot be written"))
+        return db
 
     def ensure(self) -> None:
         """Create the database and its table now rather than on first use."""
@@ -103,7 +166,7 @@ class StateStore:
 
     def record(self, relpath: str, note_id: str | None, sha256: str, size: int, mtime_ns: int) -> None:
         """Remember the bytes we just wrote (or adopted) at a path."""
-        self._db().execute(
+        self._writable().execute(
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", (relpath, note_id, sha256, size, mtime_ns)
         )
 
@@ -117,6 +180,8 @@ class StateStore:
         if not rows and not gone:
             return
         db = self._db()
+        if self.read_only:
+            return  # a cache: the next writable run fills it
         with db:
             db.execute("BEGIN IMMEDIATE")
             db.executemany("DELETE FROM ids WHERE relpath = ?", [(g,) for g in gone])
@@ -124,7 +189,7 @@ class StateStore:
 
     def rename(self, old: str, new: str) -> None:
         """Carry a record to the path its file moved to."""
-        db = self._db()
+        db = self._writable()
         with db:
             db.execute("BEGIN IMMEDIATE")
             db.execute("DELETE FROM files WHERE relpath = ?", (new,))
