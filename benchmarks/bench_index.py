@@ -46,11 +46,23 @@ def fresh_copy(vault: Path, where: Path) -> Path:
     return where
 
 
+# `python -m` puts the working folder before PYTHONPATH, so a child started from this checkout ran
+# this checkout's code whatever build it was given: the child puts its build first itself and
+# refuses to run another one's.
+CHILD_CLI = (
+    "import runpy, sys; build = sys.argv.pop(1); sys.path.insert(0, build); import vault_pipeline; "
+    "from pathlib import Path; here = Path(vault_pipeline.__file__).resolve().parent.parent; "
+    "sys.exit(f'vault_pipeline imported from {here}, not {build}') if here != Path(build).resolve() else None; "
+    "runpy.run_module('vault_pipeline.cli', run_name='__main__', alter_sys=True)"
+)
+
+
 def index_run(root: Path, build: Path, *extra: str) -> dict:
     """`vault index` of ``root`` by the checkout ``build``, as a fresh process."""
     # The child's own environment: threads of a side-by-side run must not share os.environ.
     env = {**os.environ, "PYTHONPATH": str(build)}
-    done = run([sys.executable, "-m", "vault_pipeline.cli", "index", "--vault", str(root), "--json", *extra], env=env)
+    command = [sys.executable, "-c", CHILD_CLI, str(build), "index", "--vault", str(root), "--json", *extra]
+    done = run(command, env=env)
     report = json.loads(done["stdout"])
     figures = {
         "seconds": done["seconds"],
