@@ -293,18 +293,25 @@ def test_rebuild_without_the_store_embeds_again(vault, embedder):
     assert report.embedded_chunks == first.embedded_chunks and report.cached_chunks == 0
 
 
-def test_each_distinct_text_is_embedded_once(vault, embedder):
+@pytest.mark.parametrize("batch_notes", [1, 2, index_mod.BATCH_NOTES])
+def test_each_distinct_text_is_embedded_once(vault, embedder, monkeypatch, batch_notes):
+    # One note a batch: the twins are in neighbouring batches (the first still being embedded
+    # while the second is prepared); two a batch: further apart (the first already stored).
+    monkeypatch.setattr(index_mod, "BATCH_NOTES", batch_notes)
+    write_file(vault, "inbox/lancedb-zz-twin.md", NOTES["inbox/lancedb.md"].replace("n-0001", "n-0102"))
     twin = NOTES["inbox/lancedb.md"].replace("n-0001", "n-0101")
     write_file(vault, "inbox/lancedb-twin.md", twin)
     report = sync(vault, embedder)
     sent = [t for call in embedder.calls for t in call]
     assert len(sent) == len(set(sent)) == report.embedded_chunks
-    assert report.shared_chunks >= 1 and report.rows == report.embedded_chunks + report.shared_chunks
+    # A first index: a vector from the store is one this run embedded for an earlier batch.
+    assert report.shared_chunks + report.cached_chunks >= 2
+    assert report.rows == report.embedded_chunks + report.shared_chunks + report.cached_chunks
     rows = {
         r["chunk_id"]: r
         for r in _table(vault).search().select(["chunk_id", "vector"]).limit(None).to_arrow().to_pylist()
     }
-    assert rows["n-0101:0"]["vector"] == rows["n-0001:0"]["vector"]
+    assert rows["n-0101:0"]["vector"] == rows["n-0001:0"]["vector"] == rows["n-0102:0"]["vector"]
 
 
 def test_an_unreadable_store_is_left_alone_and_the_sync_embeds(vault, embedder):

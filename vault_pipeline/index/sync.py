@@ -140,6 +140,10 @@ class _Pending:
     slots: dict[str, list[int]]
     need: list[str]
     future: Future
+    # Rows whose text the batch before this one embeds (not in the store yet when this one was
+    # prepared): (row here, row there) and that batch, until this one is written.
+    borrowed: list[tuple[int, int]] = field(default_factory=list)
+    lender: _Pending | None = None
 
 
 def sync(
@@ -483,20 +487,28 @@ class _Run:
 
     def _prepare(self, batch: list[_Note]) -> _Pending:
         """The batch's vectors: an unchanged text's from its old row, a stored one's from the store,
-        every other distinct text once, embedded on the embedding thread (shortest first)."""
+        one the batch still being embedded holds from that batch, every other distinct text once,
+        embedded on the embedding thread (shortest first)."""
         texts = [c.text for n in batch for c in n.chunks]
         out = np.zeros((len(texts), self.table.dim), dtype=np.float32)
         source = np.full(len(texts), _EMBEDDED, dtype=np.int8)
         pool = self._old_vectors(batch)
         trusted = [n.kind != "repaired" for n in batch for _ in n.chunks]  # a repair trusts no stored vector
         stored = self.cache.get([t for t, ok in zip(texts, trusted) if ok and text_key(t) not in pool])
+        # The batch on the embedding thread now: its new texts reach the store only when it is
+        # written, after this one is prepared, so a text it embeds is taken from it, not again.
+        lender = self.pending
         slots: dict[str, list[int]] = {}
+        borrowed: list[tuple[int, int]] = []
         for i, text in enumerate(texts):
             vector = pool.get(text_key(text)) if pool else None
             if vector is not None:
                 out[i], source[i] = vector, _REUSED
             elif trusted[i] and (vector := stored.get(text)) is not None:
                 out[i], source[i] = vector, _CACHED
+            elif lender is not None and (there := lender.slots.get(text)) is not None:
+                borrowed.append((i, there[0]))
+                source[i] = _SHARED
             else:
                 slots.setdefault(text, []).append(i)
         need = sorted(slots, key=len)  # length-sorted calls keep padding small for transformer embedders
@@ -504,7 +516,7 @@ class _Run:
             source[rows[1:]] = _SHARED  # one embedding, several rows with the same text
         self._ready(len(texts) - sum(map(len, slots.values())), len(texts), len(batch))
         future = self.embedding.submit(self._embed_all, need, [len(slots[t]) for t in need])
-        return _Pending(batch, texts, out, source, slots, need, future)
+        return _Pending(batch, texts, out, source, slots, need, future, borrowed, lender if borrowed else None)
 
     def _old_vectors(self, batch: list[_Note]) -> dict[str, np.ndarray]:
         """Text key -> vector of the rows the batch replaces (a status flip or move re-embeds nothing)."""
@@ -524,6 +536,10 @@ class _Run:
             self.cache.put(pending.need, vectors)
         else:
             pending.future.result()
+        if pending.lender is not None:  # written before this batch: its vectors are in place
+            here, there = zip(*pending.borrowed)
+            out[list(here)] = pending.lender.out[list(there)]
+            pending.lender = None
         self.table.delete_paths(p for n in batch for p in n.replaces)
         self.table.add(rows_table([(n.entry, n.columns, n.chunks) for n in batch], out, self.table.dim))
         # The manifest moves only after the rows are written: a crash in between leaves rows
