@@ -60,8 +60,10 @@ def test_concurrent_remembers_all_land_once_and_none_is_refused(patient, monkeyp
 
     with ThreadPoolExecutor(len(texts)) as pool:
         reports = list(pool.map(one, texts))
-    # One sync serves every call written before it began: eight calls at once need two or three, not eight.
-    assert len(syncs) <= 3, len(syncs)
+    # How many syncs the calls share depends on how their extractions interleave on the machine
+    # (test_one_sync_serves_every_call_that_wrote_before_it_began pins the sharing itself): no call
+    # pays for more than one.
+    assert 1 <= len(syncs) <= len(texts), len(syncs)
     written = [path for r in reports for path in r.written]
     assert all(r.written and not r.refused for r in reports), [r.to_dict() for r in reports]
     assert len(written) == len(set(written)) == len(texts)  # each note once
@@ -101,3 +103,34 @@ def test_another_client_gets_its_own_session(patient):
     patient.remember(_memory(3, "build farm"), client="one")
     patient.remember(_memory(4, "payroll export"), client="two")
     assert len(list((patient.root / "sessions").glob("*.md"))) == 2
+
+
+def test_one_sync_serves_every_call_that_wrote_before_it_began():
+    """Group commit, without timing: while one sync runs, five calls finish their writes; when it
+    ends, one more sync serves all five."""
+    from vault_pipeline.serve.remember import _Syncs
+
+    syncs, runs, release = _Syncs(), [], threading.Event()
+
+    def first_run():
+        runs.append("first")
+        assert release.wait(timeout=600)
+
+    first = threading.Thread(target=syncs.after_write, args=(first_run,), kwargs={"deadline": time.monotonic() + 600})
+    first.start()
+    while not runs:
+        time.sleep(0.01)
+    served = []
+
+    def one():
+        served.append(syncs.after_write(lambda: runs.append("shared"), deadline=time.monotonic() + 600))
+
+    callers = [threading.Thread(target=one) for _ in range(5)]
+    for t in callers:
+        t.start()
+    while len(syncs._cond._waiters) < 5:  # every caller waits for a sync begun after its write
+        time.sleep(0.01)
+    release.set()
+    for t in [first, *callers]:
+        t.join()
+    assert runs == ["first", "shared"] and served == [True] * 5

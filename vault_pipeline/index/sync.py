@@ -270,6 +270,34 @@ def user_note_id(relpath: str) -> str:
     return "u-" + hashlib.sha256(relpath.encode("utf-8")).hexdigest()[:12]
 
 
+def _place(
+    texts: list[str],
+    out: np.ndarray,
+    source: np.ndarray,
+    pool: dict[str, np.ndarray],
+    trusted: list[bool],
+    stored: dict[str, np.ndarray],
+    lender: _Pending | None,
+) -> tuple[dict[str, list[int]], list[tuple[int, int]]]:
+    """Fill ``out`` and ``source`` for each text with a vector at hand (an old row's, the store's);
+    return the texts still to embed (text -> rows) and the rows the batch on the embedding thread
+    lends (row here, row there)."""
+    slots: dict[str, list[int]] = {}
+    borrowed: list[tuple[int, int]] = []
+    for i, text in enumerate(texts):
+        vector = pool.get(text_key(text)) if pool else None
+        if vector is not None:
+            out[i], source[i] = vector, _REUSED
+        elif trusted[i] and (vector := stored.get(text)) is not None:
+            out[i], source[i] = vector, _CACHED
+        elif lender is not None and (there := lender.slots.get(text)) is not None:
+            borrowed.append((i, there[0]))
+            source[i] = _SHARED
+        else:
+            slots.setdefault(text, []).append(i)
+    return slots, borrowed
+
+
 class _Run:
     """One sync: plan from stats, then read, parse, chunk, embed and write in batches."""
 
@@ -498,19 +526,7 @@ class _Run:
         # The batch on the embedding thread now: its new texts reach the store only when it is
         # written, after this one is prepared, so a text it embeds is taken from it, not again.
         lender = self.pending
-        slots: dict[str, list[int]] = {}
-        borrowed: list[tuple[int, int]] = []
-        for i, text in enumerate(texts):
-            vector = pool.get(text_key(text)) if pool else None
-            if vector is not None:
-                out[i], source[i] = vector, _REUSED
-            elif trusted[i] and (vector := stored.get(text)) is not None:
-                out[i], source[i] = vector, _CACHED
-            elif lender is not None and (there := lender.slots.get(text)) is not None:
-                borrowed.append((i, there[0]))
-                source[i] = _SHARED
-            else:
-                slots.setdefault(text, []).append(i)
+        slots, borrowed = _place(texts, out, source, pool, trusted, stored, lender)
         need = sorted(slots, key=len)  # length-sorted calls keep padding small for transformer embedders
         for rows in slots.values():
             source[rows[1:]] = _SHARED  # one embedding, several rows with the same text
