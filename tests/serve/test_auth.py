@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.serve.test_mcp import _free_port, _vault_args, _wait_for_port
+from tests.serve.test_mcp import serving_http
 from vault_pipeline.serve.auth import BearerGuard, token_path, vault_token
 from vault_pipeline.vault.files import STATE_DIR
 
@@ -92,26 +92,9 @@ def http_server(indexed_example, tmp_path):
     root.chmod(0o700)
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH")}
     env["HOME"] = str(tmp_path)
-    port, log = _free_port(), tmp_path / "server.log"
-    with log.open("w") as errlog:
-        server = subprocess.Popen(
-            [*_vault_args(root), "--http", str(port), "--no-watch"],
-            stdin=subprocess.DEVNULL,
-            stdout=errlog,
-            stderr=errlog,
-            env=env,
-            cwd=tmp_path,
-        )
-    try:
-        _wait_for_port(port, server, log)
+    log = tmp_path / "server.log"
+    with serving_http(root, env, tmp_path, log) as (port, _):
         yield root, port, log
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(30)
 
 
 # A JSON-RPC call of `remember` straight away (no session): what another user would try first.

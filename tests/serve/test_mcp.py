@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -219,14 +221,10 @@ def _wait_for_port(port: int, server: subprocess.Popen, log: Path) -> None:
     raise AssertionError(f"server did not listen on {port}: {log.read_text(encoding='utf-8')}")
 
 
-@pytest.mark.slow
-def test_vault_mcp_over_streamable_http_on_loopback(served, tmp_path):
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    root, env, cwd, _ = served
+@contextmanager
+def serving_http(root: Path, env: dict[str, str], cwd: Path, log: Path) -> Iterator[tuple[int, subprocess.Popen]]:
+    """(port, process) of `vault mcp --http` on ``root``, listening; stopped on the way out."""
     port = _free_port()
-    log = tmp_path / "server.log"
     with log.open("w") as errlog:
         server = subprocess.Popen(
             [*_vault_args(root), "--http", str(port), "--no-watch"],
@@ -238,6 +236,24 @@ def test_vault_mcp_over_streamable_http_on_loopback(served, tmp_path):
         )
     try:
         _wait_for_port(port, server, log)
+        yield port, server
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(30)
+
+
+@pytest.mark.slow
+def test_vault_mcp_over_streamable_http_on_loopback(served, tmp_path):
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    root, env, cwd, _ = served
+    log = tmp_path / "server.log"
+    with serving_http(root, env, cwd, log) as (port, server):
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
         if listening.returncode == 0:  # where `ss` exists: bound to loopback only
             local_addresses = {line.split()[3] for line in listening.stdout.splitlines() if line.strip()}
@@ -247,13 +263,6 @@ def test_vault_mcp_over_streamable_http_on_loopback(served, tmp_path):
         client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
         anyio.run(through, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client), root)
         assert server.poll() is None  # the tool error did not take the server down
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(30)
     assert "Traceback" not in log.read_text(encoding="utf-8")
     assert (root / STATE_DIR).is_dir()
 

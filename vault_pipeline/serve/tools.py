@@ -25,7 +25,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from vault_pipeline.errors import FrontmatterError, VaultError
 from vault_pipeline.models.protocol import CallRecorder, StructuredLLM
@@ -45,7 +45,6 @@ MAX_PATH_CHARS = 1024  # no note path is longer (file names are bounded): refuse
 READ_TIMEOUT = 10.0  # seconds read_note waits for a file's bytes (a stuck network mount)
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class VaultTools:
