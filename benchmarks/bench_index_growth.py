@@ -42,11 +42,8 @@ def versions(folder: Path) -> int:
 
 def copy_notes(source: Path, dest: Path) -> list[str]:
     """The vault's files without its index state; the notes' vault-relative paths."""
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".vault_pipeline"))
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".vault_pipeline"))  # vault.toml comes along
     (dest / ".vault_pipeline").mkdir()
-    for name in ("vault.toml",):
-        if (source / ".vault_pipeline" / name).exists():
-            shutil.copy2(source / ".vault_pipeline" / name, dest / ".vault_pipeline" / name)
     return sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*.md") if ".obsidian" not in p.parts)
 
 
