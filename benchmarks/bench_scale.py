@@ -293,7 +293,8 @@ def gate_for_50(root: Path, qs: list[str]) -> dict:
     from vault_pipeline.retrieve import judge as judge_mod
     from vault_pipeline.retrieve.lanes import retrieve
     from vault_pipeline.retrieve.plan import plan
-    from vault_pipeline.retrieve.state import FunnelState, Tools
+    from vault_pipeline.retrieve.pool import Judged, Pool
+    from vault_pipeline.retrieve.state import Query, Tools, evidence_threshold
     from vault_pipeline.retrieve.types import QUERY_COLUMNS, FunnelConfig
 
     embedder = MiniLMEmbedder()
@@ -314,10 +315,12 @@ def gate_for_50(root: Path, qs: list[str]) -> dict:
     judge_mod.gate_rows = timed  # the benchmark's own hook: the library is not changed
     try:
         for i, q in enumerate(qs):
-            state = retrieve(plan(FunnelState(query=q, config=config, tools=tools)))
-            cands = state.fused[:50]
+            query = Query(text=q, config=config, tools=tools)
+            lanes = retrieve(query, plan(query))
+            cands = list(lanes.fused[:50])
+            judged = Judged(lanes, Pool(q, evidence_threshold(config, tools.llm_gate)))
             spent[0], given[0] = 0.0, 0
-            judge_mod.judge(state, cands)
+            judge_mod.judge(query, judged, cands)
             if i >= 3:  # the first few warm the caches
                 times.append(spent[0] * 1000)
                 sent.append(given[0])

@@ -6,6 +6,9 @@ The layout, in flow order::
 
     common layer   vault_pipeline/errors.py, config.py, text.py
                    (errors and text import nothing of ours, config only errors)
+    note grammar   vault_pipeline/vault/format.py: the notes' text formats as pure string rules,
+                   importing only the common layer, so every stage (models/ too) reads a note
+                   through it (docs/decisions/0083-note-grammar-and-typed-stages.md)
     stages         models/ -> vault/ -> ingest/ -> index/ -> retrieve/ -> clean/
     top            pipeline.py (public API) -> serve/ (MCP server, live index) -> cli/ (composition root)
 
@@ -36,6 +39,9 @@ STAGES = ("models", "vault", "ingest", "index", "retrieve", "clean")
 TOP = ("pipeline", "serve", "cli")
 TOP_FOLDERS = frozenset({"serve", "cli"})  # top layers that are folders: they may import every stage and pipeline
 MAX_TOP_LEVEL = 10
+# The note grammar: placed below every stage although it lives in vault/ (where the vault's
+# formats belong); it may import only the common layer.
+GRAMMAR = ("vault", "format")
 OFFLINE = ("models", "offline")  # the offline backend: models/offline/ imports only models/ and common
 # Earlier layers a stage may still not import: retrieval reads the vault's formats from
 # vault/format.py, never from the ingest stage (which would load every export parser with it).
@@ -65,6 +71,8 @@ def placement(parts: tuple[str, ...]) -> Place | None:
         return Place("root", -1)
     if len(parts) == 1 and parts[0] in COMMON:
         return Place("common", 0)
+    if parts == GRAMMAR:
+        return Place("grammar", 0)
     if parts[0] in TOP and (len(parts) == 1 or parts[0] in TOP_FOLDERS):
         return Place(parts[0], 1 + len(STAGES) + TOP.index(parts[0]))
     if parts[0] in STAGES:
@@ -240,6 +248,9 @@ def layer_violations(s: Scan) -> list[str]:
                         f"{', '.join(sorted(allowed)) or 'nothing of ours'}",
                     )
                 )
+        elif src.layer == "grammar":
+            if dst.layer != "common":
+                wrong.append(_describe(s, edge, "the note grammar may import only the common layer"))
         elif not (dst.rank < src.rank or dst.layer == src.layer):
             wrong.append(_describe(s, edge, f"layer {src.layer!r} may not import the later layer {dst.layer!r}"))
     return sorted(wrong)
@@ -252,8 +263,10 @@ def offline_violations(s: Scan) -> list[str]:
         if s.parts(edge.src)[:2] != OFFLINE:
             continue
         dst = s.place(edge.dst)
-        if dst is None or dst.layer not in ("models", "common"):
-            wrong.append(_describe(s, edge, "the offline backend imports only models/ and the common layer"))
+        if dst is None or dst.layer not in ("models", "common", "grammar"):
+            wrong.append(
+                _describe(s, edge, "the offline backend imports only models/, the note grammar and the common layer")
+            )
     return sorted(wrong)
 
 
@@ -435,6 +448,48 @@ def test_only_the_litellm_backend_imports_litellm_and_instructor_and_only_cli_im
     assert not problems, _fail("model-stack or CLI-stack import(s) in the wrong module", problems)
 
 
+# What only the note grammar may spell (``GRAMMAR``): an atomic body's labels ("Context:", "Source:",
+# in any case, as a string or a regex source) and the block-id pattern (``^m-``, ``m-[...]``).
+# Docstrings may name them; code must import them (docs/decisions/0083-note-grammar-and-typed-stages.md).
+_GRAMMAR_SPELLING = re.compile(r"(?im)^[\s^(?:\\]*(?:context|source)\s*:|\^m-|m-\[")
+
+
+def grammar_spellings(s: Scan) -> list[str]:
+    """String constants outside the note grammar that spell its labels or its block-id pattern."""
+    found = []
+    for module, path in sorted(s.modules.items()):
+        if s.parts(module) == GRAMMAR:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        strings = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        ]
+        found += [
+            f"{s.rel(module)}:{node.lineno}: {module} spells {m.group().strip()!r} itself"
+            for node in strings
+            if (m := _GRAMMAR_SPELLING.search(node.value))
+        ]
+    return found
+
+
+def test_the_note_grammar_is_spelled_in_one_module():
+    """The atomic body's labels and the block-id pattern are written only in vault/format.py."""
+    s = real()
+    assert any(s.parts(m) == GRAMMAR for m in s.modules), "vault_pipeline/vault/format.py is missing"
+    problems = grammar_spellings(s)
+    assert not problems, _fail("note-grammar spelling(s) outside vault/format.py (import them from it)", problems)
+
+
 # --------------------------------------------------------------------------- the checker itself
 
 
@@ -449,6 +504,7 @@ def _fake_package(root: Path) -> Path:
         "models/offline/__init__.py": "HANDLERS = {'x': 'fakepkg.vault.store:handler'}  # registry string\n",
         "vault/__init__.py": "",
         "vault/store.py": "from ..errors import E\n",
+        "vault/format.py": "from fakepkg.vault import store\nLABEL = 'Context:'\n",  # the note grammar reaching into its stage
         "index/__init__.py": "",
         "index/b.py": (
             "from typing import TYPE_CHECKING\n"
@@ -467,7 +523,7 @@ def _fake_package(root: Path) -> Path:
         "retrieve/__init__.py": "",
         "retrieve/f.py": "from fakepkg.ingest import g\n",  # retrieval reaching into ingest
         "ingest/__init__.py": "",
-        "ingest/g.py": "",
+        "ingest/g.py": 'CONTEXT = re.compile(r"^context:\\s*(.*)$", re.I)\nID = "^m-" + "x"\n',
         "serve/__init__.py": "",
         "serve/api.py": "from fakepkg.index import b\n",
         "stray.py": "",
@@ -489,6 +545,7 @@ def test_checker_catches_violations(tmp_path: Path):
     assert not any("fakepkg.config imports fakepkg.errors" in v for v in layers), layers
     assert not any("fakepkg.vault.store imports fakepkg.errors" in v for v in layers), layers  # relative, allowed
     assert any("fakepkg.index.e imports fakepkg.serve.api" in v and "'serve'" in v for v in layers), layers
+    assert any("fakepkg.vault.format imports fakepkg.vault.store" in v and "note grammar" in v for v in layers), layers
     assert not any(v.startswith("fakepkg/serve/") for v in layers), layers  # serve may import the stages
 
     skipped = skipped_layer_violations(s)
@@ -505,6 +562,9 @@ def test_checker_catches_violations(tmp_path: Path):
     assert len(found) == 2 and "fakepkg.index.b, fakepkg.index.c, fakepkg.models.seam" in found[1], found
 
     assert [d.split(":")[0] for d in s.dynamic] == ["fakepkg/index/c.py"], s.dynamic
+    spelled = grammar_spellings(s)
+    assert len(spelled) == 2 and all(v.startswith("fakepkg/ingest/g.py:") for v in spelled), spelled
+    assert not any("fakepkg/vault/format.py" in v for v in spelled), spelled
     assert any("fakepkg.index.gone" in u for u in s.unresolved), s.unresolved
     assert any("fakepkg.stray" in u for u in unplaced_modules(s)), unplaced_modules(s)
     assert top_level_modules(s.root) == ["config", "errors", "stray", "text"]
@@ -519,7 +579,9 @@ def test_checker_passes_a_clean_package(tmp_path: Path):
         "text.py": "",
         "models/__init__.py": "",
         "models/offline/__init__.py": "from okpkg.models import seam\n",
-        "models/seam.py": "from okpkg.errors import E\n",
+        "models/seam.py": "from okpkg.errors import E\nfrom okpkg.vault.format import LABEL\n",
+        "vault/__init__.py": "",
+        "vault/format.py": "from okpkg import text\n",
         "index/__init__.py": "",
         "index/a.py": "import importlib\nimportlib.import_module('okpkg.models.seam')\n",
         "pipeline.py": "from okpkg.index import a\n",
@@ -540,6 +602,7 @@ def test_checker_passes_a_clean_package(tmp_path: Path):
     )
     assert {(e.src, e.dst) for e in s.edges} >= {
         ("okpkg.index.a", "okpkg.models.seam"),
+        ("okpkg.models.seam", "okpkg.vault.format"),
         ("okpkg.cli", "okpkg.pipeline"),
         ("okpkg.serve.tools", "okpkg.pipeline"),
         ("okpkg.cli", "okpkg.serve.tools"),

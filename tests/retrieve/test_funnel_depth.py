@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 
@@ -11,10 +12,10 @@ from tests.support.fakes import FakeRetriever, HashEmbedder, fake_row, note_text
 from vault_pipeline.ingest.notes import block_id
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.relevance import DEFAULT, RelevanceModel
+from vault_pipeline.retrieve.blocks import duplicate_key
 from vault_pipeline.retrieve.expand import as_turn, asks, feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.hop import fused_strongest
-from vault_pipeline.retrieve.rank import duplicate_key
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig
 from vault_pipeline.text import estimate_tokens
 
@@ -151,20 +152,48 @@ def conversation(embedder):
     return FakeRetriever(rows, embedder)
 
 
-def test_the_funnel_is_a_list_of_stages_each_taking_the_state_and_reporting_to_its_trace(embedder):
+def test_the_funnel_is_a_chain_of_typed_stages_each_reporting_in_its_result(embedder):
     from vault_pipeline.retrieve import funnel
     from vault_pipeline.retrieve.reports import DepthReport, FeedbackReport, HopReport
-    from vault_pipeline.retrieve.state import FunnelState, Tools
+    from vault_pipeline.retrieve.state import Query, Tools
 
     tools = Tools(conversation(embedder), embedder, OfflineBackend(), OfflineBackend())
     config = FunnelConfig(variants=False, gate_enabled=False, floor=-1.0, beam=1, radius=1, turns=0, wide=1, per_list=1)
-    state = FunnelState(query="pottery class glaze kiln", config=config, tools=tools)
-    for stage in funnel.STAGES:
-        assert stage(state) is state, stage.__name__
-    assert [type(report) for report in state.trace] == [DepthReport, FeedbackReport, HopReport]
-    package = funnel.assemble_package(state)
-    assert package.stats is not None and package.stats.walk.depth == state.trace[0]
+    q = Query(text="pottery class glaze kiln", config=config, tools=tools)
+    planned = funnel.plan(q)
+    lanes = funnel.retrieve(q, planned)
+    absent = funnel.find_absent(q, lanes)
+    judged = funnel.deepen(q, lanes)
+    assert isinstance(judged.walk.depth, DepthReport) and judged.walk.feedback is None and judged.walk.hop is None
+    for stage in (funnel.feedback, funnel.hop, funnel.whole_turns, funnel.drop_superseded):
+        judged = stage(q, judged)
+    assert isinstance(judged.walk.feedback, FeedbackReport) and isinstance(judged.walk.hop, HopReport)
+    assert judged.walk.whole_turns is None and judged.walk.superseded is None
+    verdict = funnel.judge_found(q, funnel.rank_survivors(q, judged), absent)
+    package = funnel.assemble_package(q, verdict, absent)
+    assert package.stats is not None and package.stats.walk.depth == judged.walk.depth
     assert package.to_json() == run(conversation(embedder), embedder, **vars_of(config)).to_json()
+
+
+def test_the_package_is_rendered_once_and_the_text_counted_is_the_text_returned(embedder, monkeypatch):
+    from vault_pipeline.retrieve import package as package_mod
+    from vault_pipeline.retrieve.metering import token_counter
+
+    rendered = []
+    inner = package_mod._package_markdown
+
+    def counting(*args):
+        rendered.append(inner(*args))
+        return rendered[-1]
+
+    monkeypatch.setattr(package_mod, "_package_markdown", counting)
+    package = run(conversation(embedder), embedder)
+    text = package.to_markdown()
+    assert package.blocks and len(rendered) == 1 and text is rendered[0]
+    assert package.tokens == token_counter(package.tokenizer).count(text) == package.to_dict()["stats"]["tokens"]
+    assert package.to_mcp()[0] is text and len(rendered) == 1
+    copy = dataclasses.replace(package, blocks=())  # a copy renders its own text
+    assert copy.to_markdown() != text and len(rendered) == 2
 
 
 def vars_of(config: FunnelConfig) -> dict:

@@ -8,17 +8,24 @@ from tests.support.fakes import fake_row, locomo_conversation
 from vault_pipeline.ingest.extract import extract_conversation
 from vault_pipeline.ingest.notes import atomic_note, session_note
 from vault_pipeline.models.offline import OfflineBackend
-from vault_pipeline.retrieve.blocks import atomic_text, header, parse_atomic, structural_text, transcript_parts
+from vault_pipeline.retrieve.blocks import (
+    atomic_text,
+    block_content,
+    header,
+    parse_atomic,
+    pick_parts,
+    structural_text,
+    transcript_content,
+    transcript_parts,
+)
+from vault_pipeline.retrieve.items import Part
 from vault_pipeline.retrieve.package import (
     REFERENCES,
     ContextPackage,
-    Part,
     Selected,
     assemble,
     block_overhead,
-    pick_parts,
 )
-from vault_pipeline.retrieve.rank import block_content, transcript_content
 from vault_pipeline.text import estimate_tokens
 
 # A made-up two-person chat in LoCoMo's shape (LoCoMo's own text is never committed).

@@ -43,10 +43,11 @@ from vault_pipeline.models.embed import (
 from vault_pipeline.models.offline import OfflineBackend
 from vault_pipeline.models.offline.retrieval import decompose, gate
 from vault_pipeline.retrieve import types as retrieve_types
+from vault_pipeline.retrieve.blocks import first_level
 from vault_pipeline.retrieve.funnel import run_query
 from vault_pipeline.retrieve.gate import GateVerdicts
 from vault_pipeline.retrieve.metering import token_counter
-from vault_pipeline.retrieve.package import REFERENCES, Selected, assemble, block_overhead, cut_text, first_level
+from vault_pipeline.retrieve.package import REFERENCES, Selected, assemble, block_overhead, cut_text
 from vault_pipeline.retrieve.rank import dedup, rank, recency
 from vault_pipeline.retrieve.types import QUERY_COLUMNS, Candidate, FunnelConfig, Hit, QueryPlan
 from vault_pipeline.text import estimate_tokens

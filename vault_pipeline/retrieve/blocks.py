@@ -13,21 +13,29 @@ qualifier stays. The links move to the block's JSON ``source`` and the Markdown 
 A session or transcript chunk loses its heading lines and Obsidian block ids and keeps its
 turns; it cites the turns it actually holds (found by their block ids), never the whole session.
 When the budget binds it is cut by whole turns, those that carry most of the query first
-(``transcript_parts``, ``package.pick_parts``), and cites only the turns it kept.
+(``transcript_parts``, ``pick_parts``), and cites only the turns it kept.
+
+This is the one home of a block's text, for every stage that needs it: ``block_content`` (a row's
+block), ``transcript_content`` (its turns as parts), ``duplicate_key`` (what makes two blocks one),
+``first_level`` and ``pick_parts`` (a structural block at its first level, a transcript cut by
+turns). The walk's ``Pool`` weighs the evidence with them, ``rank`` deduplicates and selects with
+them, and ``package`` cuts with them; this module imports no stage.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import PurePosixPath
 from typing import Any
 
-from vault_pipeline.retrieve.package import Part
-from vault_pipeline.retrieve.repeats import SPEAKER
-from vault_pipeline.text import estimate_tokens, idf_overlap, query_runs, split_sentences, stem_runs
+from vault_pipeline.retrieve.items import Part
+from vault_pipeline.retrieve.repeats import PARAGRAPH_BREAK, SPEAKER
+from vault_pipeline.retrieve.types import Hit
+from vault_pipeline.text import estimate_tokens, exact_key, idf_overlap, query_runs, split_sentences, stem_runs
 from vault_pipeline.vault.format import BLOCK_ID_AT_END as _BLOCK_ID
 from vault_pipeline.vault.format import BOLD_SPEAKER as _BOLD_SPEAKER
 from vault_pipeline.vault.format import block_id, context_parts, parse_atomic_body, short_day
@@ -221,3 +229,102 @@ def _parse_cited(raw: Any) -> list[str]:
     except (TypeError, ValueError):
         return [str(raw)]
     return [str(m) for m in value] if isinstance(value, list) else [str(value)]
+
+
+# --------------------------------------------------------------------------- a row's block
+
+STRUCTURAL_TYPES = frozenset({"session", "thread", "resource", "topic"})  # cut to a first level before core text
+TRANSCRIPT_TYPES = frozenset({"session", "thread"})  # chunks made of a conversation's turns
+
+
+def block_content(row: Hit, query: str = "") -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(block text, cited message ids, source links) of a row: atomic notes as one dated line (with
+    what a user added that matches ``query``), session and thread chunks without their markup,
+    citing the turns they hold; others as stored."""
+    messages = tuple(cited_messages(row.source_messages))
+    if row.type == "atomic":
+        text, links = atomic_text(row.text, row.created, getattr(row, "speaker", ""), query)
+        return text, messages, links
+    if row.type == "turn":  # a verbatim turn: "Speaker: text"
+        who, _, said = row.text.partition(": ")
+        links = tuple(f"{PurePosixPath(row.path).stem}#^{block_id(m)}" for m in messages)
+        return f"{header(row.created, who)} {said}", messages, links
+    if row.type in TRANSCRIPT_TYPES and row.source_conversation:
+        text, held = structural_text(row.text, row.heading or "", row.created, messages)
+        return text, held, ()
+    return row.text, messages, ()
+
+
+def transcript_content(row: Hit, query: str = "") -> tuple[str, tuple[Part, ...]]:
+    """(lead, turns as parts) of a session or thread chunk, as ``block_content`` renders it;
+    ("", ()) for any other row."""
+    if row.type not in TRANSCRIPT_TYPES or not row.source_conversation:
+        return "", ()
+    messages = cited_messages(row.source_messages)
+    return structural_lead(row.heading or "", row.created), transcript_parts(
+        row.text, row.heading or "", messages, query
+    )
+
+
+def duplicate_key(row: Hit) -> str:
+    """What makes two chunks one for the package: their text, and for an atomic note its sentence
+    (the same sentence in two conversations, or pasted twice, is one block) with the person its
+    ``Context:`` line names (the same words from two named people are two facts)."""
+    if row.type == "atomic":
+        parsed = parse_atomic(row.text)
+        if parsed.sentence:
+            return (
+                f"{exact_key(parsed.who)}\n{exact_key(parsed.sentence)}" if parsed.who else exact_key(parsed.sentence)
+            )
+    return exact_key(row.text)
+
+
+# --------------------------------------------------------------------------- a block's first level and its parts
+
+_SENTENCE_END = re.compile(r"(?:[.!?;:][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*|\n)")
+
+
+def _is_heading_paragraph(paragraph: str) -> bool:
+    """A heading line, or the "A > B" heading path chunk.py prepends."""
+    line = paragraph.strip()
+    return line.startswith("#") or ("\n" not in line and " > " in line and not _SENTENCE_END.search(line))
+
+
+def first_level(text: str) -> str:
+    """A structural chunk's first level: its leading heading lines plus its first body paragraph."""
+    paragraphs = [p for p in PARAGRAPH_BREAK.split(text.strip()) if p.strip()]
+    kept: list[str] = []
+    for paragraph in paragraphs:
+        kept.append(paragraph.strip())
+        if not _is_heading_paragraph(paragraph):
+            break
+    return "\n\n".join(kept)
+
+
+def pick_parts(
+    lead: str, parts: Sequence[Part], room: int, count: Callable[[str], int] = estimate_tokens
+) -> tuple[str, tuple[str, ...]]:
+    """(text, cited messages) of the run of whole parts that fits ``room`` tokens around the part
+    with the highest ``share`` (ties: a turn before framing, then the earlier), which is kept even
+    alone over ``room``.
+
+    The run grows one neighbour at a time, the one carrying more of the query first (ties: the
+    following turn, where a reply stands), so a cut keeps the thread around what matched."""
+    if not parts:
+        return lead, ()
+    best = min(range(len(parts)), key=lambda i: (-parts[i].share, not parts[i].turn, i))
+    lo = hi = best
+    while True:
+        sides = [i for i in (hi + 1, lo - 1) if 0 <= i < len(parts)]
+        sides.sort(key=lambda i: -parts[i].share)  # stable: the following turn first on a tie
+        fits = [i for i in sides if count(_run(lead, parts, min(lo, i), max(hi, i))) <= room]
+        if not fits:
+            break
+        lo, hi = min(lo, fits[0]), max(hi, fits[0])
+    cited = tuple(dict.fromkeys(m for part in parts[lo : hi + 1] for m in part.messages))
+    return _run(lead, parts, lo, hi), cited
+
+
+def _run(lead: str, parts: Sequence[Part], lo: int, hi: int) -> str:
+    body = "\n\n".join(part.text for part in parts[lo : hi + 1])
+    return f"{lead} {body}" if lead else body

@@ -11,28 +11,30 @@
 
 from __future__ import annotations
 
-from vault_pipeline.retrieve.blocks import cited_messages
+from dataclasses import replace
+
+from vault_pipeline.retrieve.blocks import block_content, cited_messages
 from vault_pipeline.retrieve.expand import turn_rows
 from vault_pipeline.retrieve.gate import Drop
 from vault_pipeline.retrieve.items import is_statement
-from vault_pipeline.retrieve.rank import block_content
+from vault_pipeline.retrieve.pool import Judged, Pool
 from vault_pipeline.retrieve.reports import SupersededReport, WholeTurnsReport
-from vault_pipeline.retrieve.state import FunnelState, Pool
+from vault_pipeline.retrieve.state import Query
 from vault_pipeline.retrieve.types import Candidate
 from vault_pipeline.text import estimate_tokens
 
 TurnKey = tuple[str, str]  # (conversation, message)
 
 
-def whole_turns(state: FunnelState) -> FunnelState:
+def whole_turns(q: Query, judged: Judged) -> Judged:
     """Put whole turns in place of their surviving notes where the turn costs little more."""
-    config, pool = state.config, state.pool
+    config, pool = q.config, judged.pool
     if not (config.adaptive and config.whole_turns):
-        return state
+        return judged
     groups = _note_groups(pool)
     if not groups:
-        return state
-    rows = pool.conversation_rows(state.tools.retriever, {k[0] for k in groups}, config.include_archived)
+        return judged
+    rows = pool.conversation_rows(q.tools.retriever, {k[0] for k in groups}, config.include_archived)
     turns = turn_rows(rows, set(groups))
     known = pool.known()
     new = []
@@ -51,8 +53,8 @@ def whole_turns(state: FunnelState) -> FunnelState:
     if new:
         # No judging of its own: the turn says what its surviving notes say, plus the rest of the turn.
         pool.admit(new)
-        state.trace.append(WholeTurnsReport(len(new)))
-    return state
+        return replace(judged, walk=replace(judged.walk, whole_turns=WholeTurnsReport(len(new))))
+    return judged
 
 
 def _note_groups(pool: Pool) -> dict[TurnKey, list[Candidate]]:
@@ -76,14 +78,14 @@ def _note_groups(pool: Pool) -> dict[TurnKey, list[Candidate]]:
     return {key: notes for key, notes in groups.items() if len(notes) >= 2 and pool.has_read(key[0])}
 
 
-def drop_superseded(state: FunnelState) -> FunnelState:
+def drop_superseded(q: Query, judged: Judged) -> Judged:
     """Drop each surviving verbatim turn, or statement of a turn (the index's rows of a session's
     sentences), that a superseded note cites (known from the hop's read of its session, else one lookup)."""
-    pool = state.pool
+    pool = judged.pool
     turns = [c for c in pool.survivors() if c.row.type == "turn" or is_statement(c.row)]
     if not turns:
-        return state
-    gone = pool.superseded_messages(state.tools.retriever, {c.row.source_conversation for c in turns})
+        return judged
+    gone = pool.superseded_messages(q.tools.retriever, {c.row.source_conversation for c in turns})
     dropped = 0
     for c in turns:
         keys = [(c.row.source_conversation, m) for m in cited_messages(c.row.source_messages)]
@@ -92,5 +94,5 @@ def drop_superseded(state: FunnelState) -> FunnelState:
             pool.outcomes[c.row.chunk_id] = Drop(f"superseded: a note of this turn was superseded by {by[0]}")
             dropped += 1
     if dropped:
-        state.trace.append(SupersededReport(dropped))
-    return state
+        return replace(judged, walk=replace(judged.walk, superseded=SupersededReport(dropped)))
+    return judged

@@ -8,33 +8,38 @@ no new evidence or all its candidates fall below the floor, the fused list runs 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vault_pipeline.retrieve.judge import judge
+from vault_pipeline.retrieve.lanes import Lanes
+from vault_pipeline.retrieve.pool import Judged, Pool
 from vault_pipeline.retrieve.reports import DepthReport
-from vault_pipeline.retrieve.state import FunnelState
+from vault_pipeline.retrieve.state import Query, evidence_threshold
 from vault_pipeline.retrieve.types import FunnelConfig
 
 
-def deepen(state: FunnelState) -> FunnelState:
+def deepen(q: Query, lanes: Lanes) -> Judged:
     """Widen through the fused list and report how deep it went and why it stopped."""
-    config, fused = state.config, state.fused
+    config, fused = q.config, lanes.fused
+    judged = Judged(lanes, Pool(q.text, evidence_threshold(config, q.tools.llm_gate)))
+    pool = judged.pool
     steps: list[int] = []
     depth, step, stopped, tokens = 0, config.wide, "", 0
     limit = max(config.max_candidates, config.wide) if config.adaptive else config.wide
     while not stopped:
-        take = fused[depth : min(depth + step, limit)]
-        before = len(state.pool.evidence())
-        passed = judge(state, take)
+        take = list(fused[depth : min(depth + step, limit)])
+        before = len(pool.evidence())
+        passed = judge(q, judged, take)
         depth += len(take)
         steps.append(depth)
-        tokens = state.pool.tokens()
+        tokens = pool.tokens()
         stopped = _stop(config, tokens, len(take), passed, depth, len(fused), limit)
-        if not stopped and len(steps) > 1 and len(state.pool.evidence()) == before:
+        if not stopped and len(steps) > 1 and len(pool.evidence()) == before:
             stopped = (
                 f"evidence fell off: none of candidates {depth - len(take) + 1}-{depth} cleared the evidence threshold"
             )
         step = depth
-    state.trace.append(DepthReport(depth, tuple(steps), stopped, tokens))
-    return state
+    return replace(judged, walk=replace(judged.walk, depth=DepthReport(depth, tuple(steps), stopped, tokens)))
 
 
 def _stop(config: FunnelConfig, tokens: int, taken: int, passed: int, depth: int, fused: int, limit: int) -> str:

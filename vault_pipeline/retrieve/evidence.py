@@ -13,52 +13,67 @@ closest few blocks (``CLOSEST``, within ``CLOSEST_TOKENS``), marked as possibly 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from vault_pipeline.models.offline.relevance import FOUND, FoundModel
 from vault_pipeline.retrieve.gate import gate_of
+from vault_pipeline.retrieve.lanes import Absent, content_words, names
+from vault_pipeline.retrieve.rank import Ranked
 from vault_pipeline.retrieve.reports import FoundReport
-from vault_pipeline.retrieve.state import FunnelState
-from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
+from vault_pipeline.retrieve.state import Query
+from vault_pipeline.retrieve.types import Candidate
 
 # A package the found model is unsure of carries at most this many blocks, within ``CLOSEST_TOKENS``.
 CLOSEST, CLOSEST_TOKENS = 3, 200
 
 
-def judge_found(state: FunnelState) -> FunnelState:
+@dataclass(frozen=True)
+class Verdict:
+    """The found judgement: the ranked evidence that may become blocks (all of it, the closest few, or
+    none), whether anything was found, and the evidence it left out."""
+
+    ranked: Ranked  # its ``ranked`` cut to what may become blocks
+    found: bool = True  # whether the vault holds anything on the prompt
+    closest: bool = False  # not found, but the closest few blocks come, marked as such
+    unfound: tuple[Candidate, ...] = ()  # evidence left out: nothing was found
+    report: FoundReport | None = None  # None: no found model weighed it
+
+
+def judge_found(q: Query, ranked: Ranked, absent: Absent) -> Verdict:
     """Decide whether anything was found; when not, no survivor becomes a block."""
-    model = found_model(state)
+    model = found_model(q, ranked)
     if model is None:  # no calibrated relevance (gate off, a model gate): a package is what survived
-        state.found = bool(state.ranked)
-        return state
-    features = found_features(state)
+        return Verdict(ranked, found=bool(ranked.ranked))
+    features = found_features(ranked, absent)
     p = model.probability(features)
-    state.found = bool(state.ranked) and p >= max(model.threshold, model.sure)
-    keep = CLOSEST if state.ranked and not state.found and p >= model.threshold else 0
-    if not state.found:  # nothing is clearly about the prompt: the closest few at most, marked as such
-        state.closest = keep > 0
-        state.unfound = [s.candidate for s in state.ranked[keep:]]
-        state.ranked = state.ranked[:keep]
-    state.trace.append(FoundReport(round(p, 6), model.threshold, features, model.sure, state.closest))
-    return state
+    found = bool(ranked.ranked) and p >= max(model.threshold, model.sure)
+    keep = CLOSEST if ranked.ranked and not found and p >= model.threshold else 0
+    closest = keep > 0  # nothing is clearly about the prompt: the closest few at most, marked as such
+    unfound = () if found else tuple(s.candidate for s in ranked.ranked[keep:])
+    if not found:
+        ranked = replace(ranked, ranked=ranked.ranked[:keep])
+    report = FoundReport(round(p, 6), model.threshold, features, model.sure, closest)
+    return Verdict(ranked, found, closest, unfound, report)
 
 
-def found_model(state: FunnelState) -> FoundModel | None:
+def found_model(q: Query, ranked: Ranked) -> FoundModel | None:
     """The found model in force: the offline gate's (``Gate.found``);
     None when there is no calibrated relevance to weigh."""
-    if state.pool.stop is None:
+    if ranked.judged.pool.stop is None:
         return None
-    return gate_of(state.tools.llm_gate).found or FOUND
+    return gate_of(q.tools.llm_gate).found or FOUND
 
 
-def found_features(state: FunnelState) -> dict[str, float]:
+def found_features(ranked: Ranked, absent: Absent) -> dict[str, float]:
     """``relevance.FOUND_FEATURES`` of a finished walk."""
-    pool = state.pool
+    pool = ranked.judged.pool
     survivors = pool.survivors()
     probabilities = [p for c in survivors if (p := pool.probability(c)) is not None]
     cosines = [c.similarity for c in survivors if c.similarity == c.similarity]  # not NaN
     return {
         "best": max(probabilities, default=0.0),
         "best_cosine": max(cosines, default=0.0),
-        **absence_features(state.query, set(state.absent_words)),
+        **absence_features(pool.query, set(absent.words)),
     }
 
 
@@ -69,15 +84,3 @@ def absence_features(query: str, absent: set[str]) -> dict[str, float]:
         "absent_share": sum(w in absent for w in words) / len(words) if words else 0.0,
         "name_absent": float(any(name in absent for name in names(query))),
     }
-
-
-def content_words(query: str) -> list[str]:
-    """The prompt's content words, as ``lanes.absent_words`` looks them up."""
-    own = prompt_stopwords(query)
-    return [w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS and w not in QUERY_STOPWORDS and w not in own]
-
-
-def names(query: str) -> set[str]:
-    """The prompt's names: capitalised words after its first word (lower-cased, as absent words are)."""
-    cased = tokens(query, keep_case=True)
-    return {w.lower() for w in cased[1:] if w[:1].isupper()}

@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from vault_pipeline.retrieve.blocks import parse_atomic
-from vault_pipeline.retrieve.evidence import names
 from vault_pipeline.retrieve.expand import asks, feedback_terms, neighbours, turn_excerpts
 from vault_pipeline.retrieve.items import is_statement
 from vault_pipeline.retrieve.judge import judge, stored_vector
-from vault_pipeline.retrieve.lanes import lookup_pool, search_lanes
+from vault_pipeline.retrieve.lanes import lookup_pool, names, search_lanes
+from vault_pipeline.retrieve.pool import Judged
 from vault_pipeline.retrieve.reports import FeedbackReport, HopReport
-from vault_pipeline.retrieve.state import FunnelState
+from vault_pipeline.retrieve.state import Query
 from vault_pipeline.retrieve.types import Candidate, Hit
 from vault_pipeline.text import content_stems, query_runs, wikilinks
 from vault_pipeline.vault.note import person_stem
@@ -40,23 +40,23 @@ Found = list[tuple[Hit, str]]  # (row, the seed note id it was found from)
 T = TypeVar("T")
 
 
-def feedback(state: FunnelState) -> FunnelState:
+def feedback(q: Query, judged: Judged) -> Judged:
     """Widen the prompt once with the kept notes' frequent words when fewer than ``feedback_below`` survive."""
-    config, pool = state.config, state.pool
+    config, pool = q.config, judged.pool
     if not (config.adaptive and 0 < len(pool.survivors()) < config.feedback_below):
-        return state
+        return judged
     kept = strongest(pool.survivors(), config.beam)
-    terms = feedback_terms(state.query, [c.row for c in kept], config.feedback_terms)
+    terms = feedback_terms(q.text, [c.row for c in kept], config.feedback_terms)
     if not terms:
-        return state
-    text = f"{state.query} {' '.join(terms)}"
+        return judged
+    text = f"{q.text} {' '.join(terms)}"
     known = pool.known()
-    more, vectors = search_lanes([("feedback", text)], state.tools, config)
-    state.query_vectors[text] = vectors[0]
+    more, vectors = search_lanes([("feedback", text)], q.tools, config)
+    lanes = replace(judged.lanes, vectors={**judged.lanes.vectors, text: vectors[0]})
+    judged = replace(judged, lanes=lanes)
     new = [c for c in more if c.row.chunk_id not in known][: config.wide]
-    judge(state, new)
-    state.trace.append(FeedbackReport(tuple(terms), text, len(new)))
-    return state
+    judge(q, judged, new)
+    return replace(judged, walk=replace(judged.walk, feedback=FeedbackReport(tuple(terms), text, len(new))))
 
 
 @dataclass(frozen=True)
@@ -70,50 +70,49 @@ class _Seeds:
     questions: list[Hit]  # survivors beyond the beam that ask a question on the prompt's terms
 
 
-def hop(state: FunnelState) -> FunnelState:
+def hop(q: Query, judged: Judged) -> Judged:
     """One hop from the strongest survivors, through the floor and the gate."""
-    config = state.config
+    config, pool = q.config, judged.pool
     if not (config.adaptive and (config.beam or config.turns)):
-        return state
-    start = _seeds(state)
+        return judged
+    start = _seeds(q, judged)
     conversations = {r.source_conversation for r in start.seeds + start.speakers + start.questions}
-    hubs = [c.row for c in start.kept if c.row.type == "topic"] + _people_named(state)
-    rows, linked, related, members = _read_around(state, start, hubs, conversations)
-    known = state.pool.known()
+    hubs = [c.row for c in start.kept if c.row.type == "topic"] + _people_named(q, judged)
+    rows, linked, related, members = _read_around(q, judged, start, hubs, conversations)
+    known = pool.known()
     near = _first_found(_neighbours(start, rows, config.radius) + members + linked, known)
     turns = _verbatim_turns(start, rows, known | set(near))  # a turn found above is not excerpted twice
     similarity = {c.row.note_id: c.similarity for c in start.strongest}
     new = [Candidate(row, 0.0, ("neighbour",), (), math.nan) for row, _ in near.values()]
     new += [Candidate(row, 0.0, ("turn",), (), similarity[seed]) for row, seed in turns]
-    state.pool.expanded_from.update({row.chunk_id: seed for row, seed in [*near.values(), *turns]})
-    passed = judge(state, new)
+    pool.expanded_from.update({row.chunk_id: seed for row, seed in [*near.values(), *turns]})
+    passed = judge(q, judged, new)
     via_related = {row.chunk_id for row, _ in linked}
-    state.trace.append(
-        HopReport(
-            seeds=tuple(dict.fromkeys(r.note_id for r in start.seeds + hubs + related)),
-            questions=len(start.questions),
-            neighbours=len(near),
-            related=sum(1 for c in new if c.row.chunk_id in via_related),
-            turns=len(turns),
-            floor=passed,
-            kept=state.pool.survived(new),
-        )
+    report = HopReport(
+        seeds=tuple(dict.fromkeys(r.note_id for r in start.seeds + hubs + related)),
+        questions=len(start.questions),
+        neighbours=len(near),
+        related=sum(1 for c in new if c.row.chunk_id in via_related),
+        turns=len(turns),
+        floor=passed,
+        kept=pool.survived(new),
     )
-    return state
+    return replace(judged, walk=replace(judged.walk, hop=report))
 
 
 def _read_around(
-    state: FunnelState, start: _Seeds, hubs: list[Hit], conversations: set[str]
+    q: Query, judged: Judged, start: _Seeds, hubs: list[Hit], conversations: set[str]
 ) -> tuple[list[Hit], Found, list[Hit], Found]:
     """(every chunk of the seeds' sessions, the notes related to the seeds, the seeds that have such
     notes, the hubs' members). The links are read on the lookup threads while the sessions are read
     here: none of the three reads needs another."""
-    related_read = _beside(_related, state, start.kept) if start.kept else None
-    members_read = _beside(_hub_members, state, hubs) if hubs else None
+    related_read = _beside(_related, q, judged, start.kept) if start.kept else None
+    members_read = _beside(_hub_members, q, judged, hubs) if hubs else None
     # ``drop_superseded`` asks which messages of the surviving turns' and statements' sessions were
     # superseded: for the sessions not read here the lookup starts now (survivors only grow till then).
-    state.pool.start_superseded(state.tools.retriever, _turn_sessions(state.pool.survivors()) - conversations, _beside)
-    rows = state.pool.conversation_rows(state.tools.retriever, conversations, state.config.include_archived)
+    pool, retriever = judged.pool, q.tools.retriever
+    pool.start_superseded(retriever, _turn_sessions(pool.survivors()) - conversations, _beside)
+    rows = pool.conversation_rows(retriever, conversations, q.config.include_archived)
     linked, related = related_read.result() if related_read else ([], [])
     return rows, linked, related, members_read.result() if members_read else []
 
@@ -132,15 +131,15 @@ def _beside(read: Callable[..., T], *args: Any) -> Future[T]:
     return lookup_pool().submit(read, *args)
 
 
-def _seeds(state: FunnelState) -> _Seeds:
-    config, survivors = state.config, state.pool.survivors()
-    ranked = strongest(survivors, len(state.pool.considered))
+def _seeds(q: Query, judged: Judged) -> _Seeds:
+    config, survivors = q.config, judged.pool.survivors()
+    ranked = strongest(survivors, len(judged.pool.considered))
     best = ranked[: config.turns]
     kept = fused_strongest(survivors, config.beam)
     seeds = [c.row for c in kept if c.row.type in ("atomic", "turn") and c.row.source_conversation]
     speakers = [c.row for c in best if c.row.type == "atomic" and c.row.source_conversation]
     beamed = {r.chunk_id for r in seeds}
-    terms = {t for run in query_runs(state.query) + query_runs(state.intent, state.query) for t in run}
+    terms = {t for run in query_runs(q.text) + query_runs(judged.lanes.planned.intent, q.text) for t in run}
     asking = (c.row for c in ranked if c.row.chunk_id not in beamed and _asks_on_topic(c.row, terms))
     return _Seeds(kept, best, seeds, speakers, list(islice(asking, config.replies)))
 
@@ -171,43 +170,43 @@ def _first_found(found: Found, known: set[str]) -> dict[str, tuple[Hit, str]]:
 PERSON_SESSIONS = 8
 
 
-def _people_named(state: FunnelState) -> list[Hit]:
+def _people_named(q: Query, judged: Judged) -> list[Hit]:
     """The pages of the people the prompt names (``ingest/people.py``) among the fused candidates
     (a page holds its person's name, so the full-text lane finds it: no lookup of its own), when
     a page links at most ``PERSON_SESSIONS`` sessions: a question about a person draws on the
     conversations they take part in, as a topic hub's members."""
-    stems = {person_stem(name) for name in names(state.query)}
+    stems = {person_stem(name) for name in names(q.text)}
     if not stems:
         return []
-    pages = [c.row for c in state.fused if c.row.type == "topic" and PurePosixPath(c.row.path).stem in stems]
+    pages = [c.row for c in judged.lanes.fused if c.row.type == "topic" and PurePosixPath(c.row.path).stem in stems]
     links: dict[str, set[str]] = {}
     for row in pages:  # a long page is several chunks: count its links over all of them
         links.setdefault(row.note_id, set()).update(link.target for link in wikilinks(row.text))
     return [row for row in pages if len(links[row.note_id]) <= PERSON_SESSIONS]
 
 
-def _hub_members(state: FunnelState, hubs: Sequence[Hit]) -> Found:
+def _hub_members(q: Query, judged: Judged, hubs: Sequence[Hit]) -> Found:
     """A topic hub's links are its members; the ``wide`` nearest to the query go on (a fixed beam)."""
     found: Found = []
     for hub in hubs:
-        members = state.tools.retriever.rows_by_stem(
-            sorted({link.target for link in wikilinks(hub.text)}), include_archived=state.config.include_archived
+        members = q.tools.retriever.rows_by_stem(
+            sorted({link.target for link in wikilinks(hub.text)}), include_archived=q.config.include_archived
         )
-        found += [(row, hub.note_id) for row in _nearest(members, state.qvec, state.config.wide)]
+        found += [(row, hub.note_id) for row in _nearest(members, judged.lanes.qvec, q.config.wide)]
     return found
 
 
-def _related(state: FunnelState, kept: list[Candidate]) -> tuple[Found, list[Hit]]:
+def _related(q: Query, judged: Judged, kept: list[Candidate]) -> tuple[Found, list[Hit]]:
     """The notes the nightly clean linked as ``related`` to the strongest survivors, credited to
     the seed: per seed the ``wide`` nearest the query (a fixed beam); and the seeds that had links."""
     if not kept:
         return [], []
-    retriever = state.tools.retriever
+    retriever = q.tools.retriever
     links = retriever.related_stems([c.row.path for c in kept])
     stems = sorted({stem for found in links.values() for stem in found})
     if not stems:
         return [], []
-    members = retriever.rows_by_stem(stems, include_archived=state.config.include_archived)
+    members = retriever.rows_by_stem(stems, include_archived=q.config.include_archived)
     out: Found = []
     seeds = []
     for c in kept:
@@ -215,7 +214,7 @@ def _related(state: FunnelState, kept: list[Candidate]) -> tuple[Found, list[Hit
         mine = [r for r in members if PurePosixPath(r.path).stem in linked and r.note_id != c.row.note_id]
         if mine:
             seeds.append(c.row)
-        out += [(row, c.row.note_id) for row in _nearest(mine, state.qvec, state.config.wide)]
+        out += [(row, c.row.note_id) for row in _nearest(mine, judged.lanes.qvec, q.config.wide)]
     return out, seeds
 
 

@@ -16,24 +16,25 @@ import numpy as np
 
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.retrieve.gate import GateClock, GateOutcome, Skipped, gate_rows, reads_signals
+from vault_pipeline.retrieve.pool import Judged
 from vault_pipeline.retrieve.signals import chat_of
-from vault_pipeline.retrieve.state import FunnelState
+from vault_pipeline.retrieve.state import Query
 from vault_pipeline.retrieve.types import Candidate, Hit
 
 
-def judge(state: FunnelState, cands: list[Candidate]) -> int:
+def judge(q: Query, judged: Judged, cands: list[Candidate]) -> int:
     """Floor and gate ``cands`` (their cosine to the original query filled in) into the pool;
     returns how many passed the floor."""
-    cands = with_original_similarity(cands, state.qvec, state.tools.embedder)
-    passed = {c.row.chunk_id for c in cands if c.similarity >= state.config.floor}
-    state.pool.passed |= passed
-    state.pool.add(cands, _gate(state, cands, passed))
+    cands = with_original_similarity(cands, judged.lanes.qvec, q.tools.embedder)
+    passed = {c.row.chunk_id for c in cands if c.similarity >= q.config.floor}
+    judged.pool.passed |= passed
+    judged.pool.add(cands, _gate(q, judged, cands, passed))
     return len(passed)
 
 
-def _gate(state: FunnelState, cands: list[Candidate], passed: set[str]) -> dict[str, GateOutcome]:
+def _gate(q: Query, judged: Judged, cands: list[Candidate], passed: set[str]) -> dict[str, GateOutcome]:
     """Gate outcome per chunk id; floor-dropped candidates and a disabled gate are ``Skipped``."""
-    config = state.config
+    config, pool = q.config, judged.pool
     outcomes: dict[str, GateOutcome] = {}
     for c in cands:
         if c.row.chunk_id not in passed:
@@ -43,37 +44,38 @@ def _gate(state: FunnelState, cands: list[Candidate], passed: set[str]) -> dict[
     going = [c for c in cands if c.row.chunk_id in passed]
     if config.gate_enabled and going:
         # One deadline for the query's every gate call, from its first (``gate_timeout``).
-        state.gate_clock = state.gate_clock or GateClock.starting(config.gate_timeout)
+        pool.clock = pool.clock or GateClock.starting(config.gate_timeout)
         outcomes.update(
             gate_rows(
                 [(c.row.chunk_id, c.row.path, c.row.heading or "", c.row.text) for c in going],
-                llm=state.tools.llm_gate,
-                intent=state.intent,
-                query=state.query,
+                llm=q.tools.llm_gate,
+                intent=judged.lanes.planned.intent,
+                query=q.text,
                 batch_size=config.gate_batch,
                 timeout=config.gate_timeout,
                 text_chars=config.gate_text_chars,
-                clock=state.gate_clock,
-                **(_signal_inputs(state, going) if reads_signals(state.tools.llm_gate) else {}),
+                clock=pool.clock,
+                **(_signal_inputs(q, judged, going) if reads_signals(q.tools.llm_gate) else {}),
             )
         )
     return outcomes
 
 
-def _signal_inputs(state: FunnelState, going: Sequence[Candidate]) -> dict[str, Any]:
+def _signal_inputs(q: Query, judged: Judged, going: Sequence[Candidate]) -> dict[str, Any]:
     """What the offline gate's signals read that the funnel has already: the embedder, the other
     queries, the query vectors, each candidate's stored vector and the chats of the candidates."""
+    pool = judged.pool
     return {
-        "embedder": state.tools.embedder,
-        "variants": [text for kind, text in state.queries if kind != "original"],
+        "embedder": q.tools.embedder,
+        "variants": [text for kind, text in judged.lanes.planned.queries if kind != "original"],
         "vectors": {c.row.chunk_id: vector for c in going if (vector := stored_vector(c.row)) is not None},
-        "query_vectors": state.query_vectors,
+        "query_vectors": judged.lanes.vectors,
         "conversations": {c.row.chunk_id: chat_of(c.row.source_kind, c.row.source_conversation) for c in going},
         # The candidates that passed earlier steps (``judge`` takes this step's in after the gate).
         "context": [
             chat_of(c.row.source_kind, c.row.source_conversation)
-            for c in state.pool.considered
-            if c.row.chunk_id in state.pool.passed
+            for c in pool.considered
+            if c.row.chunk_id in pool.passed
         ],
     }
 

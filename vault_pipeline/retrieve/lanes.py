@@ -10,36 +10,51 @@ chunk comes back as that turn (``expand.as_turn``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import replace
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
 
 from vault_pipeline.models.embed import l2_normalise
 from vault_pipeline.models.workers import DaemonPool
-from vault_pipeline.retrieve.evidence import content_words
 from vault_pipeline.retrieve.expand import as_turn
 from vault_pipeline.retrieve.gate import reads_signals
-from vault_pipeline.retrieve.state import FunnelState, Tools
+from vault_pipeline.retrieve.plan import Planned
+from vault_pipeline.retrieve.state import Query, Tools
 from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Retriever
+from vault_pipeline.text import QUERY_STOPWORDS, STOPWORDS, prompt_stopwords, tokens
 
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
 LANE_ORDER = ("vector", "text")
 RRF_K = 60  # the constant of Cormack et al.'s reciprocal rank fusion
 
 
-def retrieve(state: FunnelState) -> FunnelState:
+@dataclass(frozen=True)
+class Lanes:
+    """The retrieval's result: the plan it ran, every fused candidate (in fused order) and the unit
+    vector of every query text (and of the intent, when the offline gate reads it)."""
+
+    planned: Planned
+    fused: tuple[Candidate, ...]
+    vectors: Mapping[str, np.ndarray]  # text -> unit vector
+
+    @property
+    def qvec(self) -> np.ndarray:
+        """The original query's unit vector: the floor's and the hop's measure."""
+        return self.vectors[self.planned.queries[0][1]]
+
+
+def retrieve(q: Query, planned: Planned) -> Lanes:
     """Fuse both lanes of the planned queries; keep every query's vector for the floor and the gate."""
-    texts = [text for _, text in state.queries]
+    texts = [text for _, text in planned.queries]
     # The offline gate reads the intent's vector too: it is embedded in the same call as the queries.
-    signals = state.config.gate_enabled and reads_signals(state.tools.llm_gate)
-    extra = [state.intent] if signals and state.intent not in texts else []
-    state.fused, vectors = search_lanes(state.queries, state.tools, state.config, state.unsearched, extra)
-    state.query_vectors = dict(zip(texts + extra, vectors))
-    return state
+    signals = q.config.gate_enabled and reads_signals(q.tools.llm_gate)
+    extra = [planned.intent] if signals and planned.intent not in texts else []
+    fused, vectors = search_lanes(list(planned.queries), q.tools, q.config, planned.unsearched, extra)
+    return Lanes(planned, tuple(fused), dict(zip(texts + extra, vectors)))
 
 
 def search_lanes(
@@ -126,12 +141,23 @@ def lookup_pool() -> DaemonPool:
     return DaemonPool(LOOKUP_WORKERS, name="vault-lookup")
 
 
-def find_absent(state: FunnelState) -> FunnelState:
-    """Start naming the prompt's content words that no note in the vault holds (``absent_words``):
-    their lookups run on threads while the walk goes on, and the first reader of
-    ``state.absent_words`` (the found judgement, else the assembly) waits for them."""
-    state.absent_words = start_absent_words(state.query, state.fused, state.tools.retriever)
-    return state
+@dataclass(frozen=True)
+class Absent:
+    """The prompt's content words that no note in the vault holds, their lookups started: the first
+    reader of ``words`` (the found judgement, else the assembly) waits for them."""
+
+    wait: Callable[[], list[str]]
+
+    @cached_property
+    def words(self) -> list[str]:
+        """The words, in the prompt's order, once their lookups end."""
+        return self.wait()
+
+
+def find_absent(q: Query, lanes: Lanes) -> Absent:
+    """Start naming the prompt's content words that no note in the vault holds: their lookups run
+    on threads while the walk goes on."""
+    return Absent(start_absent_words(q.text, lanes.fused, q.tools.retriever))
 
 
 def absent_words(query: str, fused: Sequence[Candidate], retriever: Retriever) -> list[str]:
@@ -156,3 +182,15 @@ def start_absent_words(query: str, fused: Sequence[Candidate], retriever: Retrie
     pool = lookup_pool()
     lookups = [pool.submit(retriever.unknown_words, [word]) for word in missing]
     return lambda: [word for lookup in lookups for word in lookup.result()]
+
+
+def content_words(query: str) -> list[str]:
+    """The prompt's content words, as ``absent_words`` looks them up."""
+    own = prompt_stopwords(query)
+    return [w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS and w not in QUERY_STOPWORDS and w not in own]
+
+
+def names(query: str) -> set[str]:
+    """The prompt's names: capitalised words after its first word (lower-cased, as absent words are)."""
+    cased = tokens(query, keep_case=True)
+    return {w.lower() for w in cased[1:] if w[:1].isupper()}

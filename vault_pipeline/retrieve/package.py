@@ -37,10 +37,11 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from vault_pipeline.retrieve.items import Block, Level, Part, Selected
+from vault_pipeline.retrieve.blocks import STRUCTURAL_TYPES, first_level, pick_parts
+from vault_pipeline.retrieve.items import Block, Level, Selected
 from vault_pipeline.retrieve.markdown import (
     REFERENCES,
     block_overhead,
@@ -56,7 +57,6 @@ from vault_pipeline.retrieve.markdown import (
 )
 from vault_pipeline.retrieve.metering import BYTES, TokenCounter, bytes_counter, token_counter
 from vault_pipeline.retrieve.repeats import (
-    PARAGRAPH_BREAK,
     statement_repeats,
     summary_repeats,
     transcript_repeats,
@@ -68,10 +68,8 @@ Count = Callable[[str], int]
 
 Cut = Literal["full", "truncated", "dropped"]
 LEVEL_ORDER: dict[str, int] = {"core": 0, "structural": 1, "peripheral": 2}
-STRUCTURAL_TYPES = frozenset({"session", "thread", "resource", "topic"})
 FLOAT_PLACES = 6
 
-_SENTENCE_END = re.compile(r"(?:[.!?;:][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*|\n)")
 # Where a cut may end: a sentence's or a clause's end (";"), a line's end. A colon promises what
 # follows, so a cut never ends on one.
 _CUT_POINT = re.compile(r"(?:[.!?;][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u300d\u300f\uff09]*|\n)")
@@ -116,53 +114,7 @@ def cut_text(text: str, max_tokens: int, count: Count = estimate_tokens) -> str:
     return ""
 
 
-def _is_heading_paragraph(paragraph: str) -> bool:
-    """A heading line, or the "A > B" heading path chunk.py prepends."""
-    line = paragraph.strip()
-    return line.startswith("#") or ("\n" not in line and " > " in line and not _SENTENCE_END.search(line))
-
-
-def first_level(text: str) -> str:
-    """A structural chunk's first level: its leading heading lines plus its first body paragraph."""
-    paragraphs = [p for p in PARAGRAPH_BREAK.split(text.strip()) if p.strip()]
-    kept: list[str] = []
-    for paragraph in paragraphs:
-        kept.append(paragraph.strip())
-        if not _is_heading_paragraph(paragraph):
-            break
-    return "\n\n".join(kept)
-
-
 # --------------------------------------------------------------------------- assembly
-
-
-def pick_parts(
-    lead: str, parts: Sequence[Part], room: int, count: Count = estimate_tokens
-) -> tuple[str, tuple[str, ...]]:
-    """(text, cited messages) of the run of whole parts that fits ``room`` tokens around the part
-    with the highest ``share`` (ties: a turn before framing, then the earlier), which is kept even
-    alone over ``room``.
-
-    The run grows one neighbour at a time, the one carrying more of the query first (ties: the
-    following turn, where a reply stands), so a cut keeps the thread around what matched."""
-    if not parts:
-        return lead, ()
-    best = min(range(len(parts)), key=lambda i: (-parts[i].share, not parts[i].turn, i))
-    lo = hi = best
-    while True:
-        sides = [i for i in (hi + 1, lo - 1) if 0 <= i < len(parts)]
-        sides.sort(key=lambda i: -parts[i].share)  # stable: the following turn first on a tie
-        fits = [i for i in sides if count(_run(lead, parts, min(lo, i), max(hi, i))) <= room]
-        if not fits:
-            break
-        lo, hi = min(lo, fits[0]), max(hi, fits[0])
-    cited = tuple(dict.fromkeys(m for part in parts[lo : hi + 1] for m in part.messages))
-    return _run(lead, parts, lo, hi), cited
-
-
-def _run(lead: str, parts: Sequence[Part], lo: int, hi: int) -> str:
-    body = "\n\n".join(part.text for part in parts[lo : hi + 1])
-    return f"{lead} {body}" if lead else body
 
 
 @dataclass(frozen=True)
@@ -459,6 +411,28 @@ class ContextPackage:
     trace: tuple[CandidateTrace, ...] = ()
     found: bool = True  # False: nothing in the vault clears the evidence threshold for the prompt
     tokenizer: str = BYTES  # the counter of ``tokens`` and the budget (``metering.TOKENIZERS``)
+    # The Markdown ``counted`` rendered and counted, returned as is by ``to_markdown`` (a copy made
+    # with ``dataclasses.replace`` renders its own: an init=False field is not copied).
+    _markdown: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    @classmethod
+    def counted(
+        cls,
+        query: str,
+        intent: str,
+        blocks: tuple[Block, ...],
+        stats: FunnelStats,
+        trace: tuple[CandidateTrace, ...],
+        found: bool,
+        counter: TokenCounter,
+    ) -> ContextPackage:
+        """The package whose ``tokens`` (and ``stats.tokens``) are ``counter``'s count of its Markdown,
+        rendered once: the text counted is the text ``to_markdown`` returns."""
+        text = _package_markdown(query, blocks, stats, found, counter.name)
+        tokens = counter.count(text)  # the package as returned, references included
+        package = cls(query, intent, blocks, tokens, replace(stats, tokens=tokens), trace, found, counter.name)
+        object.__setattr__(package, "_markdown", text)  # frozen: set once, here, before anyone reads it
+        return package
 
     def to_dict(self, *, trace: bool = False) -> dict[str, Any]:
         """The package as plain JSON-ready data (floats rounded); the trace only when asked for."""
@@ -485,13 +459,13 @@ class ContextPackage:
 
     def to_markdown(self) -> str:
         """Markdown for pasting into a prompt: the notices, the blocks, each marked [n], then one short
-        reference line per block. ``tokens`` is this text's estimate."""
-        budget = min(self.stats.budget, self.stats.cap) if self.stats is not None else None
-        lines = self.notices()
-        head = markdown_head(self.query, lines, budget)
-        if budget is not None and not self.blocks and token_counter(self.tokenizer).count(head) > budget:
-            head = markdown_head("", lines)  # the notices alone are over the budget: the prompt's echo goes
-        return render_markdown(head, self.blocks)
+        reference line per block. ``tokens`` is this text's count."""
+        if self._markdown is None:
+            object.__setattr__(
+                self, "_markdown", _package_markdown(self.query, self.blocks, self.stats, self.found, self.tokenizer)
+            )
+        assert self._markdown is not None
+        return self._markdown
 
     def to_mcp(self) -> tuple[str, dict[str, Any]]:
         """(text, structured result) as the MCP ``query`` tool returns them: the Markdown, and beside
@@ -509,15 +483,31 @@ class ContextPackage:
     def notices(self) -> list[str]:
         """The plain lines a reader needs before the blocks: nothing found, degraded, absent words;
         a budget too small for any block found."""
-        stats = self.stats
-        absent = list(stats.absent_words) if stats is not None else []
-        too_small = ""
-        if stats is not None and stats.found and not self.blocks and stats.dropped_for_budget:
-            too_small = budget_line(min(stats.budget, stats.cap), stats.budget_needed)
-        return notices(
-            found=self.found,
-            closest=not self.found and bool(self.blocks),
-            degraded=stats.degraded_line() if stats is not None and stats.degraded else "",
-            absent_words=absent,
-            too_small=too_small,
-        )
+        return _package_notices(self.blocks, self.stats, self.found)
+
+
+def _package_notices(blocks: Sequence[Block], stats: FunnelStats | None, found: bool) -> list[str]:
+    """``ContextPackage.notices`` of a package with these blocks, stats and found."""
+    absent = list(stats.absent_words) if stats is not None else []
+    too_small = ""
+    if stats is not None and stats.found and not blocks and stats.dropped_for_budget:
+        too_small = budget_line(min(stats.budget, stats.cap), stats.budget_needed)
+    return notices(
+        found=found,
+        closest=not found and bool(blocks),
+        degraded=stats.degraded_line() if stats is not None and stats.degraded else "",
+        absent_words=absent,
+        too_small=too_small,
+    )
+
+
+def _package_markdown(
+    query: str, blocks: Sequence[Block], stats: FunnelStats | None, found: bool, tokenizer: str
+) -> str:
+    """``ContextPackage.to_markdown`` of a package with these parts (its tokens are no part of it)."""
+    budget = min(stats.budget, stats.cap) if stats is not None else None
+    lines = _package_notices(blocks, stats, found)
+    head = markdown_head(query, lines, budget)
+    if budget is not None and not blocks and token_counter(tokenizer).count(head) > budget:
+        head = markdown_head("", lines)  # the notices alone are over the budget: the prompt's echo goes
+    return render_markdown(head, blocks)

@@ -10,52 +10,66 @@ and the package says it is degraded.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from vault_pipeline.errors import ModelError
 from vault_pipeline.models.prompts import load_prompt
-from vault_pipeline.retrieve.state import FunnelState
+from vault_pipeline.retrieve.state import Query
 from vault_pipeline.retrieve.types import QueryPlan
 
 
-def plan(state: FunnelState) -> FunnelState:
+@dataclass(frozen=True)
+class Planned:
+    """The plan's result: the intent the gate judges against and the queries to run."""
+
+    plan: QueryPlan | None  # None: no plan was needed, or it failed
+    error: str | None  # why the plan failed ("model: reason"); the package says it is degraded
+    intent: str
+    intent_source: str  # "user" | "plan" | "query"
+    queries: tuple[tuple[str, str], ...]  # (kind, text), the original first
+    unsearched: frozenset[str]  # query texts that run no lanes of their own
+
+
+def plan(q: Query) -> Planned:
     """Decompose the prompt (when the variants or the intent need it) and list the queries to run."""
-    if _needs_plan(state):
+    decomposed, error = None, None
+    if _needs_plan(q):
         try:
-            state.plan = state.tools.llm_plan.call(
-                load_prompt("decompose"), {"query": state.query, "intent": state.user_intent or ""}, QueryPlan
+            decomposed = q.tools.llm_plan.call(
+                load_prompt("decompose"), {"query": q.text, "intent": q.user_intent or ""}, QueryPlan
             )
         except ModelError as exc:  # retrieval still runs on the original query alone
-            state.plan_error = f"{exc.model}: {exc.reason}"
-    state.intent, state.intent_source = _intent(state)
-    state.queries = _queries(state)
-    texts = [text for _, text in state.queries]
-    state.unsearched = {text for text, run in zip(texts, searched(texts)) if not run}
-    return state
+            error = f"{exc.model}: {exc.reason}"
+    intent, source = _intent(q, decomposed)
+    queries = _queries(q, decomposed)
+    texts = [text for _, text in queries]
+    unsearched = frozenset(text for text, run in zip(texts, searched(texts)) if not run)
+    return Planned(decomposed, error, intent, source, tuple(queries), unsearched)
 
 
-def _needs_plan(state: FunnelState) -> bool:
+def _needs_plan(q: Query) -> bool:
     """Whether a ``decompose`` call is needed: for the variants, or for an intent the user did not give."""
-    config = state.config
-    return bool(config.variants and config.max_variants > 0) or not (state.user_intent or not config.gate_enabled)
+    config = q.config
+    return bool(config.variants and config.max_variants > 0) or not (q.user_intent or not config.gate_enabled)
 
 
-def _intent(state: FunnelState) -> tuple[str, str]:
+def _intent(q: Query, decomposed: QueryPlan | None) -> tuple[str, str]:
     """(intent, where it came from): the user's, else the plan's, else the prompt itself."""
-    if state.user_intent:
-        return state.user_intent, "user"
-    if state.plan is not None:
-        return state.plan.intent, "plan"
-    return state.query, "query"
+    if q.user_intent:
+        return q.user_intent, "user"
+    if decomposed is not None:
+        return decomposed.intent, "plan"
+    return q.text, "query"
 
 
-def _queries(state: FunnelState) -> list[tuple[str, str]]:
+def _queries(q: Query, decomposed: QueryPlan | None) -> list[tuple[str, str]]:
     """(kind, text) per query to run: the original first, then distinct variants."""
-    queries = [("original", state.query)]
-    if state.plan is None or not state.config.variants:
+    queries = [("original", q.text)]
+    if decomposed is None or not q.config.variants:
         return queries
-    seen = {state.query.casefold()}
-    for variant in state.plan.variants:
-        if len(queries) > state.config.max_variants or variant.text.casefold() in seen:
+    seen = {q.text.casefold()}
+    for variant in decomposed.variants:
+        if len(queries) > q.config.max_variants or variant.text.casefold() in seen:
             continue
         seen.add(variant.text.casefold())
         queries.append((variant.kind, variant.text))

@@ -2,33 +2,25 @@
 
 Rank is gate first (only survivors are ranked), then similarity x tier weight x recency, where
 recency decays only conversational tiers. Dedup keeps the highest-provenance copy of each text.
-``selection`` hands the result to ``package.assemble`` as package items.
+``rank_survivors`` is the stage (``Judged -> Ranked``); ``selection`` hands its result to
+``package.assemble`` as package items, their text from ``blocks.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
 
 from vault_pipeline.errors import ConfigError
-from vault_pipeline.retrieve.blocks import (
-    atomic_text,
-    cited_messages,
-    header,
-    parse_atomic,
-    structural_lead,
-    structural_text,
-    transcript_parts,
-)
-from vault_pipeline.retrieve.package import Part, Selected
-from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Scored
-from vault_pipeline.text import exact_key
-from vault_pipeline.vault.format import block_id
+from vault_pipeline.retrieve.blocks import block_content, cited_messages, duplicate_key, transcript_content
+from vault_pipeline.retrieve.items import Selected
+from vault_pipeline.retrieve.pool import Judged
+from vault_pipeline.retrieve.state import Query
+from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Scored
 from vault_pipeline.vault.note import TIER_WEIGHTS
 
 CONVERSATIONAL_TIERS = frozenset({"chat"})  # recency decays only these: a kept note or a document does not age
-TRANSCRIPT_TYPES = frozenset({"session", "thread"})  # chunks made of a conversation's turns
 
 
 # --------------------------------------------------------------------------- 5. provenance rank
@@ -80,19 +72,6 @@ def rank(survivors: Sequence[Candidate], reference: datetime | None, config: Fun
 # --------------------------------------------------------------------------- 6. dedup
 
 
-def duplicate_key(row: Hit) -> str:
-    """What makes two chunks one for the package: their text, and for an atomic note its sentence
-    (the same sentence in two conversations, or pasted twice, is one block) with the person its
-    ``Context:`` line names (the same words from two named people are two facts)."""
-    if row.type == "atomic":
-        parsed = parse_atomic(row.text)
-        if parsed.sentence:
-            return (
-                f"{exact_key(parsed.who)}\n{exact_key(parsed.sentence)}" if parsed.who else exact_key(parsed.sentence)
-            )
-    return exact_key(row.text)
-
-
 def dedup(ranked: list[Scored]) -> tuple[list[Scored], dict[str, str]]:
     """Collapse exact duplicates into the highest-provenance copy; returns (kept, loser -> winner chunk id)."""
     groups: dict[str, list[tuple[int, Scored]]] = {}
@@ -123,6 +102,33 @@ def covered(ranked: list[Scored], collapsed: dict[str, str]) -> tuple[list[Score
         if row.type == "atomic" and keys and all(k in turns for k in keys):
             collapsed[row.chunk_id] = turns[keys[0]]
     return [s for s in ranked if s.candidate.row.chunk_id not in collapsed], collapsed
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The rank's result: the evidence ranked and deduplicated, and what it left out."""
+
+    judged: Judged
+    reference: datetime | None  # recency's "now"
+    ranked: tuple[Scored, ...]  # rank 1 first
+    collapsed: Mapping[str, str]  # loser chunk id -> the chunk id it collapsed into
+    below: tuple[Candidate, ...]  # survivors that are no evidence: no block
+
+
+def rank_survivors(q: Query, judged: Judged) -> Ranked:
+    """Rank the survivors that clear the evidence threshold, gate first, and collapse exact duplicates
+    and notes a verbatim turn shows. Those below the threshold are no block (``Ranked.below``)."""
+    pool = judged.pool
+    reference = reference_time(pool.considered, q.reference_date)
+    survivors = pool.evidence()
+    below = tuple(c for c in pool.survivors() if not pool.is_evidence(c))
+    if q.config.adaptive:  # a topic hub is a list of links: its members went on in the hop; it is no block
+        survivors = [c for c in survivors if c.row.type != "topic"]
+    ranked, collapsed = covered(*dedup(rank(survivors, reference, q.config)))
+    return Ranked(judged, reference, tuple(ranked), collapsed, below)
 
 
 # --------------------------------------------------------------------------- to the package
@@ -156,32 +162,3 @@ def selection(ranked: Sequence[Scored], query: str = "") -> list[Selected]:
             )
         )
     return out
-
-
-def transcript_content(row: Hit, query: str = "") -> tuple[str, tuple[Part, ...]]:
-    """(lead, turns as parts) of a session or thread chunk, as ``block_content`` renders it;
-    ("", ()) for any other row."""
-    if row.type not in TRANSCRIPT_TYPES or not row.source_conversation:
-        return "", ()
-    messages = cited_messages(row.source_messages)
-    return structural_lead(row.heading or "", row.created), transcript_parts(
-        row.text, row.heading or "", messages, query
-    )
-
-
-def block_content(row: Hit, query: str = "") -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """(block text, cited message ids, source links) of a row: atomic notes as one dated line (with
-    what a user added that matches ``query``), session and thread chunks without their markup,
-    citing the turns they hold; others as stored."""
-    messages = tuple(cited_messages(row.source_messages))
-    if row.type == "atomic":
-        text, links = atomic_text(row.text, row.created, getattr(row, "speaker", ""), query)
-        return text, messages, links
-    if row.type == "turn":  # a verbatim turn: "Speaker: text"
-        who, _, said = row.text.partition(": ")
-        links = tuple(f"{PurePosixPath(row.path).stem}#^{block_id(m)}" for m in messages)
-        return f"{header(row.created, who)} {said}", messages, links
-    if row.type in TRANSCRIPT_TYPES and row.source_conversation:
-        text, held = structural_text(row.text, row.heading or "", row.created, messages)
-        return text, held, ()
-    return row.text, messages, ()

@@ -1,7 +1,7 @@
 """What the funnel reports about itself: each stage's report, the package's stats, the trace.
 
-A stage appends its report (``StageReport``) to the run's trace; ``trace.build_package`` turns
-the finished run into ``FunnelStats`` (``package.stats``) and one ``CandidateTrace`` per
+A stage puts its report in its result (``Walk``, carried by ``pool.Judged``); ``trace.build_package``
+turns the finished run into ``FunnelStats`` (``package.stats``) and one ``CandidateTrace`` per
 candidate (``package.trace``, what ``vault query --explain`` shows). Each has ``to_dict()``,
 which is the JSON shape ``vault query --json`` prints and users' scripts read: change a field
 here and that shape changes.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -119,12 +119,10 @@ class FoundReport:
         }
 
 
-StageReport = DepthReport | FeedbackReport | HopReport | WholeTurnsReport | SupersededReport | FoundReport
-
-
 @dataclass(frozen=True)
 class Walk:
-    """The walk's reports, read from the trace: its depth and what associative recall added."""
+    """The walk's reports, one field per stage that reports: its depth, what associative recall and
+    the consolidation added, the found judgement (each stage sets its own in the result it returns)."""
 
     depth: DepthReport | None = None
     feedback: FeedbackReport | None = None
@@ -132,28 +130,6 @@ class Walk:
     whole_turns: WholeTurnsReport | None = None
     superseded: SupersededReport | None = None
     found: FoundReport | None = None
-
-    @classmethod
-    def of(cls, trace: Sequence[StageReport]) -> Walk:
-        """The last report of each kind in ``trace``."""
-        found: dict[str, StageReport] = {}
-        for report in trace:
-            match report:
-                case DepthReport():
-                    found["depth"] = report
-                case FeedbackReport():
-                    found["feedback"] = report
-                case HopReport():
-                    found["hop"] = report
-                case WholeTurnsReport():
-                    found["whole_turns"] = report
-                case SupersededReport():
-                    found["superseded"] = report
-                case FoundReport():
-                    found["found"] = report
-                case _:
-                    assert_never(report)
-        return cls(**found)  # type: ignore[arg-type]
 
     def expansion(self) -> dict[str, Any]:
         """The JSON shape of ``stats.expansion``: the feedback's, the hop's and the turns' keys."""

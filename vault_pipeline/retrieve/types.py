@@ -132,7 +132,7 @@ class FunnelConfig:
 
 
 # The index columns the funnel reads: ``Hit``'s fields, and ``speaker`` for an atomic note's block
-# (``rank.block_content``). ``pipeline.query`` opens the index with these only: a LanceDB read costs
+# (``blocks.block_content``). ``pipeline.query`` opens the index with these only: a LanceDB read costs
 # per column.
 QUERY_COLUMNS = (
     "chunk_id",

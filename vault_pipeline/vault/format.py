@@ -151,6 +151,12 @@ def _label(line: str) -> str | None:
     return "context" if low.startswith("context:") else "source" if low.startswith("source:") else None
 
 
+def context_text(line: str) -> str | None:
+    """The text of one Context line (its label read in any case, as ``parse_atomic_body`` reads it);
+    None for any other line."""
+    return line[len(CONTEXT_LABEL) :].strip() if _label(line) == "context" else None
+
+
 def _groups(text: str) -> list[tuple[str, list[str]]]:
     """The body's lines in groups (kind, lines): a blank line or a label line ends a group; a
     Source group goes on over lines holding links only (a line without one is text a user added)."""

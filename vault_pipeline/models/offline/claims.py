@@ -13,6 +13,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from vault_pipeline.text import STOPWORDS, stem, tokens
+from vault_pipeline.vault.format import context_text
 
 _AUX = frozenset(
     "is are was were be been being am will would shall should can could must might do does did "
@@ -328,7 +329,7 @@ def _qualifier(lines: Sequence[str]) -> str:
     return " ".join(
         qualifier
         for line in lines
-        if line.lower().startswith("context:") and not _PROVENANCE.match(qualifier := line.split(":", 1)[1].strip())
+        if (qualifier := context_text(line)) is not None and not _PROVENANCE.match(qualifier)
     )
 
 
