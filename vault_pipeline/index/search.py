@@ -165,21 +165,21 @@ class Index:
         if not query.strip() or k <= 0:
             return []
         qvec = None if vector is None else self._query_vector(vector)
-        top = self._text_ranked(query, k, include_archived, qvec)
-        return self._complete(
-            [(top, "text")], with_vectors, lambda: [self._text_full(query, k, include_archived, qvec, with_vectors)]
-        )[0]
+        return self._text_rows(query, k, include_archived, qvec, with_vectors)[0]
 
     def start_search(
         self, texts: Sequence[str], k: int, *, include_archived: bool = False, with_vectors: bool = True
     ) -> LaneSearch:
         """Start both lanes for several query texts: the full-text searches begin now, on the search
-        threads, while the caller embeds the texts; ``LaneSearch.finish`` with their vectors runs the
-        vector lane and reads the rows of both (the funnel's ``Retriever``)."""
+        threads, and read their rows there too, while the caller embeds the texts; ``LaneSearch.finish``
+        with their vectors runs the vector lane and reads the rows the full-text lane did not (the
+        funnel's ``Retriever``)."""
         texts = list(texts)
         pool = _search_pool()
         pending = [
-            pool.submit(self._text_ranked, text, k, include_archived, None) if text.strip() and k > 0 else None
+            pool.submit(self._text_rows, text, k, include_archived, None, with_vectors)
+            if text.strip() and k > 0
+            else None
             for text in texts
         ]
         return LaneSearch(self, texts, k, include_archived, with_vectors, pending)
@@ -231,6 +231,20 @@ class Index:
             k,
         )
 
+    def _text_rows(
+        self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None, with_vectors: bool
+    ) -> tuple[list[Row], pa.Table | None]:
+        """The full-text top ``k`` as rows (both phases), and the take that read them (None: it
+        read in one phase), whose rows the vector lane then need not read again."""
+        top = self._text_ranked(query, k, include_archived, qvec)
+        if not top.rows.num_rows:
+            return [], None
+        taken = self._take_for([top], with_vectors)
+        lists = None if taken is None else self._assemble([(top, "text")], taken, with_vectors)
+        if lists is None:
+            return self._text_full(query, k, include_archived, qvec, with_vectors), None
+        return lists[0], taken
+
     def _vector_full(self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool) -> list[Row]:
         """One query's vector top ``k`` read in one phase (every column of the page): the fallback."""
 
@@ -278,25 +292,49 @@ class Index:
         return fetch
 
     def _complete(
-        self, tops: Sequence[tuple[Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
+        self,
+        tops: Sequence[tuple[Ranked | None, str]],
+        with_vectors: bool,
+        fallback: Callable[[], list[list[Row]]],
+        read: Sequence[pa.Table] = (),
     ) -> list[list[Row]]:
         """Rows for each ranked top (None: no search, no rows): one ``take`` of the missing columns
-        for all of them together (a take costs about the same for 20 rows as for 150: it is per column).
+        for all of them together (a take costs about the same for 20 rows as for 150: it is per column),
+        of the rows not in an earlier take of the same columns (``read``) only.
 
         Row ids belong to a table version; if a sync committed between the search and the take
         (the chunk ids read back differ), the searches run again in one phase (``fallback``).
         """
         found = [top for top, _ in tops if top is not None]
-        ids = sorted({int(r) for top in found for r in top.rows["_rowid"].to_pylist()})
-        if not ids:
+        if not any(top.rows.num_rows for top in found):
             return [[] for _ in tops]
-        need_vectors = with_vectors and any(VECTOR_COLUMN not in top.rows.column_names for top in found)
-        columns = [*self._columns(), *([VECTOR_COLUMN] if need_vectors else [])]
+        taken = self._take_for(found, with_vectors, read)
+        lists = None if taken is None else self._assemble(tops, taken, with_vectors)
+        return fallback() if lists is None else lists
+
+    def _take_for(self, tops: Sequence[Ranked], with_vectors: bool, read: Sequence[pa.Table] = ()) -> pa.Table | None:
+        """The columns of every row of ``tops`` (and ``_rowid``), from one ``take`` of those not in
+        ``read`` (earlier takes holding at least these columns); None when the take failed."""
+        need_vectors = with_vectors and any(VECTOR_COLUMN not in top.rows.column_names for top in tops)
+        columns = [*self._columns(), *([VECTOR_COLUMN] if need_vectors else []), "_rowid"]
+        known = [part.select(columns) for part in read if set(columns) <= set(part.column_names)]
+        have = {int(r) for part in known for r in part["_rowid"].to_pylist()}
+        ids = sorted({int(r) for top in tops for r in top.rows["_rowid"].to_pylist()} - have)
+        if not ids:
+            return pa.concat_tables(known) if known else None
         try:
-            taken = self.table.take_row_ids(ids).select(columns).with_row_id().to_arrow()
+            fresh = self.table.take_row_ids(ids).select(columns[:-1]).with_row_id().to_arrow().select(columns)
         except (OSError, RuntimeError, ValueError):  # a file of that version went (compaction): read again
-            return fallback()
-        where = {int(r): i for i, r in enumerate(taken["_rowid"].to_pylist())}
+            return None
+        return pa.concat_tables([*known, fresh]) if known else fresh
+
+    def _assemble(
+        self, tops: Sequence[tuple[Ranked | None, str]], taken: pa.Table, with_vectors: bool
+    ) -> list[list[Row]] | None:
+        """Each top's rows from ``taken``; None when the take read another version's rows."""
+        where: dict[int, int] = {}
+        for i, r in enumerate(taken["_rowid"].to_pylist()):
+            where.setdefault(int(r), i)
         chunk_ids = taken["chunk_id"].to_pylist()
         out: list[list[Row]] = []
         for top, lane in tops:
@@ -305,7 +343,7 @@ class Index:
                 continue
             positions = take_positions(top, where, chunk_ids)
             if positions is None:
-                return fallback()  # the take read another version's rows
+                return None
             out.append(self._rows_of(top, lane, taken.take(pa.array(positions, pa.int64())), with_vectors))
         return out
 
@@ -498,7 +536,8 @@ class LaneSearch:
 
     def finish(self, vectors: np.ndarray) -> tuple[list[list[Row]], list[list[Row]]]:
         """(vector hits, full-text hits) per text: the vector lane runs now, then one ``take`` reads
-        the columns of every list's top ``k`` at once."""
+        the columns of its tops' rows that the full-text lane's takes (on the search threads, while
+        the caller embedded) did not read."""
         index, k, archived = self.index, self.k, self.include_archived
         try:
             queries = [index._query_vector(v) for v in vectors]
@@ -509,16 +548,13 @@ class LaneSearch:
             self.cancel()
             raise
         found = [None if p is None else p.result() for p in self.pending]
-        tops = [(top, "vector") for top in nearest] + [(top, "text") for top in found]
 
         def fallback() -> list[list[Row]]:
-            return [index._vector_full(q, k, archived, self.with_vectors) if k > 0 else [] for q in queries] + [
-                index._text_full(text, k, archived, None, self.with_vectors) if top is not None else []
-                for text, top in zip(self.texts, found)
-            ]
+            return [index._vector_full(q, k, archived, self.with_vectors) if k > 0 else [] for q in queries]
 
-        lists = index._complete(tops, self.with_vectors, fallback)
-        return lists[: len(self.texts)], lists[len(self.texts) :]
+        read = [taken for _, taken in filter(None, found) if taken is not None]
+        vectors_lists = index._complete([(top, "vector") for top in nearest], self.with_vectors, fallback, read)
+        return vectors_lists, [[] if f is None else f[0] for f in found]
 
     def cancel(self) -> None:
         """The searches still queued need not run; a running one ends on its own."""
