@@ -165,24 +165,30 @@ class Index:
         if not query.strip() or k <= 0:
             return []
         qvec = None if vector is None else self._query_vector(vector)
-        return self._text_rows(query, k, include_archived, qvec, with_vectors)[0]
+        top = self._text_ranked(query, k, include_archived, qvec)
+        return self._complete(
+            [(top, "text")], with_vectors, lambda: [self._text_full(query, k, include_archived, qvec, with_vectors)]
+        )[0]
 
     def start_search(
         self, texts: Sequence[str], k: int, *, include_archived: bool = False, with_vectors: bool = True
     ) -> LaneSearch:
         """Start both lanes for several query texts: the full-text searches begin now, on the search
-        threads, and read their rows there too, while the caller embeds the texts; ``LaneSearch.finish``
-        with their vectors runs the vector lane and reads the rows the full-text lane did not (the
-        funnel's ``Retriever``)."""
+        threads, and one take of their rows on a reading thread after them, while the caller embeds
+        the texts; ``LaneSearch.finish`` with their vectors runs the vector lane and reads the rows
+        the full-text take did not (the funnel's ``Retriever``)."""
         texts = list(texts)
         pool = _search_pool()
         pending = [
-            pool.submit(self._text_rows, text, k, include_archived, None, with_vectors)
-            if text.strip() and k > 0
-            else None
+            pool.submit(self._text_ranked, text, k, include_archived, None) if text.strip() and k > 0 else None
             for text in texts
         ]
-        return LaneSearch(self, texts, k, include_archived, with_vectors, pending)
+        reading = (
+            _read_pool().submit(self._text_lists, texts, pending, k, include_archived, with_vectors)
+            if any(p is not None for p in pending)
+            else None
+        )
+        return LaneSearch(self, texts, k, include_archived, with_vectors, pending, reading)
 
     def hybrid_search(
         self,
@@ -231,19 +237,21 @@ class Index:
             k,
         )
 
-    def _text_rows(
-        self, query: str, k: int, include_archived: bool, qvec: np.ndarray | None, with_vectors: bool
-    ) -> tuple[list[Row], pa.Table | None]:
-        """The full-text top ``k`` as rows (both phases), and the take that read them (None: it
-        read in one phase), whose rows the vector lane then need not read again."""
-        top = self._text_ranked(query, k, include_archived, qvec)
-        if not top.rows.num_rows:
-            return [], None
-        taken = self._take_for([top], with_vectors)
-        lists = None if taken is None else self._assemble([(top, "text")], taken, with_vectors)
-        if lists is None:
-            return self._text_full(query, k, include_archived, qvec, with_vectors), None
-        return lists[0], taken
+    def _text_lists(
+        self, texts: Sequence[str], pending: Sequence[Future | None], k: int, include_archived: bool, with_vectors: bool
+    ) -> tuple[list[list[Row]], pa.Table | None]:
+        """The full-text hits of each text (none where no search ran), from one take after the
+        ``pending`` searches, and that take (None: it read in one phase), whose rows the vector lane
+        then need not read again."""
+        tops = [None if p is None else p.result() for p in pending]
+
+        def fallback() -> list[list[Row]]:
+            return [
+                self._text_full(text, k, include_archived, None, with_vectors) if top is not None else []
+                for text, top in zip(texts, tops)
+            ]
+
+        return self._complete_read([(top, "text") for top in tops], with_vectors, fallback)
 
     def _vector_full(self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool) -> list[Row]:
         """One query's vector top ``k`` read in one phase (every column of the page): the fallback."""
@@ -305,12 +313,23 @@ class Index:
         Row ids belong to a table version; if a sync committed between the search and the take
         (the chunk ids read back differ), the searches run again in one phase (``fallback``).
         """
+        return self._complete_read(tops, with_vectors, fallback, read)[0]
+
+    def _complete_read(
+        self,
+        tops: Sequence[tuple[Ranked | None, str]],
+        with_vectors: bool,
+        fallback: Callable[[], list[list[Row]]],
+        read: Sequence[pa.Table] = (),
+    ) -> tuple[list[list[Row]], pa.Table | None]:
+        """``_complete``, and the rows it read (with those of ``read`` it used; None: no take, or
+        it fell back)."""
         found = [top for top, _ in tops if top is not None]
         if not any(top.rows.num_rows for top in found):
-            return [[] for _ in tops]
+            return [[] for _ in tops], None
         taken = self._take_for(found, with_vectors, read)
         lists = None if taken is None else self._assemble(tops, taken, with_vectors)
-        return fallback() if lists is None else lists
+        return (fallback(), None) if lists is None else (lists, taken)
 
     def _take_for(self, tops: Sequence[Ranked], with_vectors: bool, read: Sequence[pa.Table] = ()) -> pa.Table | None:
         """The columns of every row of ``tops`` (and ``_rowid``), from one ``take`` of those not in
@@ -532,12 +551,13 @@ class LaneSearch:
     k: int
     include_archived: bool
     with_vectors: bool
-    pending: list[Future | None]
+    pending: list[Future | None]  # each text's full-text search (None: blank text, or k 0)
+    reading: Future | None = None  # the take of their rows: (hits per text, the rows read)
 
     def finish(self, vectors: np.ndarray) -> tuple[list[list[Row]], list[list[Row]]]:
         """(vector hits, full-text hits) per text: the vector lane runs now, then one ``take`` reads
-        the columns of its tops' rows that the full-text lane's takes (on the search threads, while
-        the caller embedded) did not read."""
+        the columns of its tops' rows that the full-text lane's take (on a reading thread, while the
+        caller embedded) did not read."""
         index, k, archived = self.index, self.k, self.include_archived
         try:
             queries = [index._query_vector(v) for v in vectors]
@@ -547,18 +567,17 @@ class LaneSearch:
         except BaseException:
             self.cancel()
             raise
-        found = [None if p is None else p.result() for p in self.pending]
+        found, read = ([[] for _ in self.texts], None) if self.reading is None else self.reading.result()
 
         def fallback() -> list[list[Row]]:
             return [index._vector_full(q, k, archived, self.with_vectors) if k > 0 else [] for q in queries]
 
-        read = [taken for _, taken in filter(None, found) if taken is not None]
-        vectors_lists = index._complete([(top, "vector") for top in nearest], self.with_vectors, fallback, read)
-        return vectors_lists, [[] if f is None else f[0] for f in found]
+        tops = [(top, "vector") for top in nearest]
+        return index._complete(tops, self.with_vectors, fallback, () if read is None else (read,)), found
 
     def cancel(self) -> None:
-        """The searches still queued need not run; a running one ends on its own."""
-        for future in self.pending:
+        """The searches (and their take) still queued need not run; a running one ends on its own."""
+        for future in [*self.pending, self.reading]:
             if future is not None:
                 future.cancel()
 
@@ -599,6 +618,16 @@ SEARCH_WORKERS = 5  # full-text searches at once in ``start_search`` (the prompt
 def _search_pool() -> ThreadPoolExecutor:
     """The search threads, started once per process (a new pool per query cost more than a search)."""
     return ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-index-search")
+
+
+READ_WORKERS = 2  # full-text takes at once (one a query): apart from the search threads they wait for
+
+
+@cache
+def _read_pool() -> ThreadPoolExecutor:
+    """The threads the full-text lane's take runs on after its searches (a pool of its own: a take
+    waiting on the search threads never holds one of them)."""
+    return ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="vault-index-read")
 
 
 def _top(fetch, score, k: int, lane: str, with_vectors: bool) -> list[Row]:
