@@ -342,7 +342,6 @@ class TimedEmbedder:
 
     def __init__(self, inner):
         self.inner, self.name, self.dim, self.seconds = inner, inner.name, inner.dim, 0.0
-        self.splittable = getattr(inner, "splittable", False)  # the funnel splits its call as for the inner one
 
     def embed(self, texts):
         started = time.perf_counter()

@@ -72,18 +72,6 @@ def test_minilm_order_restored_and_batch_matches_alone(minilm):
         assert _cos(batched[i], alone) >= 0.999, text
 
 
-def test_minilm_a_texts_vector_is_the_same_alone_or_beside_others(minilm):
-    """Bit for bit, whatever else is in the call (``splittable``: the funnel embeds its searched
-    texts apart from the others, and its packages must not change by it)."""
-    prompt = "What is the staging server port?"
-    planned = [prompt, "staging server port", "methods, process and approach for staging server port"]
-    for texts in (TEXTS, planned, [TEXTS[2], *planned]):
-        together = minilm.embed(texts)
-        assert all(np.array_equal(together[i], minilm.embed([t])[0]) for i, t in enumerate(texts))
-        assert np.array_equal(together[1:], minilm.embed(texts[1:]))
-    assert MiniLMEmbedder.splittable
-
-
 def test_minilm_is_deterministic_across_calls(minilm):
     assert np.array_equal(minilm.embed(TEXTS), minilm.embed(TEXTS))
 

@@ -195,11 +195,6 @@ class MiniLMEmbedder:
         self._lock = threading.Lock()
         disable_onnxruntime_telemetry()
 
-    # A text's vector is the same alone or beside other texts in one call (bit for bit:
-    # ``tests/models/test_embed.py``), and a call is local: the funnel may embed its texts in two
-    # calls, the searched ones first, and search with those while it embeds the rest (``retrieve/lanes.py``).
-    splittable = True
-
     def preload(self) -> threading.Thread:
         """Start ``load`` on a background thread and return it; ``embed`` waits for it.
 

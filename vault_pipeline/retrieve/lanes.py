@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import wait
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -25,7 +24,7 @@ from vault_pipeline.retrieve.evidence import content_words
 from vault_pipeline.retrieve.expand import as_turn
 from vault_pipeline.retrieve.gate import reads_signals
 from vault_pipeline.retrieve.state import FunnelState, Tools
-from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, PendingSearch, Retriever
+from vault_pipeline.retrieve.types import Candidate, FunnelConfig, Hit, Retriever
 
 KIND_ORDER = ("original", "concept", "methodology", "continuity", "authority")
 LANE_ORDER = ("vector", "text")
@@ -51,46 +50,22 @@ def search_lanes(
     extra: Sequence[str] = (),
 ) -> tuple[list[Candidate], np.ndarray]:
     """Both lanes of every query but the ``unsearched`` ones, fused; also every query's unit vector
-    (the original first), then those of the ``extra`` texts, never searched. One embedding call for
-    all, or for a ``splittable`` embedder two: the searched texts, then the rest beside their vector lane."""
+    (the original first), then those of the ``extra`` texts, embedded in the same call, never searched."""
     words = [text for _, text in queries] + list(extra)
-    runs = np.array([text not in unsearched for _, text in queries] + [False] * len(extra), dtype=bool)
-    searched = [w for w, run in zip(words, runs) if run]
-    pending = tools.retriever.start_search(searched, config.k, include_archived=config.include_archived)
+    runs = [text not in unsearched for _, text in queries] + [False] * len(extra)
+    pending = tools.retriever.start_search(
+        [w for w, run in zip(words, runs) if run], config.k, include_archived=config.include_archived
+    )
     try:  # the full-text searches run while the queries are embedded
-        if runs.all() or not runs.any() or not getattr(tools.embedder, "splittable", False):
-            vectors = l2_normalise(tools.embedder.embed(words))
-            nearest, found = pending.finish(vectors[runs])
-        else:  # the searched texts first: their vector lane runs while the others are embedded
-            nearest, found, vectors = _vector_lane_beside(pending, tools, words, runs)
+        vectors = l2_normalise(tools.embedder.embed(words))
     except BaseException:
         pending.cancel()
         raise
+    nearest, found = pending.finish(vectors[runs])
     lists: list[tuple[str, str, Sequence[Hit]]] = []
     for (kind, _), hits, text in zip([q for q, run in zip(queries, runs) if run], nearest, found):
         lists += [(kind, "vector", list(hits)), (kind, "text", list(text))]
     return [replace(c, row=as_turn(c.row)) for c in fuse(lists)], vectors
-
-
-def _vector_lane_beside(
-    pending: PendingSearch, tools: Tools, words: list[str], runs: np.ndarray
-) -> tuple[Sequence[Sequence[Hit]], Sequence[Sequence[Hit]], np.ndarray]:
-    """(vector hits, full-text hits, every text's unit vector): the searched texts (``runs``) are
-    embedded first and their vector lane runs on a lookup thread while the others are embedded.
-    A text's vector is the same embedded alone or beside others (``tests/retrieve/test_lanes.py``),
-    so the vectors, and the hits, are those of one call for all."""
-    first = l2_normalise(tools.embedder.embed([w for w, run in zip(words, runs) if run]))
-    finishing = lookup_pool().submit(pending.finish, first)
-    try:
-        rest = l2_normalise(tools.embedder.embed([w for w, run in zip(words, runs) if not run]))
-    except BaseException:
-        wait([finishing])  # the lane ends before the error leaves
-        raise
-    nearest, found = finishing.result()
-    vectors = np.zeros((len(words), first.shape[1]), dtype=np.float32)
-    vectors[runs] = first
-    vectors[~runs] = rest
-    return nearest, found, vectors
 
 
 def fuse(lists: Sequence[tuple[str, str, Sequence[Hit]]], k: int = RRF_K) -> list[Candidate]:
