@@ -683,41 +683,7 @@ def test_two_phase_reads_again_in_one_phase_when_the_take_misses_rows(vault, emb
     assert _as_tuples(index.text_search("vectors", 3)) == want_text
     nearest, found = index.hybrid_search(HYBRID_QUERIES, qvecs, 3)
     assert [_as_tuples(h) for h in nearest + found] == [_as_tuples(h) for h in want_hybrid[0] + want_hybrid[1]]
-    # One take each for the vector lane and the text search, and two for the hybrid search (the
-    # full-text lane's, on a reading thread, and the vector lane's): each fell back.
-    assert losing.takes == 4 and want_text
-
-
-class _CountingTable:
-    """The real table, recording the row ids of each take by row id."""
-
-    def __init__(self, table):
-        self._table = table
-        self.taken: list[list[int]] = []
-
-    def __getattr__(self, name):
-        return getattr(self._table, name)
-
-    def take_row_ids(self, ids):
-        self.taken.append(sorted(int(i) for i in ids))
-        return self._table.take_row_ids(ids)
-
-
-def test_the_vector_lane_reads_only_rows_the_full_text_lane_did_not(vault, embedder):
-    """The full-text lane reads its rows in one take on a reading thread; the vector lane's take
-    then asks only for the rows that take did not read, and its rows equal a vector search's alone."""
-    sync(vault, embedder)
-    index = Index.open(vault, embedder)
-    texts = ["vectors", "LanceDB stores vectors"]
-    qvecs = embedder.embed(texts)
-    want = [_as_tuples(h) for h in index.vector_search_many(qvecs, 3)]
-    index.table = counting = _CountingTable(index.table)
-    nearest, found = index.start_search(texts, 3).finish(qvecs)
-    text_take, vector_take = counting.taken
-    assert text_take and vector_take and not set(text_take) & set(vector_take)
-    assert [_as_tuples(h) for h in nearest] == want and all(found)
-    shared = {h.chunk_id for h in found[0] + found[1]} & {h.chunk_id for h in nearest[0] + nearest[1]}
-    assert shared  # the two lanes met: some vector hits came from the full-text takes
+    assert losing.takes == 3 and want_text
 
 
 def test_open_takes_the_vault_or_its_root_path(vault, embedder):

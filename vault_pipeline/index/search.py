@@ -174,21 +174,15 @@ class Index:
         self, texts: Sequence[str], k: int, *, include_archived: bool = False, with_vectors: bool = True
     ) -> LaneSearch:
         """Start both lanes for several query texts: the full-text searches begin now, on the search
-        threads, and one take of their rows on a reading thread after them, while the caller embeds
-        the texts; ``LaneSearch.finish`` with their vectors runs the vector lane and reads the rows
-        the full-text take did not (the funnel's ``Retriever``)."""
+        threads, while the caller embeds the texts; ``LaneSearch.finish`` with their vectors runs the
+        vector lane and reads the rows of both (the funnel's ``Retriever``)."""
         texts = list(texts)
         pool = _search_pool()
         pending = [
             pool.submit(self._text_ranked, text, k, include_archived, None) if text.strip() and k > 0 else None
             for text in texts
         ]
-        reading = (
-            _read_pool().submit(self._text_lists, texts, pending, k, include_archived, with_vectors)
-            if any(p is not None for p in pending)
-            else None
-        )
-        return LaneSearch(self, texts, k, include_archived, with_vectors, pending, reading)
+        return LaneSearch(self, texts, k, include_archived, with_vectors, pending)
 
     def hybrid_search(
         self,
@@ -237,22 +231,6 @@ class Index:
             k,
         )
 
-    def _text_lists(
-        self, texts: Sequence[str], pending: Sequence[Future | None], k: int, include_archived: bool, with_vectors: bool
-    ) -> tuple[list[list[Row]], pa.Table | None]:
-        """The full-text hits of each text (none where no search ran), from one take after the
-        ``pending`` searches, and that take (None: it read in one phase), whose rows the vector lane
-        then need not read again."""
-        tops = [None if p is None else p.result() for p in pending]
-
-        def fallback() -> list[list[Row]]:
-            return [
-                self._text_full(text, k, include_archived, None, with_vectors) if top is not None else []
-                for text, top in zip(texts, tops)
-            ]
-
-        return self._complete_read([(top, "text") for top in tops], with_vectors, fallback)
-
     def _vector_full(self, query: np.ndarray, k: int, include_archived: bool, with_vectors: bool) -> list[Row]:
         """One query's vector top ``k`` read in one phase (every column of the page): the fallback."""
 
@@ -300,60 +278,25 @@ class Index:
         return fetch
 
     def _complete(
-        self,
-        tops: Sequence[tuple[Ranked | None, str]],
-        with_vectors: bool,
-        fallback: Callable[[], list[list[Row]]],
-        read: Sequence[pa.Table] = (),
+        self, tops: Sequence[tuple[Ranked | None, str]], with_vectors: bool, fallback: Callable[[], list[list[Row]]]
     ) -> list[list[Row]]:
         """Rows for each ranked top (None: no search, no rows): one ``take`` of the missing columns
-        for all of them together (a take costs about the same for 20 rows as for 150: it is per column),
-        of the rows not in an earlier take of the same columns (``read``) only.
+        for all of them together (a take costs about the same for 20 rows as for 150: it is per column).
 
         Row ids belong to a table version; if a sync committed between the search and the take
         (the chunk ids read back differ), the searches run again in one phase (``fallback``).
         """
-        return self._complete_read(tops, with_vectors, fallback, read)[0]
-
-    def _complete_read(
-        self,
-        tops: Sequence[tuple[Ranked | None, str]],
-        with_vectors: bool,
-        fallback: Callable[[], list[list[Row]]],
-        read: Sequence[pa.Table] = (),
-    ) -> tuple[list[list[Row]], pa.Table | None]:
-        """``_complete``, and the rows it read (with those of ``read`` it used; None: no take, or
-        it fell back)."""
         found = [top for top, _ in tops if top is not None]
-        if not any(top.rows.num_rows for top in found):
-            return [[] for _ in tops], None
-        taken = self._take_for(found, with_vectors, read)
-        lists = None if taken is None else self._assemble(tops, taken, with_vectors)
-        return (fallback(), None) if lists is None else (lists, taken)
-
-    def _take_for(self, tops: Sequence[Ranked], with_vectors: bool, read: Sequence[pa.Table] = ()) -> pa.Table | None:
-        """The columns of every row of ``tops`` (and ``_rowid``), from one ``take`` of those not in
-        ``read`` (earlier takes holding at least these columns); None when the take failed."""
-        need_vectors = with_vectors and any(VECTOR_COLUMN not in top.rows.column_names for top in tops)
-        columns = [*self._columns(), *([VECTOR_COLUMN] if need_vectors else []), "_rowid"]
-        known = [part.select(columns) for part in read if set(columns) <= set(part.column_names)]
-        have = {int(r) for part in known for r in part["_rowid"].to_pylist()}
-        ids = sorted({int(r) for top in tops for r in top.rows["_rowid"].to_pylist()} - have)
+        ids = sorted({int(r) for top in found for r in top.rows["_rowid"].to_pylist()})
         if not ids:
-            return pa.concat_tables(known) if known else None
+            return [[] for _ in tops]
+        need_vectors = with_vectors and any(VECTOR_COLUMN not in top.rows.column_names for top in found)
+        columns = [*self._columns(), *([VECTOR_COLUMN] if need_vectors else [])]
         try:
-            fresh = self.table.take_row_ids(ids).select(columns[:-1]).with_row_id().to_arrow().select(columns)
+            taken = self.table.take_row_ids(ids).select(columns).with_row_id().to_arrow()
         except (OSError, RuntimeError, ValueError):  # a file of that version went (compaction): read again
-            return None
-        return pa.concat_tables([*known, fresh]) if known else fresh
-
-    def _assemble(
-        self, tops: Sequence[tuple[Ranked | None, str]], taken: pa.Table, with_vectors: bool
-    ) -> list[list[Row]] | None:
-        """Each top's rows from ``taken``; None when the take read another version's rows."""
-        where: dict[int, int] = {}
-        for i, r in enumerate(taken["_rowid"].to_pylist()):
-            where.setdefault(int(r), i)
+            return fallback()
+        where = {int(r): i for i, r in enumerate(taken["_rowid"].to_pylist())}
         chunk_ids = taken["chunk_id"].to_pylist()
         out: list[list[Row]] = []
         for top, lane in tops:
@@ -362,7 +305,7 @@ class Index:
                 continue
             positions = take_positions(top, where, chunk_ids)
             if positions is None:
-                return None
+                return fallback()  # the take read another version's rows
             out.append(self._rows_of(top, lane, taken.take(pa.array(positions, pa.int64())), with_vectors))
         return out
 
@@ -551,13 +494,11 @@ class LaneSearch:
     k: int
     include_archived: bool
     with_vectors: bool
-    pending: list[Future | None]  # each text's full-text search (None: blank text, or k 0)
-    reading: Future | None = None  # the take of their rows: (hits per text, the rows read)
+    pending: list[Future | None]
 
     def finish(self, vectors: np.ndarray) -> tuple[list[list[Row]], list[list[Row]]]:
         """(vector hits, full-text hits) per text: the vector lane runs now, then one ``take`` reads
-        the columns of its tops' rows that the full-text lane's take (on a reading thread, while the
-        caller embedded) did not read."""
+        the columns of every list's top ``k`` at once."""
         index, k, archived = self.index, self.k, self.include_archived
         try:
             queries = [index._query_vector(v) for v in vectors]
@@ -567,17 +508,21 @@ class LaneSearch:
         except BaseException:
             self.cancel()
             raise
-        found, read = ([[] for _ in self.texts], None) if self.reading is None else self.reading.result()
+        found = [None if p is None else p.result() for p in self.pending]
+        tops = [(top, "vector") for top in nearest] + [(top, "text") for top in found]
 
         def fallback() -> list[list[Row]]:
-            return [index._vector_full(q, k, archived, self.with_vectors) if k > 0 else [] for q in queries]
+            return [index._vector_full(q, k, archived, self.with_vectors) if k > 0 else [] for q in queries] + [
+                index._text_full(text, k, archived, None, self.with_vectors) if top is not None else []
+                for text, top in zip(self.texts, found)
+            ]
 
-        tops = [(top, "vector") for top in nearest]
-        return index._complete(tops, self.with_vectors, fallback, () if read is None else (read,)), found
+        lists = index._complete(tops, self.with_vectors, fallback)
+        return lists[: len(self.texts)], lists[len(self.texts) :]
 
     def cancel(self) -> None:
-        """The searches (and their take) still queued need not run; a running one ends on its own."""
-        for future in [*self.pending, self.reading]:
+        """The searches still queued need not run; a running one ends on its own."""
+        for future in self.pending:
             if future is not None:
                 future.cancel()
 
@@ -618,16 +563,6 @@ SEARCH_WORKERS = 5  # full-text searches at once in ``start_search`` (the prompt
 def _search_pool() -> ThreadPoolExecutor:
     """The search threads, started once per process (a new pool per query cost more than a search)."""
     return ThreadPoolExecutor(max_workers=SEARCH_WORKERS, thread_name_prefix="vault-index-search")
-
-
-READ_WORKERS = 2  # full-text takes at once (one a query): apart from the search threads they wait for
-
-
-@cache
-def _read_pool() -> ThreadPoolExecutor:
-    """The threads the full-text lane's take runs on after its searches (a pool of its own: a take
-    waiting on the search threads never holds one of them)."""
-    return ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="vault-index-read")
 
 
 def _top(fetch, score, k: int, lane: str, with_vectors: bool) -> list[Row]:
