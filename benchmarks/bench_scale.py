@@ -54,6 +54,8 @@ from vault_pipeline.models.threads import one_blas_thread  # noqa: E402
 MARK = ".vault_pipeline/bench_scale.json"  # what --reuse checks
 REAL_QUERIES = REPO / "benchmarks" / "data" / "export_questions.jsonl"
 VAULT_CMD = [sys.executable, "-m", "vault_pipeline.cli"]
+GATE_CANDIDATES = 50  # fused candidates a query the gate alone is timed on
+GATE_QUERIES = 40  # queries it is timed over
 TARGETS = {"index_share": 0.90, "edit_seconds": 2.0, "p50_ms": 50.0, "p95_ms": 150.0, "help_seconds": 0.5}
 SECTION_WORDS = (
     "Background",
@@ -285,7 +287,9 @@ def gate_for_50(root: Path, qs: list[str]) -> dict:
     """The gate alone on 50 candidates a query: the first 50 fused candidates of each of ``qs``
     go through ``judge`` (floor, then gate) as the depth walk sends them; ``gate_rows`` is timed
     (signals and model both: the whole gate) and counts what it was given. A candidate the floor
-    refuses never reaches it, so ``to_gate`` may be under 50."""
+    refuses never reaches it, so ``to_gate`` may be under 50. The lanes return ``GATE_CANDIDATES``
+    hits each here (the funnel's 20 fuse to about 40 candidates on the synthetic questions), so
+    every query has 50 to judge."""
     from vault_pipeline.config import load_settings
     from vault_pipeline.index.search import Index
     from vault_pipeline.models.embed import MiniLMEmbedder
@@ -299,7 +303,7 @@ def gate_for_50(root: Path, qs: list[str]) -> dict:
 
     embedder = MiniLMEmbedder()
     index = Index.open(str(root), embedder, columns=QUERY_COLUMNS)
-    config = FunnelConfig.from_settings(load_settings(root))
+    config = FunnelConfig.from_settings(load_settings(root), per_list=GATE_CANDIDATES)
     tools = Tools(index, embedder, OfflineBackend(), OfflineBackend())
     inner, spent, given = judge_mod.gate_rows, [0.0], [0]
 
@@ -317,7 +321,7 @@ def gate_for_50(root: Path, qs: list[str]) -> dict:
         for i, q in enumerate(qs):
             query = Query(text=q, config=config, tools=tools)
             lanes = retrieve(query, plan(query))
-            cands = list(lanes.fused[:50])
+            cands = list(lanes.fused[:GATE_CANDIDATES])
             judged = Judged(lanes, Pool(q, evidence_threshold(config, tools.llm_gate)))
             spent[0], given[0] = 0.0, 0
             judge_mod.judge(query, judged, cands)
@@ -473,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{fun['bare_p50_ms']:.1f} ms, p95 {fun['bare_p95_ms']:.1f} ms); CPU "
                     f"{fun['cpu_ms']:.1f} ms a query (all threads, model time included); load {os.getloadavg()[0]:.1f}"
                 )
-        gate = gate_for_50(root, qs[:40])
+        gate = gate_for_50(root, qs[:GATE_QUERIES])
         print(
             f"gate alone (the build's gate, signals and model): p50 {gate['p50_ms']:.1f} ms, p95 {gate['p95_ms']:.1f} ms "
             f"for {gate['candidates_mean']:.0f} candidates, {gate['to_gate_mean']:.1f} of them past the floor and gated, "
