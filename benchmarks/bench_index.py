@@ -78,8 +78,8 @@ def index_run(root: Path, build: Path, *extra: str) -> dict:
 
 
 def row_texts(root: Path) -> list[str]:
-    """Every row's text a first index of ``root`` writes (its chunks and statement rows, parsed
-    the way the sync parses them): the texts the index has to produce vectors for."""
+    """The text embedded for every row a first index of ``root`` writes (its chunks and statement
+    rows, parsed the way the sync parses them): the texts the index has to produce vectors for."""
     from vault_pipeline.index.chunk import chunks_for_note
     from vault_pipeline.index.statements import statement_chunks
     from vault_pipeline.index.sync import user_note_id
@@ -92,7 +92,8 @@ def row_texts(root: Path) -> list[str]:
         note_id = str(frontmatter.get("id") or "").strip() or user_note_id(relpath)
         chunks = chunks_for_note(note_id, body)
         chunks += statement_chunks(note_id, relpath, frontmatter, body, len(chunks))
-        texts += [c.text for c in chunks]
+        # What the build embeds for each row: a build without ``embedded_text`` embeds the row's text.
+        texts += [getattr(c, "embedded_text", c.text) for c in chunks]
     return texts
 
 

@@ -139,6 +139,15 @@ class IndexDamagedError(IndexStateError):
         super().__init__(f"the index cannot be read ({what}); run `vault index` to rebuild it from the notes")
 
 
+class IndexOutdatedError(IndexDamagedError):
+    """The index is readable but its vectors are of texts this build no longer embeds (an older
+    embedding text): a reader must not compare them with its own; readers that repair re-embed it."""
+
+    def __init__(self, what: str):
+        self.what = what
+        IndexStateError.__init__(self, f"{what}; run `vault index` to embed it again")
+
+
 class DeadlinePassed(Exception):
     """The current deadline (``models.protocol.deadline``) passed before a request could be sent."""
 

@@ -19,6 +19,7 @@ from vault_pipeline.retrieve.gate import GateClock, GateOutcome, Skipped, gate_r
 from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.state import FunnelState
 from vault_pipeline.retrieve.types import Candidate, Hit
+from vault_pipeline.vault.format import embedding_text
 
 
 def judge(state: FunnelState, cands: list[Candidate]) -> int:
@@ -98,8 +99,8 @@ def with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder:
         else:
             missing.append(i)
     if missing:
-        # The index embeds exactly ``row.text``, so this is the cosine its vector lane would report.
-        vecs = l2_normalise(embedder.embed([cands[i].row.text for i in missing]))
+        # The index embeds ``embedding_text(row.text)``, so this is the cosine its vector lane would report.
+        vecs = l2_normalise(embedder.embed([embedding_text(cands[i].row.text) for i in missing]))
         for i, vec in zip(missing, vecs):
             out[i] = replace(out[i], similarity=float(np.dot(vec, qvec)))
     return out
