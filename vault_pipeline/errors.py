@@ -15,6 +15,7 @@ kind (``exit_code``; the README's table)::
     ├── ModelError                  a model call failed for good (retries spent, output never valid)
     ├── IndexStateError             the derived index is missing, incompatible or corrupt
     │   └── IndexDamagedError       its files cannot be read: set aside and rebuilt by the commands
+    │       └── IndexOutdatedError  readable, but its vectors are of an older embedded text: embedded again
     └── StorageError                a file could not be written or read (disk full, read-only, permission)
 
 Signals that never leave the module that raises them (each is caught there and becomes a value
