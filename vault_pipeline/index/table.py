@@ -128,9 +128,10 @@ def outdated_embedding(meta: dict[str, str]) -> str:
     if was == "1":
         return (
             "the index embeds each row's text with its Source links and block ids; this build embeds"
-            f" it without them (embedding text 1 -> {now}), so every row is embedded again once"
+            f" it without them (embedding text 1 -> {now}), so the index is built again once"
+            " (a text without ids keeps its stored vector)"
         )
-    return f"the embedded text changed (embedding text {was} -> {now}), so every row is embedded again once"
+    return f"the embedded text changed (embedding text {was} -> {now}), so the index is built again once"
 
 
 def text_key(text: str) -> str:
