@@ -71,7 +71,7 @@ def gate_signals(
 
     The prompt, intent and variants come from ``query_vectors`` (text -> unit vector, what the
     funnel already embedded), else one embedding call; candidates reuse ``vectors`` when given
-    (the index embeds each row's ``embedding_text``) and are embedded so otherwise.
+    (the index embeds each row's ``embedding_text``) and are embedded the same way otherwise.
     IDF is taken over this pool of candidates, so words every candidate shares weigh little.
     ``conversations`` (chunk id -> the chat it came from; empty or missing: not known) give the
     session signals, counted over this pool and ``context``: the chats of the candidates that
