@@ -204,8 +204,10 @@ def raw_embedder(root: Path, sample: int, seed: int) -> dict:
     from vault_pipeline.index.search import Index
     from vault_pipeline.index.sync import BATCH_CHUNKS, EMBED_CALL
     from vault_pipeline.models.embed import MiniLMEmbedder
+    from vault_pipeline.vault.format import embedding_text
 
     texts = Index.open(str(root)).table.search().select(["text"]).limit(None).to_arrow()["text"].to_pylist()
+    texts = [embedding_text(text) for text in texts]  # what the index embedded for them
     picked = random.Random(seed + 3).sample(texts, min(sample, len(texts)))
     embedder = MiniLMEmbedder()
     embedder.embed(["warm up the session"])

@@ -15,6 +15,7 @@ kind (``exit_code``; the README's table)::
     ├── ModelError                  a model call failed for good (retries spent, output never valid)
     ├── IndexStateError             the derived index is missing, incompatible or corrupt
     │   └── IndexDamagedError       its files cannot be read: set aside and rebuilt by the commands
+    │       └── IndexOutdatedError  readable, but its vectors are of an older embedded text: embedded again
     └── StorageError                a file could not be written or read (disk full, read-only, permission)
 
 Signals that never leave the module that raises them (each is caught there and becomes a value
@@ -137,6 +138,15 @@ class IndexDamagedError(IndexStateError):
     def __init__(self, what: str):
         self.what = what
         super().__init__(f"the index cannot be read ({what}); run `vault index` to rebuild it from the notes")
+
+
+class IndexOutdatedError(IndexDamagedError):
+    """The index is readable but its vectors are of texts this build no longer embeds (an older
+    embedding text): a reader must not compare them with its own; readers that repair re-embed it."""
+
+    def __init__(self, what: str):
+        self.what = what
+        IndexStateError.__init__(self, f"{what}; run `vault index` to embed it again")
 
 
 class DeadlinePassed(Exception):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from datetime import date
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vault_pipeline.ingest.notes import render_transcript
@@ -18,6 +18,7 @@ from vault_pipeline.vault.format import (
     block_id,
     context_line,
     context_parts,
+    embedding_text,
     long_date,
     merge_context,
     parse_atomic_body,
@@ -25,6 +26,9 @@ from vault_pipeline.vault.format import (
     short_day,
     transcript_turns,
 )
+
+# Generation slows with the machine's load: no health check on time (tests never depend on wall time).
+_UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # One line of note text as the writers leave it: words separated by single spaces, no line break,
 # neither a label nor a heading nor a link (which the Source line would take).
@@ -41,6 +45,7 @@ _LINE = (
 _TARGET = st.from_regex(r"[a-z0-9][a-z0-9-]{0,20}#\^m-[A-Za-z0-9-]{1,12}", fullmatch=True)
 
 
+@_UNTIMED
 @given(
     sentence=_LINE,
     context=st.one_of(st.just(""), _LINE),
@@ -86,6 +91,7 @@ _TIMES = st.lists(
 )
 
 
+@_UNTIMED
 @given(who=st.one_of(st.just(""), _WHO), day=_DAY, times=_TIMES, own=st.one_of(st.just(""), _LINE))
 def test_a_context_line_reads_back_as_it_was_written(who, day, times, own):
     own = own.rstrip(". ").replace("; ", " ").replace(". ", " ")
@@ -102,6 +108,7 @@ def test_days_are_written_one_way():
     assert short_day("not a date") == ""
 
 
+@_UNTIMED
 @given(st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=5, unique=True))
 def test_block_ids_are_obsidian_block_ids_and_distinct(ids):
     blocks = [block_id(i) for i in ids]
@@ -112,6 +119,7 @@ def test_block_ids_are_obsidian_block_ids_and_distinct(ids):
 _SAID = st.lists(st.from_regex(r"[A-Za-z][A-Za-z0-9,.!?']{0,10}", fullmatch=True), min_size=1, max_size=8).map(" ".join)
 
 
+@_UNTIMED
 @given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _SAID), min_size=1, max_size=5))
 def test_transcript_turns_read_back_what_render_transcript_wrote(turns):
     messages = [Message(f"id {i}", role, "", text, None) for i, (role, text) in enumerate(turns)]
@@ -130,3 +138,67 @@ def test_importing_the_funnel_loads_no_ingest_module():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+# --------------------------------------------------------------------------- the text a row is embedded as
+
+
+@_UNTIMED
+@given(
+    sentence=_LINE,
+    context=st.one_of(st.just(""), _LINE),
+    links=st.lists(_TARGET, min_size=1, max_size=3).map(tuple),
+    extra=st.lists(_LINE, max_size=2).map(tuple),
+)
+def test_an_atomic_row_is_embedded_as_its_body_without_the_source_line(sentence, context, links, extra):
+    written = render_atomic(AtomicBody(sentence, context, links, extra))
+    embedded = embedding_text(written)
+    # What is left is exactly the body written without links: every word a reader meets, no id.
+    assert embedded == render_atomic(AtomicBody(sentence, context, (), extra)).replace("\n\nSource: ", "").strip()
+    assert "^m-" not in embedded and "[[" not in embedded
+    assert parse_atomic_body(embedded) == AtomicBody(sentence, context, (), extra)
+    assert embedding_text(embedded) == embedded  # nothing left to take out
+
+
+@_UNTIMED
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _SAID), min_size=1, max_size=4))
+def test_a_transcript_is_embedded_without_its_block_ids_and_links_back(turns):
+    messages = [Message(f"id-{i}", role, "", text, None) for i, (role, text) in enumerate(turns)]
+    body = "## Transcript\n\n" + render_transcript(messages, {"id-0": ["a-note-1f2e3d"]})
+    embedded = embedding_text(body)
+    assert not MESSAGE_ID.search(embedded) and "Notes:" not in embedded and "a-note" not in embedded
+    # Every message's own words stay, in order.
+    assert [t for _, t in transcript_turns(body).values() if t.strip()] and all(
+        " ".join(text.split()) in " ".join(embedded.split()) for _, text in turns
+    )
+
+
+_PLAIN = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="^["), max_size=200)
+
+
+@_UNTIMED
+@given(_PLAIN)
+def test_a_text_without_ids_is_embedded_as_it_is(text):
+    assert embedding_text(text) is text  # the long-note chunk: not even copied
+
+
+@_UNTIMED
+@given(st.text(max_size=200))
+def test_embedding_text_is_idempotent_and_never_empties_a_text(text):
+    once = embedding_text(text)
+    assert embedding_text(once) == once
+    assert bool(once.strip()) == bool(text.strip()) or once == text
+
+
+def test_what_embedding_text_takes_out_and_what_it_leaves():
+    assert embedding_text("It works.\n\nContext: Ann, 8 May 2023.\n\nsource: [[s#^m-1]],\n[[s#^m-2|chat]]") == (
+        "It works.\n\nContext: Ann, 8 May 2023."
+    )
+    assert embedding_text("**Ann:** We chose LanceDB. ^m-a-1") == "**Ann:** We chose LanceDB."
+    assert embedding_text("A long piece of a message\n\n^m-a-1") == "A long piece of a message"  # the added anchor
+    assert embedding_text("- said in a chat ([[ai-laws-4690ce#^m-1fe4]])") == "- said in a chat ([[ai-laws-4690ce]])"
+    assert embedding_text("My own block ^quote-1") == "My own block"
+    # A message's escaped look-alike, a user's own Source line of words and a plain link stay.
+    for kept in ("The price \\^m-x", "Source: Wikipedia, 2020", "See [[Heat pumps]] for more.", "2^10 is 1024"):
+        assert embedding_text(kept) == kept
+    assert embedding_text("^m-a-1") == "^m-a-1"  # nothing but an id: the text itself, never an empty one

@@ -34,7 +34,7 @@ from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
 from vault_pipeline.text import estimate_tokens, grapheme_safe
-from vault_pipeline.vault.format import MESSAGE_ID, TRANSCRIPT_HEADING
+from vault_pipeline.vault.format import MESSAGE_ID, TRANSCRIPT_HEADING, embedding_text
 
 # Bumped when the same note would chunk differently; an index chunked the old way is re-chunked by
 # the next sync (``index.sync``), keeping the vectors of unchanged texts. 2: one chunk per
@@ -80,6 +80,11 @@ class Chunk:
     def source_text(self) -> str:
         """The chunk's text without the added heading-path prefix and anchor line."""
         return self.text[self.prefix_chars : len(self.text) - self.suffix_chars]
+
+    @property
+    def embedded_text(self) -> str:
+        """What the index embeds for this chunk: its text without machine ids (``embedding_text``)."""
+        return embedding_text(self.text)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from vault_pipeline.errors import IndexStateError, VaultError
+from vault_pipeline.errors import IndexOutdatedError, IndexStateError, VaultError
 from vault_pipeline.index.manifest import MANIFEST_FILE, manifest_count, read_meta
 from vault_pipeline.index.table import (
     ANN_MIN_ROWS,
@@ -35,6 +35,7 @@ from vault_pipeline.index.table import (
     batches,
     connect,
     isin,
+    outdated_embedding,
     table_exists,
     vectors_of,
 )
@@ -121,6 +122,8 @@ class Index:
             raise IndexStateError(
                 f"the index was built with embedder {meta['embedder']}, not {name}; run `vault index` to rebuild it"
             )
+        if name is not None and (outdated := outdated_embedding(meta)):  # old vectors never meet new ones
+            raise IndexOutdatedError(outdated)
         return cls(state.parent, db.open_table(TABLE), meta, columns)
 
     def vector_search(

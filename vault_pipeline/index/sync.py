@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -34,15 +35,17 @@ from vault_pipeline.index.broken import record_broken
 from vault_pipeline.index.chunk import CHUNKING_VERSION, Chunk, chunks_for_note
 from vault_pipeline.index.damage import describe, is_damage, probe, set_aside
 from vault_pipeline.index.integrity import CONTENT_COLUMNS, LAYOUT_COLUMNS, content_faults, layout_faults
-from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest
+from vault_pipeline.index.manifest import MANIFEST_FILE, Manifest, ManifestEntry, opened_manifest, read_meta
 from vault_pipeline.index.statements import statement_chunks
 from vault_pipeline.index.table import (
+    EMBEDDING_TEXT_KEY,
     INDEX_DIR,
     SCHEMA_VERSION,
     TABLE,
     ChunkTable,
     connect,
     note_columns,
+    outdated_embedding,
     rows_table,
     table_exists,
     text_key,
@@ -52,6 +55,7 @@ from vault_pipeline.index.vector_cache import CACHE_FILE, VectorCache
 from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.offline.crossencoder import relevance_identity
 from vault_pipeline.vault.files import STATE_DIR, Vault
+from vault_pipeline.vault.format import EMBEDDING_TEXT_VERSION, embedding_text
 from vault_pipeline.vault.frontmatter import salvage_frontmatter, split_frontmatter
 
 __all__ = ["IndexReport", "Preloadable", "repair", "sync", "user_note_id"]
@@ -177,9 +181,16 @@ def sync(
 
 
 def repair(vault: Vault, embedder: Embedder, what: str, *, wait: float = 0) -> IndexReport:
-    """Set aside and rebuild an index a reader found unreadable (``what``: how), under the vault lock."""
+    """Set aside and rebuild an index a reader found unreadable (``what``: how), under the vault lock.
+
+    An index a reader refused only because its vectors are of an older embedded text is no damage:
+    the sync embeds it again in place (nothing set aside), saying why."""
     with vault.lock("index (repair)", wait=wait):
-        return sync(vault, embedder, damaged=what)
+        try:
+            stale = outdated_embedding(read_meta(Path(vault.root) / STATE_DIR / MANIFEST_FILE))
+        except sqlite3.Error:  # a manifest that cannot be read: the damage path decides
+            stale = ""
+        return sync(vault, embedder, damaged="" if stale else what)
 
 
 def _sync_or_rebuild(
@@ -220,7 +231,12 @@ def _sync(
     verify: bool,
 ) -> None:
     with opened_manifest(state / MANIFEST_FILE) as manifest:
-        identity = {"embedder": embedder.name, "dim": str(int(embedder.dim)), "schema_version": str(SCHEMA_VERSION)}
+        identity = {
+            "embedder": embedder.name,
+            "dim": str(int(embedder.dim)),
+            "schema_version": str(SCHEMA_VERSION),
+            EMBEDDING_TEXT_KEY: str(EMBEDDING_TEXT_VERSION),
+        }
         db = connect(state / INDEX_DIR)
         reason = _rebuild_reason(manifest.meta(), identity, db, rebuild)
         if reason:
@@ -252,6 +268,8 @@ def _rebuild_reason(meta: dict[str, str], identity: dict[str, str], db, requeste
     for key, label in (("schema_version", "index schema version"), ("embedder", "embedder"), ("dim", "dimension")):
         if meta.get(key) != identity[key]:
             return f"{label} changed: {meta.get(key)} -> {identity[key]}"
+    if outdated := outdated_embedding(meta):
+        return outdated
     if not exists:
         return "index table missing"
     stored = db.open_table(TABLE).schema.field("vector").type.list_size
@@ -359,7 +377,7 @@ class _Run:
                 self.embedding.shutdown(cancel_futures=True)
         self._finish(gone, present)
         rows = self.table.count()
-        self.cache.prune(lambda: self.table.scan(("text",))["text"].to_pylist(), rows)
+        self.cache.prune(lambda: map(embedding_text, self.table.scan(("text",))["text"].to_pylist()), rows)
         self.cache.close()
         self.report.store_error = self.cache.broken
 
@@ -517,7 +535,7 @@ class _Run:
         """The batch's vectors: an unchanged text's from its old row, a stored one's from the store,
         one the batch still being embedded holds from that batch, every other distinct text once,
         embedded on the embedding thread (shortest first)."""
-        texts = [c.text for n in batch for c in n.chunks]
+        texts = [c.embedded_text for n in batch for c in n.chunks]  # the vector is of the text without ids
         out = np.zeros((len(texts), self.table.dim), dtype=np.float32)
         source = np.full(len(texts), _EMBEDDED, dtype=np.int8)
         pool = self._old_vectors(batch)
@@ -540,7 +558,8 @@ class _Run:
         if not sources:
             return {}
         old = self.table.scan(("text", "vector"), sources)
-        return dict(zip(map(text_key, old["text"].to_pylist()), vectors_of(old["vector"], self.table.dim)))
+        keys = (text_key(embedding_text(text)) for text in old["text"].to_pylist())
+        return dict(zip(keys, vectors_of(old["vector"], self.table.dim)))
 
     def _write(self, pending: _Pending) -> None:
         """Wait for a batch's embeddings, store them, replace its rows (one delete, one add), record it."""

@@ -21,12 +21,15 @@ import numpy as np
 import pyarrow as pa
 
 from vault_pipeline.index.manifest import ManifestEntry
+from vault_pipeline.vault.format import EMBEDDING_TEXT_VERSION
 from vault_pipeline.vault.frontmatter import source_properties
 from vault_pipeline.vault.note import iso, note_tier
 
 # 2: ``source_position`` (a note's place in its message), so packages keep a procedure's order.
 SCHEMA_VERSION = 2
 TABLE = "chunks"
+# The manifest key naming the version of ``vault.format.embedding_text`` the vectors were made with.
+EMBEDDING_TEXT_KEY = "embedding_text"
 INDEX_DIR = "index"
 TEXT_COLUMN = "text"
 VECTOR_COLUMN = "vector"
@@ -112,6 +115,23 @@ def row_check(chunk_id: str, path: str, sha256: str, text: str, vector: bytes) -
         digest.update(b"\x00")
     digest.update(vector)
     return digest.hexdigest()
+
+
+def outdated_embedding(meta: dict[str, str]) -> str:
+    """Why an index's vectors are not of the texts this build embeds (an older ``embedding_text``),
+    or '' (no index recorded yet, or the same version): such vectors must never mix with new ones."""
+    if not meta.get("embedder"):
+        return ""
+    was, now = meta.get(EMBEDDING_TEXT_KEY) or "1", str(EMBEDDING_TEXT_VERSION)
+    if was == now:
+        return ""
+    if was == "1":
+        return (
+            "the index embeds each row's text with its Source links and block ids; this build embeds"
+            f" it without them (embedding text 1 -> {now}), so the index is built again once"
+            " (a text without ids keeps its stored vector)"
+        )
+    return f"the embedded text changed (embedding text {was} -> {now}), so the index is built again once"
 
 
 def text_key(text: str) -> str:

@@ -1,9 +1,11 @@
 """A store of embedded texts' vectors that outlives the index: each distinct text is embedded once.
 
 ``<vault>/.vault_pipeline/embeddings.sqlite`` holds one row per (embedder name, text key) with the
-text's unit vector as float32 bytes. ``vault index --rebuild``, a schema change or a damaged index
-set aside then re-embed nothing they embedded before; the vectors are the embedder's own output,
-so an index built from the store holds what a fresh embedding would. Like the index it is
+text's unit vector as float32 bytes. The text is the one embedded (a row's ``embedding_text``, not
+its stored text), so a vector is found again only for the very text it was made from.
+``vault index --rebuild``, a schema change or a damaged index set aside then re-embed nothing they
+embedded before; the vectors are the embedder's own output, so an index built from the store
+holds what a fresh embedding would. Like the index it is
 derived: deleting the file costs only the time to embed again. A store that cannot be read or
 written is left alone and the sync embeds as if it were empty (``CacheError`` is never raised to
 the caller; ``broken`` says why the store was switched off).

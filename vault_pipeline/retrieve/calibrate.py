@@ -40,6 +40,7 @@ from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.gate import FailOpen, gate_rows, label, reason_of, survives
 from vault_pipeline.retrieve.metering import MeteredLLM, TokenTap
 from vault_pipeline.retrieve.types import FunnelConfig
+from vault_pipeline.vault.format import embedding_text
 
 Altitude = Literal["domain", "narrow"]
 ALTITUDES: tuple[Altitude, ...] = ("domain", "narrow")
@@ -348,7 +349,8 @@ def similarities(labels: Sequence[LabelledCandidate], embedder: Embedder) -> dic
     """Cosine between each candidate and its query (what the funnel's floor compares)."""
     queries = list(dict.fromkeys(item.query for item in labels))
     query_vectors = l2_normalise(embedder.embed(queries))
-    candidate_vectors = l2_normalise(embedder.embed([item.candidate for item in labels]))
+    # As the index embeds the candidate's row: without its ids (``embedding_text``).
+    candidate_vectors = l2_normalise(embedder.embed([embedding_text(item.candidate) for item in labels]))
     row = {query: i for i, query in enumerate(queries)}
     return {
         item.candidate_id: float(np.dot(query_vectors[row[item.query]], candidate_vectors[i]))

@@ -32,6 +32,7 @@ from vault_pipeline.models.offline.relevance import RelevanceModel, fit_weights
 from vault_pipeline.models.offline.retrieval import decompose
 from vault_pipeline.retrieve.calibrate import TARGET_RECALL, CalibrationReport, LabelledCandidate
 from vault_pipeline.retrieve.signals import gate_signals
+from vault_pipeline.vault.format import embedding_text
 
 MIN_QUERIES = 3  # leave-one-query-out needs at least two queries to fit on
 
@@ -247,7 +248,8 @@ def fit_gate(
     started = time.perf_counter()  # the first pass pays every embedding; the second has them all (as the funnel)
     rows = label_signals(labels, embedder)
     signal_seconds = time.perf_counter() - started
-    vectors = dict(zip((item.candidate_id for item in labels), embedder.embed([item.candidate for item in labels])))
+    candidates = [embedding_text(item.candidate) for item in labels]  # as the index embeds their rows
+    vectors = dict(zip((item.candidate_id for item in labels), embedder.embed(candidates)))
     texts = list(dict.fromkeys(t for q, i in _groups(labels) for t in (q, i, *_variants(q, i))))
     query_vectors = dict(zip(texts, l2_normalise(embedder.embed(texts))))
     started = time.perf_counter()

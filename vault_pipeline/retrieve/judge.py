@@ -20,6 +20,7 @@ from vault_pipeline.retrieve.pool import Judged
 from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.state import Query
 from vault_pipeline.retrieve.types import Candidate, Hit
+from vault_pipeline.vault.format import embedding_text
 
 
 def judge(q: Query, judged: Judged, cands: list[Candidate]) -> int:
@@ -100,8 +101,8 @@ def with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder:
         else:
             missing.append(i)
     if missing:
-        # The index embeds exactly ``row.text``, so this is the cosine its vector lane would report.
-        vecs = l2_normalise(embedder.embed([cands[i].row.text for i in missing]))
+        # The index embeds ``embedding_text(row.text)``, so this is the cosine its vector lane would report.
+        vecs = l2_normalise(embedder.embed([embedding_text(cands[i].row.text) for i in missing]))
         for i, vec in zip(missing, vecs):
             out[i] = replace(out[i], similarity=float(np.dot(vec, qvec)))
     return out

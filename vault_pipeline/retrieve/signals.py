@@ -23,6 +23,7 @@ from vault_pipeline.models.embed import Embedder, l2_normalise
 from vault_pipeline.models.offline.relevance import FEATURES, RelevanceModel
 from vault_pipeline.text import idf_overlap, query_runs, stem_runs
 from vault_pipeline.vault.files import STATE_DIR
+from vault_pipeline.vault.format import embedding_text
 from vault_pipeline.vault.state import atomic_write
 
 
@@ -70,7 +71,7 @@ def gate_signals(
 
     The prompt, intent and variants come from ``query_vectors`` (text -> unit vector, what the
     funnel already embedded), else one embedding call; candidates reuse ``vectors`` when given
-    (the index embeds exactly the row text) and are embedded otherwise.
+    (the index embeds each row's ``embedding_text``) and are embedded the same way otherwise.
     IDF is taken over this pool of candidates, so words every candidate shares weigh little.
     ``conversations`` (chunk id -> the chat it came from; empty or missing: not known) give the
     session signals, counted over this pool and ``context``: the chats of the candidates that
@@ -124,7 +125,9 @@ def _candidate_vectors(
     rows: Sequence[tuple[str, str, str, str]], embedder: Embedder, vectors: Mapping[str, np.ndarray]
 ) -> np.ndarray:
     missing = [i for i, row in enumerate(rows) if vectors.get(row[0]) is None]
-    embedded = dict(zip(missing, l2_normalise(embedder.embed([rows[i][3] for i in missing])))) if missing else {}
+    # Embedded as the index embeds a row (without its ids), so a stored vector and this one agree.
+    texts = [embedding_text(rows[i][3]) for i in missing]
+    embedded = dict(zip(missing, l2_normalise(embedder.embed(texts)))) if missing else {}
     out = [embedded[i] if i in embedded else np.asarray(vectors[row[0]], np.float32) for i, row in enumerate(rows)]
     return l2_normalise(np.vstack(out))
 

@@ -20,6 +20,9 @@ without an error):
 * **Transcript turns**: ``**Speaker:** text ^m-id`` under the ``## Transcript`` heading, with an
   optional ``Notes:`` line of links back; ``transcript_turns`` reads them (``ingest/notes.py``
   renders a message's Markdown safely and then writes the turn with ``turn_label``).
+* **The text a row is embedded as**: ``embedding_text`` (a row's text without the machine ids the
+  grammar above writes: ``Source:`` lines of links, ``Notes:`` lines, block ids), versioned by
+  ``EMBEDDING_TEXT_VERSION``.
 * **Days**: ``long_date`` ("16 August 2023", in notes) and ``short_day`` ("16 Aug 2023", in
   package headers).
 
@@ -238,3 +241,38 @@ def context_parts(context: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
         else:
             own.append(part)
     return who, "; ".join(own), tuple(times)
+
+
+# --------------------------------------------------------------------------- the text a row is embedded as
+
+# Bumped when ``embedding_text`` changes what it yields: an index embedded by another version holds
+# vectors of other texts, so the next sync embeds every row again (``index.table.outdated_embedding``).
+# 1 (never written): a row's whole text; 2: without its machine ids.
+EMBEDDING_TEXT_VERSION = 2
+# A line of links written by the grammar (a Source line, its continuation lines, a Notes line);
+# any case, as ``parse_atomic_body`` reads the labels.
+_LINKS = r"\[\[[^\]\n]*\]\](?:[ \t]*,?[ \t]*\[\[[^\]\n]*\]\])*[ \t]*,?"
+_LINK_LINES = re.compile(
+    rf"^[ \t]*(?:(?i:{SOURCE_LABEL}|{NOTES_PREFIX.strip()})[ \t]*{_LINKS}[ \t]*(?:\n[ \t]*{_LINKS}[ \t]*)*)$", re.M
+)
+# Any block id closing a line (ours, ``^m-<id>``, or a user's ``^abc``), or on a line of its own;
+# an escaped one (``\\^x``, a message's own text) is text and stays.
+_BLOCK_IDS = re.compile(rf"(?:^|[ \t]+)\^{_ANY_BLOCK}[ \t]*$", re.M)
+_BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
+# A link's block reference ("[[stem#^m-<id>]]" in a hub's or a people page's list): the stem stays.
+_LINKED_BLOCK = re.compile(rf"#\^{_ANY_BLOCK}(?=\]\]|\|)")
+
+
+def embedding_text(text: str) -> str:
+    """What the index embeds for a row's ``text``: the text without the machine ids the note grammar
+    writes (``Source:`` and ``Notes:`` lines of links, block ids, a link's ``#^block``), so the
+    vector is the sentence's, not its provenance's; ``text`` itself when it holds none, or when
+    nothing but ids is left. The row keeps ``text`` (what a package prints); every side that
+    compares a row's vector with its own calls this."""
+    if "[[" not in text and "^" not in text:
+        return text  # the common long-note chunk: nothing to take out
+    cut = _LINKED_BLOCK.sub("", _BLOCK_IDS.sub("", _LINK_LINES.sub("", text)))
+    if cut == text:
+        return text
+    cut = _BLANK_LINES.sub("\n\n", cut).strip()
+    return cut or text

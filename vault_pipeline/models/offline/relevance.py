@@ -148,21 +148,23 @@ STOP = 0.493271
 # embedder; the "model" of its "fitted_gate"): weights on all the labels, threshold from their
 # leave-one-query-out probabilities (``gatefit.aim``); tests/test_gate_fit.py refits and compares.
 # The session signals weigh only on export.jsonl, the one set whose candidates come from chats.
+# Refitted when the index stopped embedding rows' ids (a candidate's cosine is its embedding
+# text's, ``vault.format.embedding_text``; docs/decisions/0158-embedding-text-without-ids.md).
 # How the fit came to this: docs/decisions/0032-offline-gate-weights.md.
 DEFAULT = RelevanceModel(
     weights={
-        "cos_query": -5.7936,
-        "cos_intent": 8.0771,
-        "agreement": 4.5319,
-        "overlap": 0.0482,
-        "phrase": 0.9065,
-        "anchor": 4.317,
-        "session_share": 3.0261,
-        "same_session": 0.3264,
-        "session_known": -3.5458,
+        "cos_query": -5.7086,
+        "cos_intent": 8.0258,
+        "agreement": 4.6709,
+        "overlap": 0.0,
+        "phrase": 0.9952,
+        "anchor": 3.7779,
+        "session_share": 2.5453,
+        "same_session": 0.7915,
+        "session_known": -3.4054,
     },
-    bias=-1.9636,
-    threshold=0.320513,
+    bias=-1.8945,
+    threshold=0.3438,
     embedder="minilm-l6-v2-int8",
     source="shipped default: labels.jsonl traps.jsonl export.jsonl",
 )
