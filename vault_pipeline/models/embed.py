@@ -3,8 +3,8 @@
 Every embedder returns float32 rows, L2-normalised, so a dot product is a
 cosine, and carries its ``Calibration``: what those cosines mean for the
 funnel (the similarity floor). Heavy runtimes (onnxruntime, tokenizers) load lazily on the first
-``embed`` call: importing this module costs numpy and nothing more, which
-keeps ``vault --help`` fast. onnxruntime's own telemetry is switched off before it is imported
+``embed`` call: importing this module costs numpy and the note grammar (stdlib only), which keeps
+``vault --help`` fast. onnxruntime's own telemetry is switched off before it is imported
 (``disable_onnxruntime_telemetry``): the offline default writes nothing outside the vault.
 """
 
@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from vault_pipeline.errors import ConfigError, ModelError
+from vault_pipeline.vault.format import embedding_text
 
 EmbedFn = Callable[[str, list[str]], list[list[float]]]
 
@@ -94,6 +95,12 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+
+
+def embed_rows(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Unit vectors of index rows' ``texts`` made as the index makes them: each row's
+    ``embedding_text`` (its text without machine ids), so a vector made here and a stored one agree."""
+    return l2_normalise(embedder.embed([embedding_text(t) for t in texts]))
 
 
 def _package_dir(package: str) -> Path:

@@ -33,14 +33,13 @@ from typing import Any, Literal
 import numpy as np
 
 from vault_pipeline.errors import ConfigError, ParseError
-from vault_pipeline.models.embed import Embedder, calibration_of, l2_normalise
+from vault_pipeline.models.embed import Embedder, calibration_of, embed_rows, l2_normalise
 from vault_pipeline.models.offline import offline_relevance
 from vault_pipeline.models.offline.retrieval import decompose
 from vault_pipeline.models.protocol import StructuredLLM
 from vault_pipeline.retrieve.gate import FailOpen, gate_rows, label, reason_of, survives
 from vault_pipeline.retrieve.metering import MeteredLLM, TokenTap
 from vault_pipeline.retrieve.types import FunnelConfig
-from vault_pipeline.vault.format import embedding_text
 
 Altitude = Literal["domain", "narrow"]
 ALTITUDES: tuple[Altitude, ...] = ("domain", "narrow")
@@ -350,7 +349,7 @@ def similarities(labels: Sequence[LabelledCandidate], embedder: Embedder) -> dic
     queries = list(dict.fromkeys(item.query for item in labels))
     query_vectors = l2_normalise(embedder.embed(queries))
     # As the index embeds the candidate's row: without its ids (``embedding_text``).
-    candidate_vectors = l2_normalise(embedder.embed([embedding_text(item.candidate) for item in labels]))
+    candidate_vectors = embed_rows(embedder, [item.candidate for item in labels])
     row = {query: i for i, query in enumerate(queries)}
     return {
         item.candidate_id: float(np.dot(query_vectors[row[item.query]], candidate_vectors[i]))

@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 
 from vault_pipeline.errors import ConfigError
-from vault_pipeline.models.embed import Embedder, l2_normalise
+from vault_pipeline.models.embed import Embedder, embed_rows, l2_normalise
 from vault_pipeline.models.offline.relevance import RelevanceModel, fit_weights
 from vault_pipeline.models.offline.retrieval import decompose
 from vault_pipeline.retrieve.calibrate import TARGET_RECALL, CalibrationReport, LabelledCandidate
 from vault_pipeline.retrieve.signals import gate_signals
-from vault_pipeline.vault.format import embedding_text
 
 MIN_QUERIES = 3  # leave-one-query-out needs at least two queries to fit on
 
@@ -248,8 +247,7 @@ def fit_gate(
     started = time.perf_counter()  # the first pass pays every embedding; the second has them all (as the funnel)
     rows = label_signals(labels, embedder)
     signal_seconds = time.perf_counter() - started
-    candidates = [embedding_text(item.candidate) for item in labels]  # as the index embeds their rows
-    vectors = dict(zip((item.candidate_id for item in labels), embedder.embed(candidates)))
+    vectors = dict(zip((item.candidate_id for item in labels), embed_rows(embedder, [i.candidate for i in labels])))
     texts = list(dict.fromkeys(t for q, i in _groups(labels) for t in (q, i, *_variants(q, i))))
     query_vectors = dict(zip(texts, l2_normalise(embedder.embed(texts))))
     started = time.perf_counter()

@@ -14,13 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from vault_pipeline.models.embed import Embedder, l2_normalise
+from vault_pipeline.models.embed import Embedder, embed_rows
 from vault_pipeline.retrieve.gate import GateClock, GateOutcome, Skipped, gate_rows, reads_signals
 from vault_pipeline.retrieve.pool import Judged
 from vault_pipeline.retrieve.signals import chat_of
 from vault_pipeline.retrieve.state import Query
 from vault_pipeline.retrieve.types import Candidate, Hit
-from vault_pipeline.vault.format import embedding_text
 
 
 def judge(q: Query, judged: Judged, cands: list[Candidate]) -> int:
@@ -102,7 +101,7 @@ def with_original_similarity(cands: list[Candidate], qvec: np.ndarray, embedder:
             missing.append(i)
     if missing:
         # The index embeds ``embedding_text(row.text)``, so this is the cosine its vector lane would report.
-        vecs = l2_normalise(embedder.embed([embedding_text(cands[i].row.text) for i in missing]))
+        vecs = embed_rows(embedder, [cands[i].row.text for i in missing])
         for i, vec in zip(missing, vecs):
             out[i] = replace(out[i], similarity=float(np.dot(vec, qvec)))
     return out

@@ -19,11 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from vault_pipeline.errors import ConfigError
-from vault_pipeline.models.embed import Embedder, l2_normalise
+from vault_pipeline.models.embed import Embedder, embed_rows, l2_normalise
 from vault_pipeline.models.offline.relevance import FEATURES, RelevanceModel
 from vault_pipeline.text import idf_overlap, query_runs, stem_runs
 from vault_pipeline.vault.files import STATE_DIR
-from vault_pipeline.vault.format import embedding_text
 from vault_pipeline.vault.state import atomic_write
 
 
@@ -126,8 +125,7 @@ def _candidate_vectors(
 ) -> np.ndarray:
     missing = [i for i, row in enumerate(rows) if vectors.get(row[0]) is None]
     # Embedded as the index embeds a row (without its ids), so a stored vector and this one agree.
-    texts = [embedding_text(rows[i][3]) for i in missing]
-    embedded = dict(zip(missing, l2_normalise(embedder.embed(texts)))) if missing else {}
+    embedded = dict(zip(missing, embed_rows(embedder, [rows[i][3] for i in missing]))) if missing else {}
     out = [embedded[i] if i in embedded else np.asarray(vectors[row[0]], np.float32) for i, row in enumerate(rows)]
     return l2_normalise(np.vstack(out))
 
