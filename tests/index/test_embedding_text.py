@@ -14,7 +14,7 @@ import pytest
 from tests.index.test_index import NOTES, SESSION
 from tests.support.fakes import HashEmbedder, write_file
 from vault_pipeline import pipeline
-from vault_pipeline.errors import IndexOutdatedError
+from vault_pipeline.errors import IndexOutdatedError, IndexStateError
 from vault_pipeline.index.chunk import Chunk
 from vault_pipeline.index.damage import DAMAGED_PREFIX
 from vault_pipeline.index.manifest import MANIFEST_FILE
@@ -133,3 +133,28 @@ def test_the_gates_signals_are_the_same_with_or_without_the_stored_vectors(vault
     embedded = signals({})
     for chunk_id, values in stored.items():
         assert values == pytest.approx(embedded[chunk_id], abs=1e-5), chunk_id
+
+
+def _named(name: str) -> HashEmbedder:
+    made = HashEmbedder(dim=64)
+    made.name = name
+    return made
+
+
+def test_an_index_of_minilm_reading_256_tokens_is_embedded_again_in_place(vault):
+    sync(vault, _named("minilm-l6-v2-int8"))  # the name every index before the 128-token cut holds
+    now = _named("minilm-l6-v2-int8-128")
+    with pytest.raises(IndexOutdatedError, match="read up to 256 tokens of a row; this build's MiniLM reads 128"):
+        Index.open(vault, now)
+    told = []
+    found = pipeline.search(vault, "LanceDB full-text index", embedder=now, floor=0.0, on_repair=told.append)
+    assert found and len(told) == 1 and told[0].rebuilt and "reads 128" in told[0].rebuild_reason
+    assert told[0].damaged_copy == "" and told[0].embedded_chunks > 0  # no vector of the other cut is kept
+    Index.open(vault, now)
+    assert not sync(vault, now).rebuilt
+
+
+def test_an_index_of_another_embedder_is_still_refused_not_rebuilt_by_a_reader(vault):
+    sync(vault, _named("minilm-l6-v2-int8"))
+    with pytest.raises(IndexStateError, match="run `vault index` to rebuild it"):
+        Index.open(vault, _named("text-embedding-3-small"))

@@ -811,7 +811,7 @@ def test_minilm_end_to_end(make_vault):
     )
     model = build_embedder("minilm")
     report = sync(vault, model)
-    assert report.embedded_notes == 10 and report.embedder == "minilm-l6-v2-int8"
+    assert report.embedded_notes == 10 and report.embedder == "minilm-l6-v2-int8-128"
     index = Index.open(vault, model)
     query = model.embed(["which birds fly along the shore?"])[0]
     assert index.vector_search(query, 1)[0].note_id == "n-0002"

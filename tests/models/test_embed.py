@@ -16,12 +16,14 @@ from vault_pipeline.errors import ConfigError, ModelError
 from vault_pipeline.models.embed import (
     DEFAULT_CALIBRATION,
     MINILM_CALIBRATION,
+    MINILM_LEGACY_TOKENS,
     Calibration,
     Embedder,
     LiteLLMEmbedder,
     MiniLMEmbedder,
     build_embedder,
     calibration_of,
+    is_minilm,
 )
 
 TEXTS = [
@@ -53,7 +55,7 @@ def test_minilm_shape_dtype_and_unit_rows(minilm):
     vectors = minilm.embed(TEXTS)
     assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert minilm.name == "minilm-l6-v2-int8" and minilm.dim == 384
+    assert minilm.name == "minilm-l6-v2-int8-128" and minilm.dim == 384
     _conforms(minilm)
 
 
@@ -87,10 +89,25 @@ def test_minilm_paraphrase_beats_unrelated(minilm):
     assert _cos(a, para) > _cos(a, other) + 0.2
 
 
-def test_minilm_truncates_at_256_tokens(minilm):
-    base = "word " * 300
-    one, two = minilm.embed([base + "alpha beta gamma", base + "completely different ending"])
-    assert _cos(one, two) > 0.9999  # everything past token 256 is cut off
+def test_minilm_reads_128_tokens_and_the_legacy_cut_256(minilm):
+    # [CLS] + 100 words + the ending + [SEP]: within 128 the endings differ; past it they are cut off.
+    short, long = "word " * 100, "word " * 130
+    endings = ["alpha beta gamma", "completely different ending"]
+    one, two = minilm.embed([short + e for e in endings])
+    assert _cos(one, two) < 0.999
+    one, two = minilm.embed([long + e for e in endings])
+    assert _cos(one, two) > 0.9999
+    legacy = MiniLMEmbedder(max_tokens=MINILM_LEGACY_TOKENS)
+    one, two = legacy.embed([long + e for e in endings])
+    assert _cos(one, two) < 0.999 and legacy.name == "minilm-l6-v2-int8"  # the name every older index holds
+    one, two = legacy.embed(["word " * 300 + e for e in endings])
+    assert _cos(one, two) > 0.9999
+
+
+def test_a_text_within_the_cut_has_one_vector_under_either_name(minilm):
+    legacy = MiniLMEmbedder(max_tokens=MINILM_LEGACY_TOKENS)
+    assert np.array_equal(minilm.embed(TEXTS[:2]), legacy.embed(TEXTS[:2]))
+    assert is_minilm(minilm.name) and is_minilm(legacy.name) and not is_minilm("text-embedding-3-small")
 
 
 def test_importing_embed_does_not_load_onnxruntime_or_tokenizers():

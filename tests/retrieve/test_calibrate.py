@@ -194,7 +194,7 @@ def test_cli_gate_calibrate(tmp_path):
     done = run_vault("gate-calibrate", str(small), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].startswith("offline gate: the fitted relevance model")
-    assert "fit-gate (offline)" in done.stdout and "suggested floor for minilm-l6-v2-int8" in done.stdout
+    assert "fit-gate (offline)" in done.stdout and "suggested floor for minilm-l6-v2-int8-128" in done.stdout
     assert "floor in use: 0.20 (the embedder's calibration)" in done.stdout
     assert "held out: leave-one-query-out" in done.stdout and "fitted weights: cos_query" in done.stdout
     assert "stored the fitted gate" not in done.stdout  # no --fit, no --vault: nothing written
@@ -293,7 +293,7 @@ def test_fit_gate_calibration_notebook(tmp_path, monkeypatch):
 def test_floor_sweep_notebook(tmp_path, monkeypatch):
     result = _json_line(_run_notebook("floor_sweep.ipynb", tmp_path, monkeypatch), "FLOOR_SWEEP ")
     sweep = result["sweep"]
-    assert result["embedder"] == "minilm-l6-v2-int8" and result["model"] == "offline"
+    assert result["embedder"] == "minilm-l6-v2-int8-128" and result["model"] == "offline"
     assert [p["floor"] for p in sweep] == list(DEFAULT_FLOORS)
     assert all(b["recall"] <= a["recall"] for a, b in itertools.pairwise(sweep))
     meeting = [p["floor"] for p in sweep if p["recall"] >= 0.95]

@@ -118,12 +118,12 @@ class Index:
         if not meta.get("embedder") or db is None or not table_exists(db):
             raise IndexStateError(f"no index in {state}; run `vault index` first")
         name = getattr(embedder, "name", None)
+        if name is not None and (outdated := outdated_embedding(meta, name)):  # old vectors never meet new ones
+            raise IndexOutdatedError(outdated)
         if name is not None and name != meta["embedder"]:
             raise IndexStateError(
                 f"the index was built with embedder {meta['embedder']}, not {name}; run `vault index` to rebuild it"
             )
-        if name is not None and (outdated := outdated_embedding(meta)):  # old vectors never meet new ones
-            raise IndexOutdatedError(outdated)
         return cls(state.parent, db.open_table(TABLE), meta, columns)
 
     def vector_search(

