@@ -149,23 +149,24 @@ STOP = 0.493271
 # leave-one-query-out probabilities (``gatefit.aim``); tests/test_gate_fit.py refits and compares.
 # The session signals weigh only on export.jsonl, the one set whose candidates come from chats.
 # Refitted when the index stopped embedding rows' ids (a candidate's cosine is its embedding
-# text's, ``vault.format.embedding_text``; docs/decisions/0158-embedding-text-without-ids.md).
+# text's, ``vault.format.embedding_text``; docs/decisions/0158-embedding-text-without-ids.md) and
+# again when MiniLM came to read 128 tokens of a text (docs/decisions/0159-minilm-reads-128-tokens.md).
 # How the fit came to this: docs/decisions/0032-offline-gate-weights.md.
 DEFAULT = RelevanceModel(
     weights={
-        "cos_query": -5.7086,
-        "cos_intent": 8.0258,
-        "agreement": 4.6709,
-        "overlap": 0.0,
-        "phrase": 0.9952,
-        "anchor": 3.7779,
-        "session_share": 2.5453,
-        "same_session": 0.7915,
-        "session_known": -3.4054,
+        "cos_query": -6.16,
+        "cos_intent": 7.5051,
+        "agreement": 4.8781,
+        "overlap": 0.0031,
+        "phrase": 0.3432,
+        "anchor": 5.4743,
+        "session_share": -0.1228,
+        "same_session": 2.4264,
+        "session_known": -3.5656,
     },
-    bias=-1.8945,
-    threshold=0.3438,
-    embedder="minilm-l6-v2-int8",
+    bias=-2.0674,
+    threshold=0.339081,
+    embedder="minilm-l6-v2-int8-128",
     source="shipped default: labels.jsonl traps.jsonl export.jsonl",
 )
 
