@@ -2,6 +2,7 @@
 
     python benchmarks/ab_funnel.py --vault /tmp/scale --a /work/main --b . --rounds 3
     python benchmarks/ab_funnel.py --vault /tmp/scale --a /work/main --b . --questions benchmarks/data/export_questions.jsonl
+    python benchmarks/ab_funnel.py --vault /tmp/scale-old --vault-b /tmp/scale --a /tmp/base --b .
 
 Each tree runs in a process of its own (``PYTHONPATH`` set to it, checked), index and embedder
 opened once, the way ``bench_scale.py``'s funnel latency runs; every question goes to one build and
@@ -10,7 +11,9 @@ query's time is its wall time minus the planner's and the gate's model time, as 
 ``bench_scale.py``; the query embedding is shown apart; CPU is the process's, all threads. Printed:
 each build's p50/p95, the medians of the per-question differences (B - A), and how many
 questions gave both builds the same blocks (a digest of each package's blocks and trace, timings
-left out).
+left out). Where the two builds embed differently (another embedder, or MiniLM reading another
+number of tokens), neither reads the other's index: ``--vault-b`` gives B a copy of the same notes
+indexed by B's build, and the digests then compare packages made from two indexes.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vault", type=Path, required=True, help="a built vault (bench_scale.py --out)")
     p.add_argument("--a", type=Path, required=True, help="the first tree (e.g. the previous build)")
     p.add_argument("--b", type=Path, required=True, help="the second tree")
+    p.add_argument("--vault-b", type=Path, help="B's copy of the vault, indexed by B's build (default: --vault)")
     p.add_argument("--questions", type=Path, help="a JSONL of {'query': ...} (default: bench_scale's synthetic)")
     p.add_argument("--queries", type=int, default=60, help="synthetic questions (without --questions)")
     p.add_argument("--rounds", type=int, default=3)
@@ -132,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench_scale import queries
 
         qs = queries(args.queries, 0)
-    builds = {"A": Build(args.a.resolve(), args.vault), "B": Build(args.b.resolve(), args.vault)}
+    vault_b = args.vault_b or args.vault
+    builds = {"A": Build(args.a.resolve(), args.vault), "B": Build(args.b.resolve(), vault_b)}
     for q in qs[: args.warm]:
         for build in builds.values():
             build.ask(q)
@@ -145,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         loads.append(os.getloadavg()[0])
     for build in builds.values():
         build.close()
-    print(f"A = {args.a}, B = {args.b}, vault {args.vault}, {len(qs)} questions x {args.rounds} rounds")
+    vaults = f"vault {args.vault}" + (f" (B: {vault_b})" if vault_b != args.vault else "")
+    print(f"A = {args.a}, B = {args.b}, {vaults}, {len(qs)} questions x {args.rounds} rounds")
     print(summary("A", runs["A"]))
     print(summary("B", runs["B"]))
     pairs = list(zip(runs["A"], runs["B"]))

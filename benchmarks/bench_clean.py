@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import combinations, pairwise
@@ -162,7 +163,8 @@ class Generator:
         self.rng = random.Random(seed)
         subjects = [(q, e, i) for q in QUALIFIERS for e in ENTITIES for i in range(len(ATTRIBUTES))]
         self.rng.shuffle(subjects)
-        self._subjects = iter(subjects)
+        self._subjects: Iterator[tuple[str, str, int]] = iter(subjects)
+        self._second_tier = False
         self.used: set[tuple[str, str, int]] = set()
         self.used_words: set[frozenset[str]] = set()
         self.notes: list[Synth] = []
@@ -170,11 +172,27 @@ class Generator:
         self.clock = 0
 
     def subject(self) -> tuple[str, str, int]:
-        """A subject no other note has used, as a set of words (so only planted groups share one)."""
+        """A subject no other note has used, as a set of words (so only planted groups share one).
+
+        Past the one-qualifier subjects (about 92,000) come two-qualifier ones ("staging billing
+        server port"), drawn in a seeded order of their own: a vault that never needed them is the
+        same as before they existed, and the scaling table reaches 300,000 notes."""
         for subject in self._subjects:
             if self.reserve(subject):
                 return subject
+        if not self._second_tier:
+            self._second_tier = True
+            self._subjects = self._paired_subjects()
+            return self.subject()
         raise SystemExit("vocabulary exhausted: too many notes for the subject space")
+
+    def _paired_subjects(self) -> Iterator[tuple[str, str, int]]:
+        pairs = [f"{a} {b}" for a, b in combinations(QUALIFIERS, 2)]
+        entities, attributes = list(ENTITIES), list(range(len(ATTRIBUTES)))
+        for order in (pairs, entities, attributes):
+            self.rng.shuffle(order)
+        # Attribute outermost: every pair and entity comes once before any attribute repeats a word.
+        return ((q, e, i) for i in attributes for q in pairs for e in entities)
 
     def reserve(self, subject: tuple[str, str, int]) -> bool:
         """Claim a subject; False when it, or the same words in another order, is taken.
