@@ -89,9 +89,12 @@ def drop_if(word):
 
 # --------------------------------------------------------------------------- the corpus
 
+# A look-alike from another chat: the gate weighs a candidate from the strongest ones' chat up
+# (``same_session``), so a contaminant said in the garden chat itself would be a different case.
 COSMOLOGY = fake_row(
     note_id="hubble-law",
     path="engrams/hubble-law.md",
+    source_conversation="conv-cosmos",
     text="How negative space and emptiness work in cosmology: Hubble's "
     "law says expansion stretches the empty space between galaxies.",
 )
@@ -664,7 +667,7 @@ def test_json_shape(embedder):
     }
     assert all(entry_keys <= set(t) for t in data["trace"])
     # A chat export's candidate names its chat (what a labels line copies as `conversation`).
-    assert {t["conversation"] for t in data["trace"]} == {"conv-1"}
+    assert {t["conversation"] for t in data["trace"]} == {"conv-1", "conv-cosmos"}
     assert len(data["trace"]) == data["stats"]["retrieved"]
     # The package as returned, references too, by the tokenizer it names.
     assert data["tokens"] == token_counter(data["tokenizer"]).count(package.to_markdown())
@@ -700,20 +703,20 @@ def test_markdown_cites_every_block_in_a_numbered_reference_list(embedder):
 # --------------------------------------------------------------------------- integration with the real index
 
 
-def _note(note_id: str, body: str, *, status: str = "kept", **frontmatter) -> str:
-    """A note of conversation conv-9 (messages m-3, m-4) with no tier of its own: its folder decides it."""
+def _note(note_id: str, body: str, *, status: str = "kept", conversation: str = "conv-9", **frontmatter) -> str:
+    """A note of ``conversation`` (messages m-3, m-4) with no tier of its own: its folder decides it."""
     return note_text(
         note_id,
         body,
         status=status,
         tier=None,
-        source={"kind": "chatgpt", "conversation": "conv-9", "messages": ["m-3", "m-4"]},
+        source={"kind": "chatgpt", "conversation": conversation, "messages": ["m-3", "m-4"]},
         **frontmatter,
     )
 
 
 INTEGRATION_NOTES = {
-    "engrams/hubble law.md": _note("n-hubble", COSMOLOGY.text),
+    "engrams/hubble law.md": _note("n-hubble", COSMOLOGY.text, conversation="conv-cosmos"),
     "engrams/gravel frames stones.md": _note("n-gravel", GARDEN_ROWS[0].text),
     "engrams/ma interval.md": _note("n-ma", GARDEN_ROWS[1].text),
     "inbox/north corner.md": _note(
@@ -735,13 +738,16 @@ INTEGRATION_NOTES = {
 }
 
 
-def test_integration_with_a_real_index(make_vault, embedder):
+def test_integration_with_a_real_index(make_vault):
+    # MiniLM, whose cosines the offline gate's weights were fitted on: with the hash embedder the
+    # user's own north-corner decision sits at the gate's threshold, and which side of it is chance.
+    embedder = MiniLMEmbedder()
     vault = make_vault(notes=INTEGRATION_NOTES)
     with vault.lock("index"):
         sync(vault, embedder)
     retriever = Index.open(vault, embedder)
-    # The hash embedder's relevance is not MiniLM's: every survivor is evidence here (stop 0).
-    packages = [run(retriever, embedder, floor=0.05, stop=0.0, intent=GARDEN_INTENT) for _ in range(2)]
+    # Every survivor is evidence here (stop 0): this test is about the index's wiring, not depth.
+    packages = [run(retriever, embedder, stop=0.0, intent=GARDEN_INTENT) for _ in range(2)]
     package = packages[0]
     assert packages[0].to_json() == packages[1].to_json()
     ids = block_ids(package)
@@ -867,7 +873,7 @@ def test_the_gate_reads_a_chat_exports_conversations_and_no_transcripts(embedder
         assert seen
         return {chat for call in seen for chat in call.values()}
 
-    assert chats("chatgpt") == {"conv-1"} and chats("claude") == {"conv-1"}
+    assert chats("chatgpt") == {"conv-1", "conv-cosmos"} == chats("claude")
     assert chats("locomo") == {""} and chats("transcript") == {""}
 
 
