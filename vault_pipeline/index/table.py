@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from vault_pipeline.index.manifest import ManifestEntry
-from vault_pipeline.models.embed import MINILM_LEGACY_TOKENS, MINILM_NAME, is_minilm
+from vault_pipeline.models.embed import MINILM_MAX_TOKENS, minilm_tokens
 from vault_pipeline.vault.format import EMBEDDING_TEXT_VERSION
 from vault_pipeline.vault.frontmatter import source_properties
 from vault_pipeline.vault.note import iso, note_tier
@@ -140,16 +140,14 @@ def outdated_embedding(meta: dict[str, str], embedder: str | None = None) -> str
 
 def _other_cut(was: str, now: str) -> str:
     """Why an index of MiniLM reading another number of tokens is built again, or ''."""
-    if was == now or not (is_minilm(was) and is_minilm(now)):
+    read, reads = minilm_tokens(was), minilm_tokens(now)
+    if read is None or reads is None or read == reads:
         return ""
+    why = " (the length it was trained on)" if reads == MINILM_MAX_TOKENS else ""
     return (
-        f"the index's vectors read up to {_tokens_read(was)} tokens of a row; this build's MiniLM reads"
-        f" {_tokens_read(now)} (the length it was trained on), so the index is built again once"
+        f"the index's vectors read up to {read} tokens of a row; this build's MiniLM reads"
+        f" {reads}{why}, so the index is built again once"
     )
-
-
-def _tokens_read(name: str) -> str:
-    return str(MINILM_LEGACY_TOKENS) if name == MINILM_NAME else name.rsplit("-", 1)[-1]
 
 
 def text_key(text: str) -> str:

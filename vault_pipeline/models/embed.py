@@ -105,9 +105,18 @@ def minilm_name(max_tokens: int) -> str:
     return MINILM_NAME if max_tokens == MINILM_LEGACY_TOKENS else f"{MINILM_NAME}-{max_tokens}"
 
 
+def minilm_tokens(name: str) -> int | None:
+    """The tokens the MiniLM named ``name`` reads of a text (``minilm_name``'s inverse), or None
+    when ``name`` is another embedder's."""
+    if name == MINILM_NAME:
+        return MINILM_LEGACY_TOKENS
+    head, _, tokens = name.rpartition("-")
+    return int(tokens) if head == MINILM_NAME and tokens.isdigit() else None
+
+
 def is_minilm(name: str) -> bool:
     """Whether ``name`` is the offline MiniLM's, whatever cut it reads."""
-    return name == MINILM_NAME or name.startswith(f"{MINILM_NAME}-")
+    return minilm_tokens(name) is not None
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
